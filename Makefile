@@ -1,0 +1,42 @@
+# glidemq — every target does its own setup on a fresh machine.
+SHELL := /bin/bash
+NPM ?= npm
+
+.PHONY: setup deps build valkey test test-unit test-integration test-cli demo bench soak clean
+
+setup: deps valkey build
+
+deps: node_modules/.package-lock.json
+
+node_modules/.package-lock.json: package.json package-lock.json
+	$(NPM) ci --no-audit --no-fund
+
+valkey:
+	@bash scripts/install-valkey.sh
+
+build: deps
+	npx tsc -p tsconfig.json
+
+test: setup
+	npx mocha
+
+test-unit: setup
+	npx mocha --spec 'dist/test/unit/**/*.test.js'
+
+test-integration: setup
+	npx mocha --spec 'dist/test/integration/**/*.test.js'
+
+test-cli: setup
+	npx mocha --spec 'dist/test/cli/**/*.test.js'
+
+demo: setup
+	@bash scripts/demo.sh
+
+bench: setup
+	node dist/bench/run.js
+
+soak: setup
+	GLIDEMQ_SOAK=1 npx mocha --timeout 0 --spec 'dist/test/soak/**/*.test.js'
+
+clean:
+	rm -rf dist

@@ -1,0 +1,90 @@
+/**
+ * What every command gets: the global options turned into engine connection settings, and the
+ * wrapper that turns a command's outcome (a code, or an error) into an exit code and one line.
+ */
+import type { Command } from 'commander';
+import { DEFAULT_URL, type ClientSettings, parseUrl, redactUrl } from '../engine/connection.js';
+import { ConnectionError, GlideMQError } from '../engine/errors.js';
+import { printError } from './output.js';
+
+export interface GlobalOptions {
+  url?: string;
+  cluster?: boolean;
+  prefix: string;
+  json?: boolean;
+}
+
+export interface CommandContext {
+  globals: GlobalOptions;
+  connection: ClientSettings;
+  prefix: string;
+  json: boolean;
+  /** The URL with any password hidden, for messages. */
+  where: string;
+}
+
+export function contextFrom(cmd: Command): CommandContext {
+  const globals = cmd.optsWithGlobals() as GlobalOptions;
+  const url = globals.url ?? process.env.GLIDEMQ_URL ?? DEFAULT_URL;
+  parseUrl(url); // validates early: a bad URL is a usage error before any connection attempt
+  return {
+    globals,
+    connection: { url, cluster: !!globals.cluster, password: process.env.GLIDEMQ_PASSWORD, options: cliClientOptions() },
+    prefix: globals.prefix ?? 'glide',
+    json: !!globals.json,
+    where: redactUrl(url),
+  };
+}
+
+/** A CLI should fail fast when the server is unreachable instead of retrying forever. */
+function cliClientOptions() {
+  return {
+    connectTimeout: 3000,
+    maxRetriesPerRequest: 2,
+    retryStrategy: (times: number) => (times > 3 ? null : Math.min(times * 200, 1000)),
+  };
+}
+
+export type ActionResult = number | void;
+
+/** Runs a command body; exit 0 on success, its returned code, or 2 with one line on an error. */
+export function action<A extends unknown[]>(
+  body: (ctx: CommandContext, ...args: A) => Promise<ActionResult>,
+): (...args: unknown[]) => Promise<void> {
+  return async (...args: unknown[]) => {
+    const cmd = args[args.length - 1] as Command;
+    let code = 0;
+    try {
+      const ctx = contextFrom(cmd);
+      const positional = args.slice(0, -2) as A; // commander passes (...args, options, command)
+      code = (await body(ctx, ...positional)) ?? 0;
+    } catch (err) {
+      code = 2;
+      printError(describeError(err));
+      if (process.env.GLIDEMQ_DEBUG && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+    }
+    await flushAndExit(code);
+  };
+}
+
+export function describeError(err: unknown): string {
+  if (err instanceof GlideMQError) return err.message;
+  if (err instanceof Error) {
+    const e = err as Error & { code?: string; address?: string; port?: number };
+    if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'ETIMEDOUT' || e.code === 'EHOSTUNREACH') {
+      return `cannot reach the server${e.address ? ` at ${e.address}:${e.port}` : ''}: ${e.code}`;
+    }
+    if (err instanceof ConnectionError) return err.message;
+    if (/Connection is closed|Reached the max retries|connect ECONNREFUSED/.test(e.message)) {
+      return `cannot reach the server: ${e.message}`;
+    }
+    if (/^NOAUTH|WRONGPASS|invalid password/i.test(e.message)) return `authentication failed: ${e.message}`;
+    return e.message;
+  }
+  return String(err);
+}
+
+export async function flushAndExit(code: number): Promise<never> {
+  await new Promise<void>((r) => process.stdout.write('', () => r()));
+  process.exit(code);
+}

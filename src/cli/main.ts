@@ -1,0 +1,43 @@
+/** Entry point of the `glidemq` command: global options, one registration per command file. */
+import { Command, CommanderError } from 'commander';
+import { printError } from './output.js';
+import { COMMANDS } from './commands/index.js';
+
+export function buildProgram(): Command {
+  const program = new Command('glidemq')
+    .description('A durable job queue on Valkey: enqueue, run workers, inspect and heal queues, audit durability.')
+    .option('-u, --url <url>', 'server URL (redis://, rediss://, valkey://, valkeys://); default $GLIDEMQ_URL or redis://127.0.0.1:6379')
+    .option('--cluster', 'the URL names a seed node of a Valkey cluster')
+    .option('--prefix <p>', 'key prefix (keys are <prefix>:{<queue>}:...)', 'glide')
+    .option('--json', 'machine-readable output on stdout')
+    .showHelpAfterError('(run with --help for usage and examples)')
+    .exitOverride()
+    .configureOutput({ outputError: (str) => printError(str.replace(/^error: /, '')) });
+  program.addHelpText(
+    'after',
+    `
+Examples:
+  $ glidemq dev --detach                     start a local durable Valkey
+  $ glidemq enqueue emails '{"to":"a@b.c"}'   add a job
+  $ glidemq worker ./send.js --queue emails  process jobs
+  $ glidemq stats emails                     counts per state
+  $ glidemq audit                            check the server's durability settings`,
+  );
+  for (const register of COMMANDS) register(program);
+  for (const cmd of program.commands) cmd.exitOverride();
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version end with code 0; every usage error is exit 2 (CLI.md).
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    }
+    printError(err instanceof Error ? err.message : String(err));
+    process.exit(2);
+  }
+}

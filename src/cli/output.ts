@@ -1,0 +1,85 @@
+/**
+ * The one place for CLI output: colour (TTY only, never with NO_COLOR), aligned tables, JSON,
+ * spinners on stderr, and the one-line error format.
+ */
+import { Chalk } from 'chalk';
+import Table from 'cli-table3';
+import ora, { type Ora } from 'ora';
+
+const colourOn = !!process.stdout.isTTY && !process.env.NO_COLOR;
+export const colour = new Chalk({ level: colourOn ? 1 : 0 });
+const errColour = new Chalk({ level: process.stderr.isTTY && !process.env.NO_COLOR ? 1 : 0 });
+
+export function print(line = ''): void {
+  process.stdout.write(line + '\n');
+}
+
+export function printJson(value: unknown): void {
+  process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+}
+
+/** One JSON object per line, for commands that stream. */
+export function printJsonLine(value: unknown): void {
+  process.stdout.write(JSON.stringify(value) + '\n');
+}
+
+export function info(line: string): void {
+  if (process.stderr.isTTY) process.stderr.write(errColour.dim(line) + '\n');
+}
+
+export function warn(line: string): void {
+  process.stderr.write(errColour.yellow(`warning: ${line}`) + '\n');
+}
+
+export function printError(message: string): void {
+  const oneLine = message.replace(/\s*\n\s*/g, ' ').trim();
+  process.stderr.write(errColour.red(`glidemq: ${oneLine}`) + '\n');
+}
+
+export interface TableOptions {
+  head: string[];
+  rows: (string | number)[][];
+  /** Right-align these column indexes (numbers). */
+  numeric?: number[];
+}
+
+export function table({ head, rows, numeric = [] }: TableOptions): string {
+  const t = new Table({
+    head: head.map((h) => colour.bold(h)),
+    style: { head: [], border: colourOn ? ['grey'] : [], compact: true },
+    colAligns: head.map((_, i) => (numeric.includes(i) ? 'right' : 'left')),
+    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
+  });
+  for (const r of rows) t.push(r.map((c) => String(c)));
+  return t.toString();
+}
+
+const STATUS_COLOURS: Record<string, (s: string) => string> = {
+  pass: (s) => colour.green(s),
+  completed: (s) => colour.green(s),
+  warn: (s) => colour.yellow(s),
+  fail: (s) => colour.red(s),
+  failed: (s) => colour.red(s),
+  unknown: (s) => colour.magenta(s),
+};
+
+export function status(s: string): string {
+  return (STATUS_COLOURS[s] ?? ((x: string) => x))(s);
+}
+
+export interface Spinner {
+  text(t: string): void;
+  stop(): void;
+}
+
+/** A spinner on stderr, only when stderr is a TTY; otherwise a no-op. */
+export function spinner(text: string): Spinner {
+  if (!process.stderr.isTTY) return { text: () => undefined, stop: () => undefined };
+  const s: Ora = ora({ text, stream: process.stderr, color: 'cyan' }).start();
+  return {
+    text: (t) => {
+      s.text = t;
+    },
+    stop: () => s.stop(),
+  };
+}

@@ -1,0 +1,159 @@
+/**
+ * Connection options: URL parsing (redis/rediss/valkey/valkeys), password redaction, and the
+ * construction of ioredis clients (standalone or cluster) from a URL, options or an instance.
+ */
+import { readFileSync } from 'node:fs';
+import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
+import { ConnectionError, invalid } from './errors.js';
+
+export type Client = Redis | Cluster;
+
+export type ConnectionInput =
+  | string
+  | RedisOptions
+  | Client
+  | { url: string; cluster?: boolean; password?: string };
+
+export interface ParsedUrl {
+  /** The URL rewritten to a redis scheme (ioredis reads the db number only for those). */
+  url: string;
+  host: string;
+  port: number;
+  tls: boolean;
+  username?: string;
+  password?: string;
+  db: number;
+}
+
+export const DEFAULT_URL = 'redis://127.0.0.1:6379';
+
+export function parseUrl(raw: string): ParsedUrl {
+  const rewritten = raw.replace(/^valkey(s?):\/\//i, (_m, s: string) => `redis${s}://`);
+  let u: URL;
+  try {
+    u = new URL(rewritten);
+  } catch {
+    throw invalid(`invalid server URL "${redactUrl(raw)}": expected redis://[user:password@]host:port[/db]`);
+  }
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
+    throw invalid(
+      `unsupported URL scheme "${u.protocol}" in ${redactUrl(raw)}: use redis://, rediss://, valkey:// or valkeys://`,
+    );
+  }
+  const dbText = u.pathname.replace(/^\//, '');
+  const db = dbText === '' ? 0 : Number(dbText);
+  if (!Number.isInteger(db) || db < 0) throw invalid(`invalid database number "${dbText}" in ${redactUrl(raw)}`);
+  const port = u.port === '' ? 6379 : Number(u.port);
+  return {
+    url: rewritten,
+    host: u.hostname.replace(/^\[|\]$/g, ''),
+    port,
+    tls: u.protocol === 'rediss:',
+    username: u.username ? decodeURIComponent(u.username) : undefined,
+    password: u.password ? decodeURIComponent(u.password) : undefined,
+    db,
+  };
+}
+
+/** `redis://user:secret@h:1` → `redis://user:***@h:1`; never let a password reach output. */
+export function redactUrl(raw: string): string {
+  return raw.replace(/^([a-z]+:\/\/)([^@/]*)@/i, (_m, scheme: string, cred: string) => {
+    const colon = cred.indexOf(':');
+    if (colon < 0) return `${scheme}***@`;
+    return `${scheme}${cred.slice(0, colon)}:***@`;
+  });
+}
+
+export interface ClientSettings {
+  url: string;
+  cluster: boolean;
+  password?: string;
+  /** Extra ioredis options (tests use these for retry behaviour). */
+  options?: RedisOptions;
+}
+
+export function redisOptionsFromUrl(parsed: ParsedUrl, password?: string): RedisOptions {
+  const opts: RedisOptions = {
+    host: parsed.host,
+    port: parsed.port,
+    db: parsed.db,
+    username: parsed.username,
+    password: parsed.password ?? password,
+  };
+  if (parsed.tls) {
+    opts.tls = {
+      servername: parsed.host,
+      rejectUnauthorized: process.env.GLIDEMQ_TLS_INSECURE !== '1',
+      ca: process.env.GLIDEMQ_TLS_CA ? [readFileSync(process.env.GLIDEMQ_TLS_CA)] : undefined,
+    };
+  }
+  return opts;
+}
+
+/** Creates a new ioredis client for the settings. Callers own it and must `quit()` it. */
+export function createClient(settings: ClientSettings, extra: RedisOptions = {}): Client {
+  const parsed = parseUrl(settings.url);
+  const base = { ...redisOptionsFromUrl(parsed, settings.password), ...settings.options, ...extra };
+  if (settings.cluster) {
+    const clusterOpts: ClusterOptions = {
+      redisOptions: (({ host: _h, port: _p, db: _d, retryStrategy: _r, ...rest }) => rest)(base),
+      enableReadyCheck: true,
+      ...(parsed.tls ? { dnsLookup: (address, cb) => cb(null, address) } : {}),
+    };
+    return new Cluster([{ host: parsed.host, port: parsed.port }], clusterOpts);
+  }
+  return new Redis(base);
+}
+
+/** Normalises any accepted connection input into settings that can make more clients. */
+export function settingsFrom(input: ConnectionInput | undefined): ClientSettings | Client {
+  if (input === undefined) return { url: process.env.GLIDEMQ_URL ?? DEFAULT_URL, cluster: false, password: process.env.GLIDEMQ_PASSWORD };
+  if (typeof input === 'string') return { url: input, cluster: false, password: process.env.GLIDEMQ_PASSWORD };
+  if (input instanceof Redis || input instanceof Cluster) return input;
+  if ('url' in input && typeof input.url === 'string') {
+    return { url: input.url, cluster: !!input.cluster, password: input.password ?? process.env.GLIDEMQ_PASSWORD };
+  }
+  const o = input as RedisOptions;
+  const scheme = o.tls ? 'rediss' : 'redis';
+  return {
+    url: `${scheme}://${o.host ?? '127.0.0.1'}:${o.port ?? 6379}/${o.db ?? 0}`,
+    cluster: false,
+    password: o.password,
+    options: o,
+  };
+}
+
+export function isCluster(c: Client): c is Cluster {
+  return c instanceof Cluster;
+}
+
+/** Describes where a client points, without any password. */
+export function describeSettings(s: ClientSettings): string {
+  return redactUrl(s.url);
+}
+
+/** Waits until the client is ready, or fails with a one-line error naming the host. */
+export async function waitReady(client: Client, label: string, timeoutMs = 5000): Promise<void> {
+  if (client.status === 'ready') return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new ConnectionError('ERR_CONNECTION', `cannot reach ${label}: no answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      cleanup();
+      resolve();
+    };
+    const onEnd = () => {
+      cleanup();
+      reject(new ConnectionError('ERR_CONNECTION', `cannot reach ${label}: connection closed`));
+    };
+    const cleanup = () => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      client.off('end', onEnd);
+    };
+    client.on('ready', onReady);
+    client.on('end', onEnd);
+  });
+}

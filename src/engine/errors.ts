@@ -1,0 +1,66 @@
+/**
+ * One table maps the coded errors that the Lua library returns (`ERR_JOB_NOT_FOUND job 42 ...`)
+ * to typed errors, so callers can branch on the class and users read the server's own sentence.
+ */
+export class GlideMQError extends Error {
+  /** The coded prefix (e.g. `ERR_JOB_NOT_FOUND`), or a client-side code. */
+  readonly code: string;
+  /** True when the error comes from bad input (the CLI exits 2 and prints one line). */
+  readonly usage: boolean;
+  constructor(code: string, message: string, usage = false) {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
+    this.usage = usage;
+  }
+}
+
+export class JobNotFoundError extends GlideMQError {}
+export class JobNotActiveError extends GlideMQError {}
+export class StaleClaimError extends GlideMQError {}
+export class DuplicateJobError extends GlideMQError {}
+export class InvalidArgumentError extends GlideMQError {}
+export class PayloadTooLargeError extends GlideMQError {}
+export class QueuePausedError extends GlideMQError {}
+export class LibraryVersionError extends GlideMQError {}
+export class ConnectionError extends GlideMQError {}
+export class WrongTypeError extends GlideMQError {}
+
+type ErrorClass = new (code: string, message: string, usage?: boolean) => GlideMQError;
+
+/** Coded Lua error prefix → TypeScript error class, and whether it is the caller's bad input. */
+const LUA_ERRORS: Record<string, [ErrorClass, boolean]> = {
+  ERR_JOB_NOT_FOUND: [JobNotFoundError, true],
+  ERR_JOB_NOT_ACTIVE: [JobNotActiveError, false],
+  ERR_STALE_CLAIM: [StaleClaimError, false],
+  ERR_DUPLICATE: [DuplicateJobError, false],
+  ERR_INVALID: [InvalidArgumentError, true],
+  ERR_TOO_LARGE: [PayloadTooLargeError, true],
+  ERR_PAUSED: [QueuePausedError, false],
+  ERR_WRONG_TYPE: [WrongTypeError, true],
+};
+
+/** Turns a raw server error into the typed error its code names; other errors pass through. */
+export function fromServerError(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const match = /^(ERR_[A-Z_]+)\s+(.*)$/s.exec(err.message);
+  if (match) {
+    const entry = LUA_ERRORS[match[1]];
+    if (entry) {
+      const [Cls, usage] = entry;
+      return new Cls(match[1], match[2], usage);
+    }
+  }
+  if (/^WRONGTYPE/.test(err.message)) {
+    return new WrongTypeError(
+      'ERR_WRONG_TYPE',
+      `a key has the wrong type for glidemq (${err.message}); another program wrote to a glidemq key`,
+      true,
+    );
+  }
+  return err;
+}
+
+export function invalid(message: string): InvalidArgumentError {
+  return new InvalidArgumentError('ERR_INVALID', message, true);
+}
