@@ -157,3 +157,38 @@ export async function waitReady(client: Client, label: string, timeoutMs = 5000)
     client.on('end', onEnd);
   });
 }
+
+export interface Acquired {
+  client: Client;
+  /** True when glidemq created the client and must close it. */
+  owned: boolean;
+  settings?: ClientSettings;
+}
+
+/** Resolves a connection input into a client: a given instance is shared, anything else is created. */
+export function acquireClient(input: ConnectionInput | undefined, extra: RedisOptions = {}): Acquired {
+  const s = settingsFrom(input);
+  if (s instanceof Redis || s instanceof Cluster) return { client: s, owned: false };
+  const client = createClient(s, extra);
+  // Errors surface on the commands that fail; an unhandled 'error' event must not kill the process.
+  client.on('error', () => undefined);
+  return { client, owned: true, settings: s };
+}
+
+/** A second connection like the first (for blocking reads), always owned by the caller. */
+export function duplicateClient(a: Acquired, extra: RedisOptions = {}): Client {
+  let c: Client;
+  if (a.settings) c = createClient(a.settings, extra);
+  else if (isCluster(a.client)) c = a.client.duplicate();
+  else c = (a.client as Redis).duplicate(extra);
+  c.on('error', () => undefined);
+  return c;
+}
+
+export async function closeClient(c: Client): Promise<void> {
+  try {
+    await c.quit();
+  } catch {
+    c.disconnect();
+  }
+}

@@ -25,6 +25,9 @@ export class QueuePausedError extends GlideMQError {}
 export class LibraryVersionError extends GlideMQError {}
 export class ConnectionError extends GlideMQError {}
 export class WrongTypeError extends GlideMQError {}
+export class JobActiveError extends GlideMQError {}
+/** Thrown by a processor to fail the job at once, without further attempts. */
+export class UnrecoverableError extends Error {}
 
 type ErrorClass = new (code: string, message: string, usage?: boolean) => GlideMQError;
 
@@ -38,6 +41,8 @@ const LUA_ERRORS: Record<string, [ErrorClass, boolean]> = {
   ERR_TOO_LARGE: [PayloadTooLargeError, true],
   ERR_PAUSED: [QueuePausedError, false],
   ERR_WRONG_TYPE: [WrongTypeError, true],
+  ERR_JOB_ACTIVE: [JobActiveError, true],
+  ERR_LIBRARY_NEWER: [LibraryVersionError, false],
 };
 
 /** Turns a raw server error into the typed error its code names; other errors pass through. */

@@ -1,0 +1,62 @@
+--[[ fetch.lua — glidemq_fetch, glidemq_activate
+
+  glidemq_fetch: takes up to `count` jobs for a worker without blocking (priority, then LIFO,
+  then stream). Used when a worker starts or a slot frees up outside a finish call.
+    KEYS[1] meta key.  ARGV: consumer, now(ms), count.
+    Returns {status, job1, job2, ...}: status 'ok' | 'paused'; each job is a flat field list.
+
+  glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read
+  cannot run inside a function). Stream entries become active claims; wake entries are acked
+  and turned into priority/LIFO pops. While paused, or with no global slot free, delivered
+  stream entries are handed back to the queue instead of being held.
+    KEYS[1] meta key.  ARGV: consumer, now(ms), want (free slots of the worker), nStream, then
+            nStream pairs (entryId, jobId), then the wake entry ids.
+    Returns {status, job1, ...}: status 'ok' | 'paused' | 'limited' (entries were handed back
+            because no globalConcurrency slot was free).
+  Errors: none (leftover entries of removed jobs are acked and dropped).
+]]
+redis.register_function('glidemq_fetch', function(keys, args)
+  local k = keysFor(keys[1])
+  ensureQueue(k)
+  if isPaused(k) then return { 'paused' } end
+  local jobs = fetchNext(k, args[1], toInt(args[2], 0), toInt(args[3], 1))
+  table.insert(jobs, 1, 'ok')
+  return jobs
+end)
+
+redis.register_function('glidemq_activate', function(keys, args)
+  local k = keysFor(keys[1])
+  local consumer, now, want, nStream = args[1], toInt(args[2], 0), toInt(args[3], 1), toInt(args[4], 0)
+  local paused = isPaused(k)
+  local out = { paused and 'paused' or 'ok' }
+  -- the entries being activated are already in the pending list: they do not hold a slot yet
+  local free = 0
+  if not paused then free = math.min(freeSlots(k) + nStream, want) end
+  for i = 0, nStream - 1 do
+    local sid, id = args[5 + i * 2], args[6 + i * 2]
+    if free > 0 then
+      local job = activateEntry(k, sid, id, consumer, now)
+      if job then
+        out[#out + 1] = job
+        free = free - 1
+      end
+    else
+      handBack(k, sid, id)
+      if not paused then out[1] = 'limited' end
+    end
+  end
+  local nWake = 0
+  for i = 5 + nStream * 2, #args do
+    redis.call('XACK', k.wake, GROUP, args[i])
+    redis.call('XDEL', k.wake, args[i])
+    nWake = nWake + 1
+  end
+  while nWake > 0 and free > 0 do
+    local job = popListJob(k, consumer, now)
+    if not job then break end
+    out[#out + 1] = job
+    free = free - 1
+    nWake = nWake - 1
+  end
+  return out
+end)

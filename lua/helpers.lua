@@ -1,0 +1,139 @@
+--[[ helpers.lua — shared locals for every glidemq function (no registered functions here).
+  Conventions used by all functions:
+    KEYS[1]  the queue's meta key `<prefix>:{<queue>}:meta`; every other key of the queue is
+             derived from it, so a call touches exactly one cluster slot.
+    errors   coded replies `ERR_<CODE> <sentence>` (mapped to typed errors in src/engine/errors.ts).
+  Functions validate all input before their first write, so a refused call writes nothing.
+]]
+
+local GROUP = 'workers'
+local EVENTS_MAXLEN = 1000
+local WAKE_MAXLEN = 16
+local MAX_PRIORITY = 2097152
+local PRIORITY_SHIFT = 2147483648 -- 2^31: score = priority * 2^31 + sequence keeps FIFO per priority
+
+local function fail(code, msg)
+  return redis.error_reply(code .. ' ' .. msg)
+end
+
+local function baseOf(metaKey)
+  return string.sub(metaKey, 1, #metaKey - 5) -- strip ':meta'
+end
+
+local function keysFor(metaKey)
+  local b = baseOf(metaKey)
+  return {
+    base = b, meta = metaKey, id = b .. ':id', stream = b .. ':stream', wake = b .. ':wake',
+    scheduled = b .. ':scheduled', prioritized = b .. ':prioritized', lifo = b .. ':lifo',
+    listActiveIds = b .. ':list-active-ids', listActive = b .. ':list-active',
+    completed = b .. ':completed', failed = b .. ':failed', events = b .. ':events',
+    dedup = b .. ':dedup', schedulers = b .. ':schedulers', jobPrefix = b .. ':job:',
+  }
+end
+
+local function jobKey(k, id)
+  return k.jobPrefix .. id
+end
+
+local function toInt(v, default)
+  local n = tonumber(v)
+  if n == nil then return default end
+  return math.floor(n)
+end
+
+local function isPaused(k)
+  return redis.call('HGET', k.meta, 'paused') == '1'
+end
+
+local function emit(k, event, jobId, ...)
+  redis.call('XADD', k.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', event, 'jobId', jobId, ...)
+end
+
+-- A stream that already has the group answers BUSYGROUP; that is the normal case.
+local function ensureGroup(streamKey)
+  local ok = redis.pcall('XGROUP', 'CREATE', streamKey, GROUP, '0', 'MKSTREAM')
+  if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP') then
+    error(ok.err)
+  end
+end
+
+-- A queue seen for the first time has no claims anywhere: its list-active-ids set is complete.
+local function ensureQueue(k)
+  if redis.call('EXISTS', k.meta) == 0 then
+    local fresh = redis.call('EXISTS', k.id) == 0
+    redis.call('HSET', k.meta, 'createdAt', redis.call('TIME')[1])
+    if fresh then redis.call('HSET', k.meta, 'listActiveSeeded', '1') end
+    ensureGroup(k.stream)
+    ensureGroup(k.wake)
+  end
+end
+
+local function wakeWorkers(k)
+  redis.call('XADD', k.wake, 'MAXLEN', WAKE_MAXLEN, '*', 'w', '1')
+end
+
+-- Puts a job where workers find it: priority set, LIFO list, or the stream. Returns the state.
+local function enqueueReady(k, id, jk, priority, lifo)
+  if priority > 0 then
+    local seq = redis.call('HINCRBY', k.meta, 'pseq', 1) % PRIORITY_SHIFT
+    redis.call('ZADD', k.prioritized, priority * PRIORITY_SHIFT + seq, id)
+    redis.call('HSET', jk, 'state', 'prioritized')
+    wakeWorkers(k)
+    return 'prioritized'
+  elseif lifo then
+    redis.call('LPUSH', k.lifo, id)
+    redis.call('HSET', jk, 'state', 'waiting')
+    wakeWorkers(k)
+    return 'waiting'
+  end
+  local sid = redis.call('XADD', k.stream, '*', 'id', id)
+  redis.call('HSET', jk, 'state', 'waiting', 'sid', sid)
+  return 'waiting'
+end
+
+-- Re-queues a job at the place its options say (used by retry, promotion and redispatch).
+local function requeue(k, id, jk)
+  local f = redis.call('HMGET', jk, 'priority', 'lifo')
+  return enqueueReady(k, id, jk, toInt(f[1], 0), f[2] == '1')
+end
+
+-- list-active bookkeeping: every list claim and release keeps the set and the counter together.
+local function listClaim(k, id)
+  if redis.call('SADD', k.listActiveIds, id) == 1 then
+    redis.call('INCR', k.listActive)
+  end
+end
+
+local function listRelease(k, id)
+  redis.call('SREM', k.listActiveIds, id)
+  local n = toInt(redis.call('GET', k.listActive), 0)
+  if n > 1 then
+    redis.call('DECR', k.listActive)
+  elseif n ~= 0 then
+    redis.call('SET', k.listActive, '0') -- never below zero
+  end
+end
+
+-- Takes a job out of active delivery state (stream entry acked and deleted, or list claim released).
+local function releaseActive(k, id, jk)
+  local f = redis.call('HMGET', jk, 'src', 'sid')
+  if f[1] == 's' then
+    if f[2] then
+      redis.call('XACK', k.stream, GROUP, f[2])
+      redis.call('XDEL', k.stream, f[2])
+    end
+  elseif f[1] then
+    listRelease(k, id)
+  end
+  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
+end
+
+-- Counts claims held against globalConcurrency: stream pending entries plus list claims.
+local function activeCount(k)
+  local pending = redis.call('XPENDING', k.stream, GROUP)
+  return toInt(pending[1], 0) + toInt(redis.call('GET', k.listActive), 0)
+end
+
+local function globalLimit(k)
+  return toInt(redis.call('HGET', k.meta, 'globalConcurrency'), 0)
+end

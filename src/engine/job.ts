@@ -1,0 +1,121 @@
+/** A job as a processor and an inspector see it: its stored fields, and what a running job may do. */
+import type { Client } from './connection.js';
+import { callFunction } from './library.js';
+import type { QueueKeys } from './keys.js';
+import type { StoredOptions } from './options.js';
+
+export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'unknown';
+
+/** The claim a running job holds: only its holder may change the job. */
+export interface Claim {
+  client: Client;
+  keys: QueueKeys;
+  consumer: string;
+  fence: string;
+}
+
+export class Job<D = any, R = any> {
+  id = '';
+  name = '';
+  data: D = {} as D;
+  opts: StoredOptions & { attempts: number; delay: number; priority: number; lifo: boolean } = {
+    attempts: 1,
+    delay: 0,
+    priority: 0,
+    lifo: false,
+  };
+  state: JobState = 'unknown';
+  timestamp = 0;
+  attemptsMade = 0;
+  stalledCount = 0;
+  progress: unknown = 0;
+  returnvalue: R | null = null;
+  failedReason: string | null = null;
+  processedOn: number | null = null;
+  finishedOn: number | null = null;
+  /** @internal the claim, set while a worker runs this job */
+  claim: Claim | undefined;
+  /** @internal the raw hash fields */
+  raw: Record<string, string> = {};
+
+  static fromFields(fields: string[] | Record<string, string>, claim?: Claim): Job {
+    const h: Record<string, string> = Array.isArray(fields) ? {} : fields;
+    if (Array.isArray(fields)) for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+    const job = new Job();
+    job.raw = h;
+    job.id = h.id ?? '';
+    job.name = h.name ?? '';
+    job.data = parseJson(h.data, {});
+    const stored = parseJson<StoredOptions>(h.opts, {});
+    job.opts = {
+      ...stored,
+      attempts: num(h.attempts, 1),
+      delay: num(h.delay, 0),
+      priority: num(h.priority, 0),
+      lifo: h.lifo === '1',
+    };
+    job.state = (h.state as JobState) ?? 'unknown';
+    job.timestamp = num(h.ts, 0);
+    job.attemptsMade = num(h.attemptsMade, 0);
+    job.stalledCount = num(h.stalledCount, 0);
+    job.progress = h.progress === undefined ? 0 : parseJson(h.progress, h.progress);
+    job.returnvalue = h.returnvalue === undefined ? null : parseJson(h.returnvalue, h.returnvalue);
+    job.failedReason = h.failedReason ?? null;
+    job.processedOn = h.processedOn ? Number(h.processedOn) : null;
+    job.finishedOn = h.finishedOn ? Number(h.finishedOn) : null;
+    if (claim) job.claim = { ...claim, fence: h.fence ?? '' };
+    return job;
+  }
+
+  /** Stores progress (any JSON value). A worker that lost this job's claim changes nothing. */
+  async updateProgress(progress: unknown): Promise<boolean> {
+    const c = this.requireClaim('updateProgress');
+    const r = await callFunction(c.client, 'glidemq_updateProgress', c.keys.meta, [this.id, c.fence, JSON.stringify(progress)]);
+    if (r === 1) this.progress = progress;
+    return r === 1;
+  }
+
+  /** Appends a line to the job's log (the newest `keep` lines are kept). */
+  async log(line: string, keep = 1000): Promise<number> {
+    const c = this.requireClaim('log');
+    return (await callFunction(c.client, 'glidemq_addLog', c.keys.meta, [this.id, c.fence, line, keep])) as number;
+  }
+
+  toJSON() {
+    return {
+      id: this.id,
+      name: this.name,
+      state: this.state,
+      data: this.data,
+      opts: this.opts,
+      timestamp: this.timestamp,
+      attemptsMade: this.attemptsMade,
+      stalledCount: this.stalledCount,
+      progress: this.progress,
+      returnvalue: this.returnvalue,
+      failedReason: this.failedReason,
+      processedOn: this.processedOn,
+      finishedOn: this.finishedOn,
+    };
+  }
+
+  protected requireClaim(op: string): Claim {
+    if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
+    return this.claim;
+  }
+}
+
+function num(v: string | undefined, d: number): number {
+  if (v === undefined) return d;
+  const n = Number(v);
+  return Number.isFinite(n) ? n : d;
+}
+
+function parseJson<T>(text: string | undefined, fallback: T): T {
+  if (text === undefined || text === '') return fallback;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return fallback;
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * The Lua function library `glidemq`: assembled from lua/ in the order lua/ORDER gives, versioned by
+ * a hash of that source, loaded with FUNCTION LOAD on every primary, and re-ensured whenever a
+ * client becomes ready again. A server that holds a library written by a newer glidemq is never
+ * downgraded: the client refuses with an error that says what to upgrade.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+import { type Client, isCluster } from './connection.js';
+import { fromServerError, LibraryVersionError } from './errors.js';
+
+export const LIBRARY_NAME = 'glidemq';
+const LUA_DIR = new URL('../../../lua/', import.meta.url);
+const PACKAGE_VERSION: string = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version;
+
+function assemble(): { code: string; version: string } {
+  const order = readFileSync(new URL('ORDER', LUA_DIR), 'utf8')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
+  const body = order.map((file) => `-- ==== ${file} ====\n${readFileSync(new URL(file, LUA_DIR), 'utf8')}`).join('\n');
+  const version = createHash('sha256').update(body).digest('hex').slice(0, 16);
+  const code =
+    `#!lua name=${LIBRARY_NAME}\n` +
+    body.replaceAll('__GLIDEMQ_LIBRARY_VERSION__', version).replaceAll('__GLIDEMQ_PACKAGE_VERSION__', PACKAGE_VERSION);
+  return { code, version };
+}
+
+const assembled = assemble();
+export const LIBRARY_CODE = assembled.code;
+/** Hash of the Lua source: changes whenever any Lua file changes, never bumped by hand. */
+export const LIBRARY_VERSION = assembled.version;
+export const LIBRARY_PACKAGE_VERSION = PACKAGE_VERSION;
+
+export interface ServerLibrary {
+  version: string;
+  package: string;
+}
+
+/** Reads the library version a node holds, or undefined when it has none. */
+export async function serverLibrary(node: Redis): Promise<ServerLibrary | undefined> {
+  try {
+    const raw = (await node.call('FCALL_RO', 'glidemq_version', '0')) as string;
+    return JSON.parse(raw) as ServerLibrary;
+  } catch (err) {
+    if (isMissingFunction(err)) return undefined;
+    throw err;
+  }
+}
+
+export function isMissingFunction(err: unknown): boolean {
+  return err instanceof Error && /function not found|NOSCRIPT|Library .* not found/i.test(err.message);
+}
+
+/** Compares dotted numeric versions; returns >0 when a is newer than b. */
+export function compareVersions(a: string, b: string): number {
+  const pa = a.split(/[.-]/).map((x) => Number.parseInt(x, 10) || 0);
+  const pb = b.split(/[.-]/).map((x) => Number.parseInt(x, 10) || 0);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+async function ensureOnNode(node: Redis): Promise<void> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const held = await serverLibrary(node);
+    if (held?.version === LIBRARY_VERSION) return;
+    if (held && compareVersions(held.package, PACKAGE_VERSION) > 0) {
+      throw new LibraryVersionError(
+        'ERR_LIBRARY_NEWER',
+        `the server ${node.options.host}:${node.options.port} holds the glidemq library ${held.version} from glidemq ${held.package}, ` +
+          `newer than this client (${PACKAGE_VERSION}); upgrade this glidemq instead of downgrading the server's library`,
+      );
+    }
+    try {
+      if (held) await node.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY_CODE);
+      else await node.call('FUNCTION', 'LOAD', LIBRARY_CODE);
+      return;
+    } catch (err) {
+      // Another client loaded it first: look again at what is there now.
+      if (err instanceof Error && /already exists/i.test(err.message)) continue;
+      throw err;
+    }
+  }
+}
+
+const inflight = new WeakMap<Client, Promise<void>>();
+const watched = new WeakSet<Client>();
+
+/**
+ * Ensures the library on every primary of the client, single-flight per client, and again each
+ * time the client reconnects (ioredis `ready`) or a cluster's topology changes.
+ */
+export function ensureLibrary(client: Client, force = false): Promise<void> {
+  if (!watched.has(client)) {
+    watched.add(client);
+    const again = () => {
+      inflight.delete(client);
+      ensureLibrary(client).catch((err) => client.emit('error', err));
+    };
+    client.on('ready', again);
+    if (isCluster(client)) client.on('+node', again);
+  }
+  let p = force ? undefined : inflight.get(client);
+  if (!p) {
+    p = (async () => {
+      const nodes = isCluster(client) ? client.nodes('master') : [client as Redis];
+      await Promise.all(nodes.map((n) => ensureOnNode(n)));
+    })();
+    inflight.set(client, p);
+    p.catch(() => inflight.delete(client));
+  }
+  return p;
+}
+
+/**
+ * Calls a library function on the queue whose meta key is given. A reply saying the function is
+ * missing (a flushed server, a promoted replica without it) triggers one ensure and one retry.
+ */
+export async function callFunction(client: Client, fn: string, metaKey: string, args: (string | number)[]): Promise<unknown> {
+  try {
+    return await client.fcall(fn, 1, metaKey, ...args);
+  } catch (err) {
+    if (!isMissingFunction(err)) throw fromServerError(err);
+    await ensureLibrary(client, true);
+    try {
+      return await client.fcall(fn, 1, metaKey, ...args);
+    } catch (err2) {
+      throw fromServerError(err2);
+    }
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * Job options: validation with messages that name the option, encoding into the argument group
+ * glidemq_add takes, and the backoff arithmetic used when an attempt fails.
+ */
+import { invalid } from './errors.js';
+import { parseDuration } from './duration.js';
+
+export const MAX_PRIORITY = 2097152;
+export const DEFAULT_MAX_PAYLOAD = 512 * 1024;
+
+export type Retention = boolean | number | { count?: number; age?: number };
+
+export interface BackoffOptions {
+  type: 'fixed' | 'exponential';
+  /** Base delay in ms. */
+  delay: number;
+  /** 0..1: each delay is reduced by up to this fraction at random, so retries spread out. */
+  jitter?: number;
+}
+
+export interface JobOptions {
+  /** Custom id: adding a job whose id exists adds nothing and returns the existing job. */
+  jobId?: string;
+  delay?: number | string;
+  /** 1 is served first, up to 2097152. */
+  priority?: number;
+  lifo?: boolean;
+  attempts?: number;
+  backoff?: number | BackoffOptions | string;
+  removeOnComplete?: Retention;
+  removeOnFail?: Retention;
+}
+
+/** What is stored in the job hash's `opts` field (only what Lua does not need to read). */
+export interface StoredOptions {
+  backoff?: BackoffOptions;
+  removeOnComplete?: Retention;
+  removeOnFail?: Retention;
+}
+
+export function parseBackoff(value: JobOptions['backoff']): BackoffOptions | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'number') return { type: 'fixed', delay: checkDelay(value, 'backoff') };
+  if (typeof value === 'string') {
+    const m = /^(fixed|exponential):(.+)$/.exec(value);
+    if (!m) throw invalid(`backoff "${value}" is not <fixed|exponential>:<ms>`);
+    return { type: m[1] as BackoffOptions['type'], delay: parseDuration(m[2], 'backoff delay') };
+  }
+  if (value.type !== 'fixed' && value.type !== 'exponential') {
+    throw invalid(`backoff type must be "fixed" or "exponential", got "${String(value.type)}"`);
+  }
+  const jitter = value.jitter ?? 0;
+  if (!(jitter >= 0 && jitter <= 1)) throw invalid(`backoff jitter must be between 0 and 1, got ${jitter}`);
+  return { type: value.type, delay: checkDelay(value.delay, 'backoff delay'), ...(jitter ? { jitter } : {}) };
+}
+
+function checkDelay(v: unknown, what: string): number {
+  if (typeof v === 'string') return parseDuration(v, what);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw invalid(`${what} must be a number of ms >= 0`);
+  return Math.floor(v);
+}
+
+function checkRetention(v: Retention | undefined, what: string): Retention | undefined {
+  if (v === undefined || typeof v === 'boolean') return v;
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v) || v < 0) throw invalid(`${what} must be true, false, a count >= 0 or {count, age}`);
+    return v;
+  }
+  if (typeof v === 'object' && v !== null) {
+    if (v.count !== undefined && (!Number.isInteger(v.count) || v.count < 0)) throw invalid(`${what}.count must be a whole number >= 0`);
+    if (v.age !== undefined && (!Number.isFinite(v.age) || v.age < 0)) throw invalid(`${what}.age must be a number of ms >= 0`);
+    return v;
+  }
+  throw invalid(`${what} must be true, false, a count or {count, age}`);
+}
+
+/** Encodes a retention rule for glidemq_finish: '' keep, '0' remove now, 'count:N', 'age:MS'. */
+export function encodeRetention(v: Retention | undefined): string {
+  if (v === undefined || v === false) return '';
+  if (v === true) return '0';
+  if (typeof v === 'number') return v === 0 ? '0' : `count:${v}`;
+  if (v.count !== undefined) return v.count === 0 ? '0' : `count:${v.count}`;
+  if (v.age !== undefined) return `age:${Math.floor(v.age)}`;
+  return '';
+}
+
+export interface EncodedJob {
+  args: (string | number)[];
+}
+
+/** Validates one job and returns its 8-field argument group for glidemq_add. */
+export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (string | number)[] {
+  if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(data === undefined ? {} : data);
+  } catch (err) {
+    throw invalid(`job data cannot be serialised to JSON: ${(err as Error).message}`);
+  }
+  if (json === undefined) throw invalid('job data cannot be serialised to JSON');
+  const delay = opts.delay === undefined ? 0 : checkDelay(opts.delay, 'delay');
+  const priority = opts.priority ?? 0;
+  if (opts.priority !== undefined && (!Number.isInteger(priority) || priority < 1 || priority > MAX_PRIORITY)) {
+    throw invalid(`priority must be a whole number from 1 to ${MAX_PRIORITY}, got ${String(opts.priority)}`);
+  }
+  const attempts = opts.attempts ?? 1;
+  if (!Number.isInteger(attempts) || attempts < 1) throw invalid(`attempts must be a whole number >= 1, got ${String(opts.attempts)}`);
+  const jobId = opts.jobId ?? '';
+  if (typeof jobId !== 'string' || jobId.length > 256 || /[:\s{}]/.test(jobId)) {
+    throw invalid(`job id "${String(jobId)}" is invalid: at most 256 characters, no ":", "{", "}" or whitespace`);
+  }
+  if (opts.priority !== undefined && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
+  const stored: StoredOptions = {};
+  const backoff = parseBackoff(opts.backoff);
+  if (backoff) stored.backoff = backoff;
+  const roc = checkRetention(opts.removeOnComplete, 'removeOnComplete');
+  const rof = checkRetention(opts.removeOnFail, 'removeOnFail');
+  if (roc !== undefined && roc !== false) stored.removeOnComplete = roc;
+  if (rof !== undefined && rof !== false) stored.removeOnFail = rof;
+  const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
+  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson];
+}
+
+/** The delay before the next attempt, given how many attempts have been made so far. */
+export function backoffDelay(backoff: BackoffOptions | undefined, attemptsMade: number, random = Math.random): number {
+  if (!backoff) return 0;
+  const base = backoff.type === 'exponential' ? backoff.delay * 2 ** Math.max(0, attemptsMade - 1) : backoff.delay;
+  const jitter = backoff.jitter ?? 0;
+  return Math.max(0, Math.round(base * (1 - jitter * random())));
+}

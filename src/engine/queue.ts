@@ -1,0 +1,225 @@
+/** The producer and inspector side of a queue: add jobs, pause/resume, counts, jobs by state. */
+import { EventEmitter } from 'node:events';
+import { acquireClient, closeClient, type Acquired, type ConnectionInput, type Client } from './connection.js';
+import { invalid } from './errors.js';
+import { Job, type JobState } from './job.js';
+import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
+import { callFunction, ensureLibrary } from './library.js';
+import { DEFAULT_MAX_PAYLOAD, encodeJob, type JobOptions } from './options.js';
+
+export interface QueueOptions {
+  connection?: ConnectionInput;
+  prefix?: string;
+  /** Largest accepted job data, in bytes of JSON (default 512 KiB). */
+  maxPayloadBytes?: number;
+}
+
+export interface JobCounts {
+  waiting: number;
+  active: number;
+  delayed: number;
+  prioritized: number;
+  completed: number;
+  failed: number;
+  paused: number;
+  consumers: number;
+  isPaused: boolean;
+  listActive: number;
+}
+
+/** Jobs per glidemq_add call in addBulk; calls are pipelined. */
+const BULK_CHUNK = 200;
+
+export class Queue extends EventEmitter {
+  readonly keys: QueueKeys;
+  readonly client: Client;
+  private readonly acquired: Acquired;
+  private readonly maxPayload: number;
+  private ready: Promise<void> | undefined;
+
+  constructor(
+    readonly name: string,
+    opts: QueueOptions = {},
+  ) {
+    super();
+    this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
+    this.acquired = acquireClient(opts.connection);
+    this.client = this.acquired.client;
+    this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
+  }
+
+  /** Resolves once the library is on the server (also re-ensured on every reconnect). */
+  waitUntilReady(): Promise<void> {
+    this.ready ??= ensureLibrary(this.client);
+    return this.ready;
+  }
+
+  private async call(fn: string, args: (string | number)[]): Promise<unknown> {
+    await this.waitUntilReady();
+    return callFunction(this.client, fn, this.keys.meta, args);
+  }
+
+  async add(name: string, data: unknown, opts: JobOptions = {}): Promise<Job> {
+    const group = encodeJob(name, data, opts);
+    const now = Date.now();
+    const r = (await this.call('glidemq_add', [now, this.maxPayload, 1, ...group])) as (string | number)[];
+    return this.describeAdded(String(r[0]), name, data, opts, now, r[1] === 1);
+  }
+
+  /** Adds many jobs; validated all before any is written, then written in pipelined chunks. */
+  async addBulk(jobs: { name: string; data: unknown; opts?: JobOptions }[]): Promise<Job[]> {
+    const groups = jobs.map((j, i) => {
+      try {
+        return encodeJob(j.name, j.data, j.opts);
+      } catch (err) {
+        throw invalid(`job ${i + 1} of the bulk: ${(err as Error).message}`);
+      }
+    });
+    for (const [i, g] of groups.entries()) {
+      const size = Buffer.byteLength(String(g[2]));
+      if (size > this.maxPayload) {
+        throw invalid(`job ${i + 1} of the bulk: payload is ${size} bytes, over the limit of ${this.maxPayload} bytes`);
+      }
+    }
+    await this.waitUntilReady();
+    const now = Date.now();
+    const results: Job[] = [];
+    const pending: Promise<unknown>[] = [];
+    for (let start = 0; start < groups.length; start += BULK_CHUNK) {
+      const chunk = groups.slice(start, start + BULK_CHUNK);
+      pending.push(callFunction(this.client, 'glidemq_add', this.keys.meta, [now, this.maxPayload, chunk.length, ...chunk.flat()]));
+    }
+    const replies = (await Promise.all(pending)) as (string | number)[][];
+    let i = 0;
+    for (const reply of replies) {
+      for (let r = 0; r < reply.length; r += 2, i++) {
+        const j = jobs[i];
+        results.push(this.describeAdded(String(reply[r]), j.name, j.data, j.opts ?? {}, now, reply[r + 1] === 1));
+      }
+    }
+    return results;
+  }
+
+  private describeAdded(id: string, name: string, data: unknown, opts: JobOptions, now: number, created: boolean): Job {
+    const job = Job.fromFields({ id, name, data: JSON.stringify(data ?? {}), ts: String(now) });
+    job.opts = { ...job.opts, attempts: opts.attempts ?? 1, delay: Number(opts.delay ?? 0) || 0, priority: opts.priority ?? 0, lifo: !!opts.lifo };
+    job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
+    (job as Job & { created: boolean }).created = created;
+    return job;
+  }
+
+  async getJob(id: string): Promise<Job | undefined> {
+    await this.waitUntilReady();
+    const h = (await this.client.hgetall(this.keys.job(id))) as Record<string, string>;
+    if (!h || Object.keys(h).length === 0) return undefined;
+    return Job.fromFields({ ...h, id });
+  }
+
+  async getJobLogs(id: string): Promise<string[]> {
+    return this.client.lrange(this.keys.logs(id), 0, -1);
+  }
+
+  async getJobCounts(): Promise<JobCounts> {
+    const r = (await this.call('glidemq_getCounts', [])) as number[];
+    const consumers = await this.consumerCount();
+    const isPaused = r[6] === 1;
+    return {
+      waiting: r[0],
+      active: r[1],
+      delayed: r[2],
+      prioritized: r[3],
+      completed: r[4],
+      failed: r[5],
+      paused: isPaused ? r[0] + r[3] : 0,
+      consumers,
+      isPaused,
+      listActive: r[7],
+    };
+  }
+
+  private async consumerCount(): Promise<number> {
+    try {
+      const groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
+      for (const g of groups) {
+        const h = pairs(g);
+        if (h.name === 'workers') return Number(h.consumers);
+      }
+    } catch {
+      /* no stream yet */
+    }
+    return 0;
+  }
+
+  /** Jobs in a state, newest first for finished sets, in queue order otherwise. */
+  async getJobs(state: JobState, start = 0, end = 99): Promise<Job[]> {
+    await this.waitUntilReady();
+    let ids: string[];
+    const k = this.keys;
+    switch (state) {
+      case 'completed':
+        ids = await this.client.zrevrange(k.completed, start, end);
+        break;
+      case 'failed':
+        ids = await this.client.zrevrange(k.failed, start, end);
+        break;
+      case 'delayed':
+        ids = await this.client.zrange(k.scheduled, String(start), String(end));
+        break;
+      case 'prioritized':
+        ids = await this.client.zrange(k.prioritized, String(start), String(end));
+        break;
+      case 'waiting': {
+        const lifo = await this.client.lrange(k.lifo, 0, -1);
+        const entries = (await this.client.xrange(k.stream, '-', '+')) as [string, string[]][];
+        const streamIds = entries.map((e) => e[1][1]);
+        ids = [...lifo, ...streamIds];
+        break;
+      }
+      case 'active': {
+        const listIds = await this.client.smembers(k.listActiveIds);
+        const pend = (await this.client.xpending(k.stream, 'workers', '-', '+', 10000).catch(() => [])) as [string][];
+        const sids = new Set(pend.map((p) => p[0]));
+        const entries = sids.size ? ((await this.client.xrange(k.stream, '-', '+')) as [string, string[]][]) : [];
+        ids = [...entries.filter((e) => sids.has(e[0])).map((e) => e[1][1]), ...listIds];
+        break;
+      }
+      default:
+        throw invalid(`unknown job state "${state}"`);
+    }
+    const jobs = await Promise.all(ids.map((id) => this.getJob(id)));
+    return jobs.filter((j): j is Job => !!j && (state !== 'waiting' || j.state === 'waiting'));
+  }
+
+  async pause(): Promise<boolean> {
+    return (await this.call('glidemq_pause', [])) === 1;
+  }
+
+  async resume(): Promise<boolean> {
+    return (await this.call('glidemq_resume', [])) === 1;
+  }
+
+  async isPaused(): Promise<boolean> {
+    return (await this.client.hget(this.keys.meta, 'paused')) === '1';
+  }
+
+  async remove(id: string, opts: { force?: boolean } = {}): Promise<boolean> {
+    return (await this.call('glidemq_removeJob', [id, opts.force ? '1' : '0'])) === 1;
+  }
+
+  async setGlobalConcurrency(n: number): Promise<void> {
+    if (!Number.isInteger(n) || n < 0) throw invalid(`globalConcurrency must be a whole number >= 0, got ${n}`);
+    await this.waitUntilReady();
+    if (n === 0) await this.client.hdel(this.keys.meta, 'globalConcurrency');
+    else await this.client.hset(this.keys.meta, 'globalConcurrency', String(n));
+  }
+
+  async close(): Promise<void> {
+    if (this.acquired.owned) await closeClient(this.client);
+  }
+}
+
+export function pairs(list: unknown[]): Record<string, unknown> {
+  const h: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < list.length; i += 2) h[String(list[i])] = list[i + 1];
+  return h;
+}

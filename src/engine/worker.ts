@@ -1,0 +1,409 @@
+/**
+ * The consumer side: runs a processor over a queue's jobs with a fixed concurrency.
+ *
+ * Steady state costs one function call per job: glidemq_finish stores the outcome and hands back
+ * the next job. A slot that finds nothing waits on one blocking XREADGROUP (over the job stream and
+ * the wake stream that priority/LIFO adds write to), whose deliveries glidemq_activate turns into
+ * claims. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
+ */
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { acquireClient, closeClient, duplicateClient, type Acquired, type Client, type ConnectionInput } from './connection.js';
+import { UnrecoverableError } from './errors.js';
+import { Job, type Claim } from './job.js';
+import { QueueKeys, DEFAULT_PREFIX, CONSUMER_GROUP } from './keys.js';
+import { callFunction, ensureLibrary } from './library.js';
+import { backoffDelay, encodeRetention } from './options.js';
+import { Maintenance, type MaintenanceSettings } from './maintenance.js';
+
+export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
+
+export interface WorkerOptions {
+  connection?: ConnectionInput;
+  prefix?: string;
+  concurrency?: number;
+  /** A claim idle this long counts as stalled (ms). Running jobs heartbeat at half of it. */
+  lockDuration?: number;
+  /** How often stalled recovery runs (ms). */
+  stalledInterval?: number;
+  maxStalledCount?: number;
+  /** How long one blocking read waits for new jobs (ms). */
+  blockTimeout?: number;
+  /** Limit on jobs active at once across all workers of the queue (stored in the queue's meta). */
+  globalConcurrency?: number;
+  /** Longest gap between two promotion ticks (ms). */
+  promotionInterval?: number;
+  /** Start processing in the constructor (default true). */
+  autorun?: boolean;
+  /** How long close() lets running jobs finish before giving up on them (ms). */
+  closeGracePeriod?: number;
+}
+
+interface Settings extends MaintenanceSettings {
+  concurrency: number;
+  blockTimeout: number;
+  globalConcurrency: number;
+  promotionInterval: number;
+  closeGracePeriod: number;
+}
+
+type FieldList = string[];
+
+export class Worker<D = any, R = any> extends EventEmitter {
+  readonly keys: QueueKeys;
+  readonly consumer: string;
+  readonly settings: Settings;
+  private readonly acquired: Acquired;
+  private readonly client: Client;
+  private blocker: Client | undefined;
+  private blockerId: number | undefined;
+  private readonly active = new Map<string, Job<D, R>>();
+  private readerReserved = 0;
+  private readerRunning = false;
+  private running = false;
+  private closing: Promise<void> | undefined;
+  private promotionTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private stalledTimer: NodeJS.Timeout | undefined;
+  private promotionTicks = 0;
+  private idleWaiters: (() => void)[] = [];
+  readonly maintenance: Maintenance;
+  /** Jobs this worker finished, by outcome. */
+  readonly finished = { completed: 0, failed: 0 };
+
+  constructor(
+    readonly name: string,
+    private readonly processor: Processor<D, R>,
+    opts: WorkerOptions = {},
+  ) {
+    super();
+    this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
+    this.settings = resolveSettings(opts);
+    this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
+    this.client = this.acquired.client;
+    this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
+  }
+
+  get activeCount(): number {
+    return this.active.size;
+  }
+
+  isRunning(): boolean {
+    return this.running;
+  }
+
+  /** Starts processing; resolves once the first jobs are fetched and the loops are running. */
+  async run(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    await ensureLibrary(this.client);
+    if (this.settings.globalConcurrency > 0) {
+      await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
+    }
+    this.blocker = duplicateClient(this.acquired, { maxRetriesPerRequest: null });
+    this.blocker.on('ready', () => void this.learnBlockerId());
+    await this.learnBlockerId();
+    this.schedulePromotion(0);
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
+    this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+    const first = await this.fetch(this.settings.concurrency);
+    if (first.status === 'paused') void this.readLoop(true);
+    else {
+      first.jobs.forEach((f) => this.dispatch(f));
+      this.kickReader();
+    }
+  }
+
+  private async learnBlockerId(): Promise<void> {
+    try {
+      this.blockerId = (await (this.blocker as Redis).client('ID')) as number;
+    } catch {
+      /* reconnecting; the next ready event tries again */
+    }
+  }
+
+  private claimFor(): Claim {
+    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '' };
+  }
+
+  private async fetch(count: number): Promise<{ status: string; jobs: FieldList[] }> {
+    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, Date.now(), count])) as unknown[];
+    return { status: String(r[0]), jobs: r.slice(1) as FieldList[] };
+  }
+
+  private dispatch(fields: FieldList): void {
+    const job = Job.fromFields(fields, this.claimFor()) as Job<D, R>;
+    this.active.set(job.id, job);
+    void this.execute(job);
+  }
+
+  private freeSlots(): number {
+    return this.settings.concurrency - this.active.size - this.readerReserved;
+  }
+
+  private async execute(job: Job<D, R>): Promise<void> {
+    const started = Date.now();
+    this.emit('active', job);
+    let outcome: 'completed' | 'failed' = 'completed';
+    let value: string;
+    let retryDelay = -1;
+    let error: Error | undefined;
+    try {
+      const result = await this.processor(job);
+      value = serialiseResult(result);
+    } catch (err) {
+      error = err instanceof Error ? err : new Error(String(err));
+      outcome = 'failed';
+      value = error.message || error.name || 'processor failed';
+      if (!(error instanceof UnrecoverableError)) retryDelay = backoffDelay(job.opts.backoff, job.attemptsMade + 1);
+    }
+    const durationMs = Date.now() - started;
+    const fetchCount = this.closing || !this.running ? 0 : 1;
+    let reply: unknown[];
+    try {
+      reply = (await callFunction(this.client, 'glidemq_finish', this.keys.meta, [
+        job.id,
+        job.claim?.fence ?? '',
+        this.consumer,
+        Date.now(),
+        outcome,
+        value,
+        retryDelay,
+        fetchCount,
+        encodeRetention(job.opts.removeOnComplete),
+        encodeRetention(job.opts.removeOnFail),
+        durationMs,
+      ])) as unknown[];
+    } catch (err) {
+      // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
+      this.active.delete(job.id);
+      this.emitError(err);
+      this.afterSlotFreed();
+      return;
+    }
+    this.active.delete(job.id);
+    const status = String(reply[0]);
+    if (status === 'completed') {
+      this.finished.completed++;
+      job.state = 'completed';
+      job.returnvalue = value === undefined ? null : JSON.parse(value);
+      this.emit('completed', job, job.returnvalue, durationMs);
+    } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
+      if (status === 'failed') this.finished.failed++;
+      job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
+      job.failedReason = value;
+      this.emit('failed', job, error, durationMs, status !== 'failed');
+    } else {
+      this.emit('lost', job, status);
+    }
+    for (const next of reply.slice(1) as FieldList[]) this.dispatch(next);
+    this.afterSlotFreed();
+  }
+
+  private afterSlotFreed(): void {
+    if (this.active.size === 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      waiters.forEach((w) => w());
+    }
+    this.kickReader();
+  }
+
+  private kickReader(): void {
+    if (!this.closing && this.running && !this.readerRunning && this.freeSlots() > 0) void this.readLoop(false);
+  }
+
+  /** The one blocking read: waits for jobs while slots are free; waits out a pause. */
+  private async readLoop(startPaused: boolean): Promise<void> {
+    if (this.readerRunning) return;
+    this.readerRunning = true;
+    let paused = startPaused;
+    let failures = 0;
+    try {
+      while (this.running && !this.closing) {
+        if (paused) {
+          await this.waitForEvent();
+          if (this.closing || !this.running) break;
+          const r = await this.fetch(Math.max(0, this.freeSlots()));
+          paused = r.status === 'paused';
+          r.jobs.forEach((f) => this.dispatch(f));
+          continue;
+        }
+        const want = this.freeSlots();
+        if (want <= 0) break;
+        this.readerReserved = want;
+        let delivered: unknown;
+        try {
+          delivered = await (this.blocker as Redis).xreadgroup(
+            'GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', want, 'BLOCK', this.settings.blockTimeout,
+            'STREAMS', this.keys.stream, this.keys.wake, '>', '>',
+          );
+        } finally {
+          this.readerReserved = 0;
+        }
+        failures = 0;
+        if (!delivered) continue;
+        const { streamPairs, wakeIds } = splitDelivery(delivered as [string, [string, string[]][]][], this.keys.stream);
+        const args: (string | number)[] = [this.consumer, Date.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
+        const r = (await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[];
+        paused = r[0] === 'paused';
+        const jobs = r.slice(1) as FieldList[];
+        jobs.forEach((f) => this.dispatch(f));
+        if (!paused && streamPairs.length / 2 > jobs.length && r[0] === 'limited') await this.waitForEvent(1000);
+      }
+    } catch (err) {
+      if (this.running && !this.closing) {
+        failures++;
+        if (!/NOGROUP/.test(String(err))) this.emitError(err);
+        else await this.fetch(0).catch(() => undefined); // glidemq_fetch recreates the groups
+        await delay(Math.min(1000, 50 * 2 ** failures));
+      }
+    } finally {
+      this.readerRunning = false;
+    }
+    if (this.running && !this.closing && failures > 0) this.kickReader();
+    else if (this.running && !this.closing && this.freeSlots() > 0 && !paused) this.kickReader();
+  }
+
+  /** Blocks on the events stream until something happens there (e.g. resumed, completed). */
+  private async waitForEvent(maxMs = this.settings.blockTimeout): Promise<void> {
+    try {
+      await (this.blocker as Redis).xread('BLOCK', maxMs, 'STREAMS', this.keys.events, '$');
+    } catch {
+      await delay(100);
+    }
+  }
+
+  private schedulePromotion(inMs: number): void {
+    if (!this.running || this.closing) return;
+    clearTimeout(this.promotionTimer);
+    this.promotionTimer = setTimeout(() => void this.promote(), Math.max(0, inMs));
+  }
+
+  private async promote(): Promise<void> {
+    let next = this.settings.promotionInterval;
+    try {
+      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [Date.now(), 1000])) as number[];
+      if (r[0] >= 1000) next = 0;
+      else if (r[1] >= 0) next = Math.min(next, Math.max(0, r[1] - Date.now()));
+      this.promotionTicks++;
+      await this.maintenance.onPromotionTick(this.promotionTicks);
+    } catch (err) {
+      if (this.running && !this.closing) this.emitError(err);
+    }
+    this.schedulePromotion(next);
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.active.size === 0) return;
+    const pairs: string[] = [];
+    for (const job of this.active.values()) pairs.push(job.id, job.claim?.fence ?? '');
+    try {
+      const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, Date.now(), ...pairs])) as string[];
+      for (const id of lost) this.emit('lockLost', id);
+    } catch (err) {
+      if (this.running && !this.closing) this.emitError(err);
+    }
+  }
+
+  private async stalledTick(): Promise<void> {
+    try {
+      const r = await this.maintenance.reclaimStalled(this.consumer);
+      for (const id of r.failed) this.emit('stalled', id, 'failed');
+      for (const id of r.redispatched) this.emit('stalled', id, 'redispatched');
+    } catch (err) {
+      if (this.running && !this.closing) this.emitError(err);
+    }
+  }
+
+  /** Resolves when no job is running on this worker. */
+  private whenIdle(): Promise<void> {
+    if (this.active.size === 0) return Promise.resolve();
+    return new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  /**
+   * Graceful stop: take no more jobs, let running ones finish (up to the grace period), remove this
+   * worker's consumer from the group when it holds nothing, and close the connections it opened.
+   */
+  close(force = false): Promise<void> {
+    this.closing ??= (async () => {
+      clearTimeout(this.promotionTimer);
+      clearInterval(this.stalledTimer);
+      await this.unblockReader();
+      if (!force && this.active.size > 0) {
+        await Promise.race([this.whenIdle(), delay(this.settings.closeGracePeriod)]);
+      }
+      clearInterval(this.heartbeatTimer);
+      this.running = false;
+      if (this.active.size === 0) await this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined);
+      if (this.blocker) this.blocker.disconnect();
+      if (this.acquired.owned) await closeClient(this.client);
+      this.emit('closed');
+    })();
+    return this.closing;
+  }
+
+  private async unblockReader(): Promise<void> {
+    if (this.blockerId !== undefined && this.readerRunning) {
+      await (this.client as Redis).client('UNBLOCK', this.blockerId).catch(() => undefined);
+    }
+  }
+
+  private emitError(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+  }
+}
+
+function resolveSettings(o: WorkerOptions): Settings {
+  const lockDuration = o.lockDuration ?? 30_000;
+  const stalledInterval = o.stalledInterval ?? 30_000;
+  const blockTimeout = o.blockTimeout ?? 5_000;
+  return {
+    concurrency: positive(o.concurrency ?? 1, 'concurrency'),
+    lockDuration: positive(lockDuration, 'lockDuration'),
+    stalledInterval: positive(stalledInterval, 'stalledInterval'),
+    maxStalledCount: o.maxStalledCount ?? 1,
+    blockTimeout: positive(blockTimeout, 'blockTimeout'),
+    globalConcurrency: o.globalConcurrency ?? 0,
+    promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
+    closeGracePeriod: o.closeGracePeriod ?? Math.max(lockDuration, 5_000),
+  };
+}
+
+function positive(n: number, what: string): number {
+  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${what} must be a positive number, got ${n}`);
+  return Math.floor(n);
+}
+
+function splitDelivery(delivered: [string, [string, string[]][]][], streamKey: string) {
+  const streamPairs: string[] = [];
+  const wakeIds: string[] = [];
+  for (const [key, entries] of delivered) {
+    for (const [sid, fields] of entries) {
+      if (key === streamKey) streamPairs.push(sid, fields?.[1] ?? '');
+      else wakeIds.push(sid);
+    }
+  }
+  return { streamPairs, wakeIds };
+}
+
+/** The stored return value: JSON text. A value JSON cannot hold fails the job with that reason. */
+function serialiseResult(result: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(result === undefined ? null : result);
+  } catch (err) {
+    throw new UnrecoverableError(`the processor returned a value that cannot be stored as JSON: ${(err as Error).message}`);
+  }
+  if (text === undefined) throw new UnrecoverableError(`the processor returned a ${typeof result}, which cannot be stored as JSON`);
+  return text;
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
