@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { DEFAULT_URL, type ClientSettings, parseUrl, redactUrl } from '../engine/connection.js';
 import { ConnectionError, GlideMQError } from '../engine/errors.js';
+import { Queue } from '../engine/queue.js';
 import { printError } from './output.js';
 
 export interface GlobalOptions {
@@ -54,29 +55,31 @@ export function action<A extends unknown[]>(
   return async (...args: unknown[]) => {
     const cmd = args[args.length - 1] as Command;
     let code = 0;
+    let where: string | undefined;
     try {
       const ctx = contextFrom(cmd);
-      const positional = args.slice(0, -2) as A; // commander passes (...args, options, command)
+      where = ctx.where;
+      const positional = args.slice(0, -1) as A; // commander passes (...args, options, command)
       code = (await body(ctx, ...positional)) ?? 0;
     } catch (err) {
       code = 2;
-      printError(describeError(err));
+      printError(describeError(err, where));
       if (process.env.GLIDEMQ_DEBUG && err instanceof Error) process.stderr.write(`${err.stack}\n`);
     }
     await flushAndExit(code);
   };
 }
 
-export function describeError(err: unknown): string {
+export function describeError(err: unknown, where = 'the server'): string {
+  if (err instanceof ConnectionError) return err.message;
   if (err instanceof GlideMQError) return err.message;
   if (err instanceof Error) {
-    const e = err as Error & { code?: string; address?: string; port?: number };
+    const e = err as Error & { code?: string };
     if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'ETIMEDOUT' || e.code === 'EHOSTUNREACH') {
-      return `cannot reach the server${e.address ? ` at ${e.address}:${e.port}` : ''}: ${e.code}`;
+      return `cannot reach ${where}: ${e.code}`;
     }
-    if (err instanceof ConnectionError) return err.message;
-    if (/Connection is closed|Reached the max retries|connect ECONNREFUSED/.test(e.message)) {
-      return `cannot reach the server: ${e.message}`;
+    if (/Connection is closed|Reached the max retries|ECONNREFUSED|connect ETIMEDOUT|Stream isn't writeable/.test(e.message)) {
+      return `cannot reach ${where}: no connection could be made (is the server running, and is the URL right?)`;
     }
     if (/^NOAUTH|WRONGPASS|invalid password/i.test(e.message)) return `authentication failed: ${e.message}`;
     return e.message;
@@ -87,4 +90,20 @@ export function describeError(err: unknown): string {
 export async function flushAndExit(code: number): Promise<never> {
   await new Promise<void>((r) => process.stdout.write('', () => r()));
   process.exit(code);
+}
+
+/** Opens the engine's Queue for a command; callers close it. */
+export function openQueue(ctx: CommandContext, name: string): Queue {
+  return new Queue(name, { connection: ctx.connection, prefix: ctx.prefix });
+}
+
+/** Runs `body` with an open queue and always closes it. */
+export async function withQueue<T>(ctx: CommandContext, name: string, body: (q: Queue) => Promise<T>): Promise<T> {
+  const q = openQueue(ctx, name);
+  try {
+    await q.waitUntilReady();
+    return await body(q);
+  } finally {
+    await q.close();
+  }
 }

@@ -12,7 +12,7 @@ export type ConnectionInput =
   | string
   | RedisOptions
   | Client
-  | { url: string; cluster?: boolean; password?: string };
+  | { url: string; cluster?: boolean; password?: string; options?: RedisOptions };
 
 export interface ParsedUrl {
   /** The URL rewritten to a redis scheme (ioredis reads the db number only for those). */
@@ -111,7 +111,8 @@ export function settingsFrom(input: ConnectionInput | undefined): ClientSettings
   if (typeof input === 'string') return { url: input, cluster: false, password: process.env.GLIDEMQ_PASSWORD };
   if (input instanceof Redis || input instanceof Cluster) return input;
   if ('url' in input && typeof input.url === 'string') {
-    return { url: input.url, cluster: !!input.cluster, password: input.password ?? process.env.GLIDEMQ_PASSWORD };
+    const withOpts = input as { options?: RedisOptions };
+    return { url: input.url, cluster: !!input.cluster, password: input.password ?? process.env.GLIDEMQ_PASSWORD, options: withOpts.options };
   }
   const o = input as RedisOptions;
   const scheme = o.tls ? 'rediss' : 'redis';

@@ -5,7 +5,7 @@ import { invalid } from './errors.js';
 import { Job, type JobState } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
-import { DEFAULT_MAX_PAYLOAD, encodeJob, type JobOptions } from './options.js';
+import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -67,20 +67,8 @@ export class Queue extends EventEmitter {
   }
 
   /** Adds many jobs; validated all before any is written, then written in pipelined chunks. */
-  async addBulk(jobs: { name: string; data: unknown; opts?: JobOptions }[]): Promise<Job[]> {
-    const groups = jobs.map((j, i) => {
-      try {
-        return encodeJob(j.name, j.data, j.opts);
-      } catch (err) {
-        throw invalid(`job ${i + 1} of the bulk: ${(err as Error).message}`);
-      }
-    });
-    for (const [i, g] of groups.entries()) {
-      const size = Buffer.byteLength(String(g[2]));
-      if (size > this.maxPayload) {
-        throw invalid(`job ${i + 1} of the bulk: payload is ${size} bytes, over the limit of ${this.maxPayload} bytes`);
-      }
-    }
+  async addBulk(jobs: BulkJob[]): Promise<Job[]> {
+    const groups = encodeBulk(jobs, this.maxPayload);
     await this.waitUntilReady();
     const now = Date.now();
     const results: Job[] = [];

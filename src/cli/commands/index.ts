@@ -1,6 +1,12 @@
 /** Every command's registration, in the order `--help` lists them. */
 import type { Command } from 'commander';
+import { register as enqueue } from './enqueue.js';
+import { register as worker } from './worker.js';
+import { register as stats } from './stats.js';
+import { register as job } from './job.js';
+import { register as queues } from './queues.js';
+import { register as pause } from './pause.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [];
+export const COMMANDS: Register[] = [enqueue, worker, stats, job, queues, pause];

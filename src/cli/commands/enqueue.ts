@@ -1,0 +1,105 @@
+/** `glidemq enqueue <queue> [data]` and `--ndjson` from stdin. */
+import type { Command } from 'commander';
+import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { invalid } from '../../engine/errors.js';
+import { MAX_PRIORITY, type JobOptions } from '../../engine/options.js';
+import { action, withQueue } from '../context.js';
+import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
+import { info, print, printJsonLine } from '../output.js';
+
+interface EnqueueFlags {
+  name: string;
+  delay?: string;
+  priority?: string;
+  lifo?: boolean;
+  jobId?: string;
+  attempts?: string;
+  backoff?: string;
+  dedupId?: string;
+  dedupTtl?: string;
+  dedupMode?: string;
+  ndjson?: boolean;
+  envelope?: boolean;
+}
+
+export function jobOptionsFromFlags(f: EnqueueFlags): JobOptions {
+  const opts: JobOptions & { dedup?: { id: string; ttl?: number; mode?: string } } = {};
+  if (f.delay !== undefined) opts.delay = parseDuration(f.delay, '--delay');
+  if (f.priority !== undefined) opts.priority = parseInteger(f.priority, '--priority', 1, MAX_PRIORITY);
+  if (f.lifo) opts.lifo = true;
+  if (f.jobId !== undefined) opts.jobId = f.jobId;
+  if (f.attempts !== undefined) opts.attempts = parseInteger(f.attempts, '--attempts', 1, 1_000_000);
+  if (f.backoff !== undefined) opts.backoff = f.backoff;
+  if (f.dedupId !== undefined || f.dedupTtl !== undefined || f.dedupMode !== undefined) {
+    if (f.dedupId === undefined) throw invalid('--dedup-ttl and --dedup-mode need --dedup-id');
+    const mode = f.dedupMode ?? 'simple';
+    if (!['simple', 'throttle', 'debounce'].includes(mode)) throw invalid(`--dedup-mode must be simple, throttle or debounce, got "${mode}"`);
+    opts.dedup = { id: f.dedupId, mode, ...(f.dedupTtl !== undefined ? { ttl: parseDuration(f.dedupTtl, '--dedup-ttl') } : {}) };
+  }
+  return opts;
+}
+
+export function register(program: Command): void {
+  program
+    .command('enqueue <queue> [data]')
+    .description('add one job (data is JSON text, default {}), or many from stdin with --ndjson')
+    .option('-n, --name <name>', 'job name', 'default')
+    .option('--delay <duration>', 'run after this long (ms, or 250ms, 5s, 2m, 1h)')
+    .option('--priority <n>', `1 is served first, up to ${MAX_PRIORITY}`)
+    .option('--lifo', 'serve this job before older waiting ones')
+    .option('--job-id <id>', 'custom job id; an existing id adds nothing and prints that id')
+    .option('--attempts <n>', 'attempts before the job fails for good')
+    .option('--backoff <spec>', 'delay between attempts: fixed:<ms> or exponential:<ms>')
+    .option('--dedup-id <id>', 'deduplication id')
+    .option('--dedup-ttl <duration>', 'deduplication window')
+    .option('--dedup-mode <mode>', 'simple | throttle | debounce')
+    .option('--ndjson', 'read jobs from stdin, one JSON document per line')
+    .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ glidemq enqueue emails '{"to":"ann@example.com"}'
+  $ glidemq enqueue reports --delay 5m --attempts 3 --backoff exponential:1000
+  $ glidemq enqueue urgent '{}' --priority 1 --json
+  $ cat jobs.ndjson | glidemq enqueue imports --ndjson
+  $ printf '{"name":"resize","data":{"w":64},"opts":{"priority":2}}\\n' | glidemq enqueue images --ndjson --envelope
+
+Every line of --ndjson input is checked before anything is written: a bad line exits 2 naming
+its number, and nothing is enqueued.`,
+    )
+    .action(
+      action(async (ctx, queue: string, data: string | undefined, flags: EnqueueFlags) => {
+        const opts = jobOptionsFromFlags(flags);
+        if (flags.envelope && !flags.ndjson) throw invalid('--envelope only applies with --ndjson');
+        if (flags.ndjson) {
+          if (data !== undefined) throw invalid('give either data or --ndjson input on stdin, not both');
+          const lines = parseNdjson(await readStdin(), !!flags.envelope, { name: flags.name, opts });
+          await withQueue(ctx, queue, async (q) => {
+            let jobs;
+            try {
+              jobs = await q.addBulk(lines);
+            } catch (err) {
+              const index = (err as { index?: number }).index;
+              if (index !== undefined) throw invalid(`line ${lines[index - 1].line}: ${(err as { reason?: string }).reason}`);
+              throw err;
+            }
+            for (const j of jobs) {
+              if (ctx.json) printJsonLine({ id: j.id, queue, name: j.name, created: (j as { created?: boolean }).created });
+              else print(j.id);
+            }
+            info(`enqueued ${jobs.length} job${jobs.length === 1 ? '' : 's'} to ${queue}`);
+          });
+          return 0;
+        }
+        const payload = data === undefined ? {} : parseJsonArgument(data, 'data');
+        await withQueue(ctx, queue, async (q) => {
+          const job = await q.add(flags.name, payload, opts);
+          const created = (job as { created?: boolean }).created;
+          if (ctx.json) printJsonLine({ id: job.id, queue, name: job.name, created });
+          else print(job.id);
+        });
+        return 0;
+      }),
+    );
+}

@@ -1,0 +1,50 @@
+/** `glidemq queues`: the queues under the prefix, with their counts. */
+import type { Command } from 'commander';
+import { acquireClient, closeClient } from '../../engine/connection.js';
+import { listQueues } from '../../engine/discovery.js';
+import { ensureLibrary } from '../../engine/library.js';
+import { action, withQueue } from '../context.js';
+import { colour, print, printJson, table } from '../output.js';
+
+export function register(program: Command): void {
+  program
+    .command('queues')
+    .description('the queues under the prefix, with their counts')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ glidemq queues
+  $ glidemq queues --prefix myapp --json`,
+    )
+    .action(
+      action(async (ctx) => {
+        const { client } = acquireClient(ctx.connection);
+        let names: string[];
+        try {
+          await ensureLibrary(client);
+          names = await listQueues(client, ctx.prefix);
+        } finally {
+          await closeClient(client);
+        }
+        const rows = [];
+        for (const name of names) rows.push({ name, ...(await withQueue(ctx, name, (q) => q.getJobCounts())) });
+        if (ctx.json) {
+          printJson(rows.map(({ listActive: _l, ...r }) => r));
+          return 0;
+        }
+        if (rows.length === 0) {
+          print(colour.dim(`no queues under prefix "${ctx.prefix}" at ${ctx.where}`));
+          return 0;
+        }
+        print(
+          table({
+            head: ['queue', 'waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'consumers', 'paused'],
+            rows: rows.map((r) => [r.name, r.waiting, r.active, r.delayed, r.prioritized, r.completed, r.failed, r.consumers, r.isPaused ? 'yes' : '']),
+            numeric: [1, 2, 3, 4, 5, 6, 7],
+          }),
+        );
+        return 0;
+      }),
+    );
+}

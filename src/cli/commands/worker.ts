@@ -1,0 +1,156 @@
+/** `glidemq worker <script>`: runs a processor module against a queue until stopped. */
+import type { Command } from 'commander';
+import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { invalid } from '../../engine/errors.js';
+import type { Job } from '../../engine/job.js';
+import { Queue } from '../../engine/queue.js';
+import { Worker, type WorkerOptions } from '../../engine/worker.js';
+import { action, type CommandContext } from '../context.js';
+import { loadProcessor } from '../load-processor.js';
+import { colour, print, printError, printJsonLine } from '../output.js';
+
+interface WorkerFlags {
+  queue?: string;
+  concurrency: string;
+  lockDuration?: string;
+  stalledInterval?: string;
+  maxStalledCount?: string;
+  blockTimeout?: string;
+  globalConcurrency?: string;
+  maxJobs?: string;
+  exitWhenIdle?: boolean;
+  failFast?: boolean;
+}
+
+function workerOptions(ctx: CommandContext, f: WorkerFlags): WorkerOptions {
+  return {
+    // A worker is a service: it rides out server restarts instead of giving up like one-shot commands.
+    connection: { ...ctx.connection, options: { ...ctx.connection.options, maxRetriesPerRequest: null, retryStrategy: (n: number) => Math.min(n * 200, 2000) } },
+    prefix: ctx.prefix,
+    concurrency: parseInteger(f.concurrency, '--concurrency', 1, 10_000),
+    ...(f.lockDuration ? { lockDuration: positiveDuration(f.lockDuration, '--lock-duration') } : {}),
+    ...(f.stalledInterval ? { stalledInterval: positiveDuration(f.stalledInterval, '--stalled-interval') } : {}),
+    ...(f.maxStalledCount ? { maxStalledCount: parseInteger(f.maxStalledCount, '--max-stalled-count', 0, 1_000_000) } : {}),
+    ...(f.blockTimeout ? { blockTimeout: positiveDuration(f.blockTimeout, '--block-timeout') } : {}),
+    ...(f.globalConcurrency ? { globalConcurrency: parseInteger(f.globalConcurrency, '--global-concurrency', 1, 1_000_000) } : {}),
+  };
+}
+
+function positiveDuration(text: string, what: string): number {
+  const ms = parseDuration(text, what);
+  if (ms <= 0) throw invalid(`${what} must be greater than 0`);
+  return ms;
+}
+
+export function register(program: Command): void {
+  program
+    .command('worker <script>')
+    .description('run a processor module against a queue until stopped')
+    .option('-q, --queue <name>', 'queue to process (required)')
+    .option('-c, --concurrency <n>', 'jobs run at once by this worker', '1')
+    .option('--lock-duration <d>', 'a claim idle this long counts as stalled (default 30s)')
+    .option('--stalled-interval <d>', 'how often stalled recovery runs (default 30s)')
+    .option('--max-stalled-count <n>', 'stalls allowed before a job fails (default 1)')
+    .option('--block-timeout <d>', 'how long one blocking read waits (default 5s)')
+    .option('--global-concurrency <n>', 'limit on active jobs across all workers of the queue')
+    .option('--max-jobs <n>', 'exit 0 after this many jobs finished')
+    .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
+    .option('--fail-fast', 'stop at the first job that fails for good, and exit 1')
+    .addHelpText(
+      'after',
+      `
+The module's default export (ESM) or module.exports (CommonJS) is async (job) => result; the
+result is stored as the job's return value, a throw fails the attempt (retried while attempts
+remain). SIGINT/SIGTERM stop taking jobs and let running ones finish; a second signal exits at once.
+
+Examples:
+  $ glidemq worker ./send-email.js --queue emails --concurrency 10
+  $ glidemq worker ./resize.mjs -q images --exit-when-idle --json
+  $ glidemq worker ./job.js -q nightly --max-jobs 100 --fail-fast`,
+    )
+    .action(
+      action(async (ctx, script: string, flags: WorkerFlags) => {
+        if (!flags.queue) throw invalid('--queue <name> is required');
+        const opts = workerOptions(ctx, flags);
+        const maxJobs = flags.maxJobs === undefined ? undefined : parseInteger(flags.maxJobs, '--max-jobs', 1);
+        const processor = await loadProcessor(script);
+        return runWorker(ctx, flags.queue, processor, opts, { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast });
+      }),
+    );
+}
+
+interface RunLimits {
+  maxJobs?: number;
+  exitWhenIdle: boolean;
+  failFast: boolean;
+}
+
+async function runWorker(
+  ctx: CommandContext,
+  queueName: string,
+  processor: Awaited<ReturnType<typeof loadProcessor>>,
+  opts: WorkerOptions,
+  limits: RunLimits,
+): Promise<number> {
+  const worker = new Worker(queueName, processor, { ...opts, autorun: false });
+  let finished = 0;
+  let failedForGood = 0;
+  let stopping: Promise<void> | undefined;
+  const stop = () => (stopping ??= worker.close());
+
+  const report = (job: Job, status: 'completed' | 'failed', durationMs: number, willRetry = false) => {
+    if (ctx.json) {
+      printJsonLine({ id: job.id, name: job.name, status, durationMs, attemptsMade: job.attemptsMade + 1, ...(status === 'failed' ? { failedReason: job.failedReason, willRetry } : {}) });
+    } else if (status === 'completed') {
+      print(`${colour.green('✓')} ${job.id} ${job.name} ${colour.dim(`${durationMs} ms`)}`);
+    } else {
+      print(`${colour.red('✗')} ${job.id} ${job.name} ${colour.dim(`${durationMs} ms`)} ${job.failedReason ?? ''}${willRetry ? colour.dim(' (will retry)') : ''}`);
+    }
+  };
+  worker.on('completed', (job: Job, _r: unknown, ms: number) => {
+    report(job, 'completed', ms);
+    finished++;
+    if (limits.maxJobs !== undefined && finished >= limits.maxJobs) void stop();
+  });
+  worker.on('failed', (job: Job, _e: unknown, ms: number, willRetry: boolean) => {
+    report(job, 'failed', ms, willRetry);
+    if (willRetry) return;
+    finished++;
+    failedForGood++;
+    if (limits.failFast || (limits.maxJobs !== undefined && finished >= limits.maxJobs)) void stop();
+  });
+  worker.on('error', (err: Error) => printError(`worker: ${err.message}`));
+
+  let signals = 0;
+  const onSignal = () => {
+    signals++;
+    if (signals > 1) process.exit(130);
+    void stop();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  await worker.run();
+  let idleWatch: NodeJS.Timeout | undefined;
+  if (limits.exitWhenIdle) {
+    const q = new Queue(queueName, { connection: opts.connection, prefix: opts.prefix });
+    const check = async () => {
+      if (stopping) return;
+      if (worker.activeCount === 0) {
+        const c = await q.getJobCounts().catch(() => undefined);
+        if (c && c.waiting + c.active + c.delayed + c.prioritized === 0 && worker.activeCount === 0) {
+          void stop();
+          return;
+        }
+      }
+      idleWatch = setTimeout(() => void check(), 200);
+    };
+    idleWatch = setTimeout(() => void check(), 100);
+    worker.once('closed', () => {
+      clearTimeout(idleWatch);
+      void q.close();
+    });
+  }
+  await new Promise<void>((resolve) => worker.once('closed', () => resolve()));
+  return limits.failFast && failedForGood > 0 ? 1 : 0;
+}

@@ -1,0 +1,24 @@
+/** Finds the queues under a prefix: a SCAN for their meta keys, on every primary of a cluster. */
+import type { Redis } from 'ioredis';
+import { type Client, isCluster } from './connection.js';
+import { metaPattern, queueFromKey } from './keys.js';
+
+async function scanNode(node: Redis, pattern: string, found: Set<string>, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    for (const key of keys) {
+      const q = queueFromKey(prefix, key);
+      if (q) found.add(q);
+    }
+  } while (cursor !== '0');
+}
+
+/** Queue names under `prefix`, sorted. A queue exists once it has a meta hash (first add, pause or worker). */
+export async function listQueues(client: Client, prefix: string): Promise<string[]> {
+  const found = new Set<string>();
+  const nodes = isCluster(client) ? client.nodes('master') : [client as Redis];
+  await Promise.all(nodes.map((n) => scanNode(n, metaPattern(prefix), found, prefix)));
+  return [...found].sort();
+}
