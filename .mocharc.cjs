@@ -1,0 +1,15 @@
+// Mocha settings. With no test file named on the command line the whole suite runs; naming files
+// (`npx mocha dist/test/integration/queue.test.js`) runs just those.
+const SUITE = [
+  'dist/test/unit/**/*.test.js',
+  'dist/test/integration/**/*.test.js',
+  'dist/test/cli/**/*.test.js',
+  'dist/test/model/**/*.test.js',
+];
+const named = process.argv.slice(2).some((a) => /\.test\.js$/.test(a) || a.includes('*'));
+module.exports = {
+  spec: named ? [] : SUITE,
+  timeout: 30000,
+  slow: 2000,
+  exit: true,
+};

@@ -1,0 +1,33 @@
+/** Small conveniences for engine tests: unique queue names, collecting processed jobs, cleanup. */
+import { randomBytes } from 'node:crypto';
+import { Queue } from '../../src/engine/queue.js';
+import { Worker, type Processor, type WorkerOptions } from '../../src/engine/worker.js';
+import type { TestServer } from './valkey.js';
+
+export function uniqueQueue(label = 'q'): string {
+  return `${label}-${randomBytes(4).toString('hex')}`;
+}
+
+export class Harness {
+  readonly queues: Queue[] = [];
+  readonly workers: Worker[] = [];
+  constructor(private readonly server: () => TestServer) {}
+
+  queue(name: string): Queue {
+    const q = new Queue(name, { connection: this.server().url });
+    this.queues.push(q);
+    return q;
+  }
+
+  worker(name: string, processor: Processor, opts: WorkerOptions = {}): Worker {
+    const w = new Worker(name, processor, { connection: this.server().url, blockTimeout: 1000, ...opts });
+    w.on('error', () => undefined);
+    this.workers.push(w);
+    return w;
+  }
+
+  async cleanup(): Promise<void> {
+    await Promise.all(this.workers.splice(0).map((w) => w.close(true)));
+    await Promise.all(this.queues.splice(0).map((q) => q.close()));
+  }
+}
