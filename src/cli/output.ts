@@ -41,14 +41,32 @@ export interface TableOptions {
   rows: (string | number)[][];
   /** Right-align these column indexes (numbers). */
   numeric?: number[];
+  /** On a TTY, word-wrap this column so the table fits the terminal width. */
+  wrap?: number;
 }
 
-export function table({ head, rows, numeric = [] }: TableOptions): string {
+const ANSI = /\u001b\[[0-9;]*m/g;
+const visibleLength = (s: string) => s.replace(ANSI, '').length;
+
+/** Column widths that leave the wrapped column whatever the terminal has left (cells have 1 space padding each side). */
+function fitWidths(head: string[], rows: (string | number)[][], wrap: number | undefined): (number | null)[] | undefined {
+  const columns = process.stdout.columns;
+  if (wrap === undefined || !process.stdout.isTTY || !columns) return undefined;
+  const natural = head.map((h, i) => Math.max(visibleLength(h), ...rows.map((r) => visibleLength(String(r[i] ?? '')))) + 2);
+  const others = natural.reduce((sum, w, i) => (i === wrap ? sum : sum + w), 0);
+  const left = columns - others - (head.length + 1);
+  if (left >= natural[wrap]) return undefined;
+  return natural.map((_, i) => (i === wrap ? Math.max(20, left) : null));
+}
+
+export function table({ head, rows, numeric = [], wrap }: TableOptions): string {
+  const colWidths = fitWidths(head, rows, wrap);
   const t = new Table({
     head: head.map((h) => colour.bold(h)),
     style: { head: [], border: colourOn ? ['grey'] : [], compact: true },
     colAligns: head.map((_, i) => (numeric.includes(i) ? 'right' : 'left')),
     chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
+    ...(colWidths ? { colWidths, wordWrap: true, wrapOnWordBoundary: true } : {}),
   });
   for (const r of rows) t.push(r.map((c) => String(c)));
   return t.toString();

@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 
 export const SERVER_BIN = binary('valkey-server', 'redis-server');
@@ -40,6 +40,8 @@ export interface ServerOptions {
   /** Reuse this data directory (restart tests). */
   dir?: string;
   port?: number;
+  /** requirepass for the server; the harness's own clients authenticate with it. */
+  password?: string;
 }
 
 export class TestServer {
@@ -72,10 +74,13 @@ export class TestServer {
       'daemonize no',
       'loglevel warning',
       `logfile ${join(this.dir, 'server.log')}`,
-      ...persistenceLines(this.opts.persistence ?? 'none'),
+      // A later line wins, so an included fixture comes after the basics and is not overridden
+      // by default persistence lines (only by an explicit `persistence` or `config`).
+      ...(this.opts.include ? [`include ${resolve(this.opts.include)}`] : []),
+      ...(this.opts.include && !this.opts.persistence ? [] : persistenceLines(this.opts.persistence ?? 'none')),
+      ...(this.opts.password ? [`requirepass ${this.opts.password}`] : []),
       ...(this.opts.config ?? []),
     ];
-    if (this.opts.include) lines.unshift(`include ${this.opts.include}`);
     this.confPath = join(this.dir, 'test.conf');
     writeFileSync(this.confPath, lines.join('\n') + '\n');
     this.proc = spawn(SERVER_BIN, [this.confPath], { stdio: 'ignore' });
@@ -88,7 +93,7 @@ export class TestServer {
   }
 
   client(): Redis {
-    return new Redis({ host: '127.0.0.1', port: this.port, maxRetriesPerRequest: 3, lazyConnect: false });
+    return new Redis({ host: '127.0.0.1', port: this.port, password: this.opts.password, maxRetriesPerRequest: 3, lazyConnect: false });
   }
 
   private async waitForPing(deadlineMs = 15000): Promise<void> {
@@ -96,7 +101,14 @@ export class TestServer {
     let lastErr: unknown;
     while (Date.now() < deadline) {
       if (!this.proc) throw new Error(`valkey-server on port ${this.port} exited during start (see ${this.dir}/server.log)`);
-      const c = new Redis({ host: '127.0.0.1', port: this.port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const c = new Redis({
+        host: '127.0.0.1',
+        port: this.port,
+        password: this.opts.password,
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
       c.on('error', () => undefined);
       try {
         await c.connect();

@@ -6,7 +6,8 @@ import { register as stats } from './stats.js';
 import { register as job } from './job.js';
 import { register as queues } from './queues.js';
 import { register as pause } from './pause.js';
+import { register as audit } from './audit.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [enqueue, worker, stats, job, queues, pause];
+export const COMMANDS: Register[] = [enqueue, worker, stats, job, queues, pause, audit];

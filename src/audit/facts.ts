@@ -1,0 +1,160 @@
+/**
+ * Reads what the checks need from one node, tolerating refusals: CONFIG may be renamed or
+ * blocked (managed services), ACL or FUNCTION may be denied. A refusal leaves the fact unset, so
+ * the check says `unknown` rather than guessing.
+ */
+import type { Redis } from 'ioredis';
+import type { LibraryFacts, NodeFacts, NodeRole, ReplicaLink } from './types.js';
+
+/** The settings the checks read. `requirepass` is read only to learn whether it is empty. */
+export const CONFIG_NAMES = [
+  'appendonly',
+  'appendfsync',
+  'aof-use-rdb-preamble',
+  'save',
+  'maxmemory-policy',
+  'no-appendfsync-on-rewrite',
+  'auto-aof-rewrite-percentage',
+  'stop-writes-on-bgsave-error',
+  'bind',
+  'protected-mode',
+  'requirepass',
+] as const;
+
+const LIBRARY_NAME = 'glidemq';
+const VERSION_FUNCTION = 'glidemq_version';
+
+/** INFO text → field map across all sections. */
+export function parseInfo(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    if (!line || line.startsWith('#')) continue;
+    const colon = line.indexOf(':');
+    if (colon > 0) out.set(line.slice(0, colon), line.slice(colon + 1));
+  }
+  return out;
+}
+
+/** `slave0:ip=10.0.0.2,port=6379,state=online,offset=1,lag=0` entries of INFO replication. */
+export function replicaLinks(info: Map<string, string>): ReplicaLink[] {
+  const links: ReplicaLink[] = [];
+  for (const [key, value] of info) {
+    if (!/^slave\d+$/.test(key)) continue;
+    const fields = new Map(value.split(',').map((kv) => kv.split('=') as [string, string]));
+    const lag = fields.get('lag');
+    links.push({
+      address: `${fields.get('ip') ?? '?'}:${fields.get('port') ?? '?'}`,
+      state: fields.get('state') ?? 'unknown',
+      lagSeconds: lag === undefined ? undefined : Number(lag),
+    });
+  }
+  return links;
+}
+
+function pairs(reply: unknown): Map<string, string> {
+  const out = new Map<string, string>();
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) out.set(String(reply[i]), String(reply[i + 1]));
+  } else if (reply && typeof reply === 'object') {
+    for (const [k, v] of Object.entries(reply)) out.set(k, String(v));
+  }
+  return out;
+}
+
+function errorText(err: unknown): string {
+  const msg = err instanceof Error ? err.message : String(err);
+  return msg.split('\n')[0].replace(/\.$/, '');
+}
+
+interface ConfigFacts {
+  config: Map<string, string>;
+  refused?: string;
+}
+
+async function readConfig(client: Redis): Promise<ConfigFacts> {
+  let reply: unknown;
+  try {
+    reply = await client.call('CONFIG', 'GET', ...CONFIG_NAMES);
+  } catch (err) {
+    const text = errorText(err);
+    // Servers before 7.0 take one pattern per CONFIG GET; anything else is a refusal.
+    if (!/wrong number of arguments/i.test(text)) return { config: new Map(), refused: text };
+    const config = new Map<string, string>();
+    for (const name of CONFIG_NAMES) {
+      try {
+        for (const [k, v] of pairs(await client.call('CONFIG', 'GET', name))) config.set(k, v);
+      } catch {
+        // a single refused setting stays unknown
+      }
+    }
+    return { config };
+  }
+  return { config: pairs(reply) };
+}
+
+/** The default user can run commands without a password: from ACL, else from requirepass. */
+async function readPasswordless(client: Redis, config: Map<string, string>): Promise<boolean | undefined> {
+  try {
+    const reply = (await client.call('ACL', 'GETUSER', 'default')) as unknown;
+    const fields = pairs(reply);
+    const flagsIndex = Array.isArray(reply) ? reply.indexOf('flags') : -1;
+    const flags = flagsIndex >= 0 ? (reply as unknown[])[flagsIndex + 1] : fields.get('flags');
+    const list = Array.isArray(flags) ? flags.map(String) : String(flags ?? '').split(',');
+    if (list.length && list[0] !== '') return list.includes('on') && list.includes('nopass');
+  } catch {
+    // ACL refused or absent: fall back to requirepass
+  }
+  const requirepass = config.get('requirepass');
+  if (requirepass === undefined) return undefined;
+  return requirepass === '';
+}
+
+/** `{"version":"<hash>","package":"<semver>"}` from glidemq_version, when the library has it. */
+async function readLibrary(client: Redis): Promise<LibraryFacts> {
+  let listed: unknown;
+  try {
+    listed = await client.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME);
+  } catch (err) {
+    return { state: 'unknown', error: errorText(err) };
+  }
+  // LIBRARYNAME matches as a pattern, so look for the exact name.
+  const present = Array.isArray(listed) && listed.some((lib) => pairs(lib).get('library_name') === LIBRARY_NAME);
+  if (!present) return { state: 'missing' };
+  try {
+    const raw = await client.call('FCALL_RO', VERSION_FUNCTION, '0');
+    const parsed = JSON.parse(String(raw)) as { version?: unknown; package?: unknown };
+    return {
+      state: 'present',
+      version: parsed.version === undefined ? undefined : String(parsed.version),
+      packageVersion: parsed.package === undefined ? undefined : String(parsed.package),
+    };
+  } catch (err) {
+    return { state: 'present', error: errorText(err) };
+  }
+}
+
+export function roleFromInfo(info: Map<string, string>): NodeRole {
+  return info.get('role') === 'slave' ? 'replica' : 'master';
+}
+
+export async function gatherFacts(
+  client: Redis,
+  address: string,
+  inCluster: boolean,
+): Promise<NodeFacts> {
+  const info = parseInfo(String(await client.call('INFO')));
+  const [{ config, refused }, library] = await Promise.all([readConfig(client), readLibrary(client)]);
+  const passwordless = await readPasswordless(client, config);
+  config.delete('requirepass'); // never keep a secret in the facts
+  return {
+    address,
+    role: roleFromInfo(info),
+    inCluster,
+    config,
+    configRefused: refused,
+    info,
+    replicas: replicaLinks(info),
+    library,
+    passwordless,
+  };
+}

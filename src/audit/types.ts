@@ -1,0 +1,78 @@
+/**
+ * The auditor's vocabulary: what one node looks like from the outside (facts), what one check
+ * concludes about it, and the report that the CLI prints or serialises.
+ */
+export type CheckStatus = 'pass' | 'warn' | 'fail' | 'unknown';
+
+export interface Check {
+  id: string;
+  status: CheckStatus;
+  /** What the node has, as text (never a secret). */
+  actual: string;
+  /** What the durable baseline wants. */
+  expected: string;
+  /** One line: what to set and why. */
+  message: string;
+}
+
+export type NodeRole = 'master' | 'replica';
+
+export interface NodeReport {
+  address: string;
+  role: NodeRole;
+  checks: Check[];
+}
+
+export interface AuditSummary {
+  pass: number;
+  warn: number;
+  fail: number;
+  unknown: number;
+}
+
+export interface AuditReport {
+  nodes: NodeReport[];
+  summary: AuditSummary;
+}
+
+/** A replica as its primary's INFO replication lists it. */
+export interface ReplicaLink {
+  address: string;
+  state: string;
+  lagSeconds: number | undefined;
+}
+
+export interface LibraryFacts {
+  state: 'present' | 'missing' | 'unknown';
+  /** The library's code hash as glidemq_version reports it. */
+  version?: string;
+  /** The glidemq package version that built the loaded library. */
+  packageVersion?: string;
+  /** Why the state or version could not be read. */
+  error?: string;
+}
+
+/** Everything the checks read about one node, gathered once. */
+export interface NodeFacts {
+  address: string;
+  role: NodeRole;
+  /** The node is part of a cluster audit (a primary without a replica matters there). */
+  inCluster: boolean;
+  /** CONFIG GET results; a name absent from the map could not be read. */
+  config: Map<string, string>;
+  /** Why CONFIG GET could not be used at all (renamed, disabled, refused by ACL), if so. */
+  configRefused?: string;
+  /** INFO fields, flattened across sections. */
+  info: Map<string, string>;
+  replicas: ReplicaLink[];
+  library: LibraryFacts;
+  /** True/false when known: the default user can run commands without a password. */
+  passwordless?: boolean;
+}
+
+export interface AuditOptions {
+  /** The library version this build loads, to compare with what each node has. */
+  expectedLibraryVersion?: string;
+}
+
+export type CheckModule = (facts: NodeFacts, options: AuditOptions) => Check[];
