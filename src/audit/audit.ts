@@ -68,7 +68,8 @@ export async function runAudit(settings: ClientSettings, options: AuditOptions =
   const seed = await connectNode(settings);
   let nodes: NodeReport[];
   try {
-    const cluster = settings.cluster || (await isClusterNode(seed));
+    // What the server says wins over --cluster: a standalone server named with --cluster is audited as one.
+    const cluster = (await isClusterNode(seed)) ?? settings.cluster;
     if (!cluster) {
       nodes = [await auditClient(seed, formatAddress(parsed.host, parsed.port), false, options)];
     } else {

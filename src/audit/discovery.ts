@@ -67,18 +67,25 @@ export async function connectNode(settings: ClientSettings, host?: string, port?
   } catch (err) {
     client.disconnect();
     const e = socketError ?? (err as Error & { code?: string });
-    const why = /RESP type|Protocol error/i.test(e.message) ? 'it does not answer like a Valkey server' : (e.code ?? e.message.replace(/\.$/, ''));
-    throw new ConnectionError('ERR_CONNECTION', `cannot reach ${label}: ${why}`);
+    throw new ConnectionError('ERR_CONNECTION', describeConnectFailure(label, e));
   }
   return client;
 }
 
-export async function isClusterNode(client: Redis): Promise<boolean> {
+function describeConnectFailure(label: string, e: Error & { code?: string }): string {
+  if (/^NOAUTH/.test(e.message)) return `authentication failed at ${label}: the server wants a password (in the URL or $GLIDEMQ_PASSWORD)`;
+  if (/^WRONGPASS/.test(e.message)) return `authentication failed at ${label}: wrong user name or password`;
+  if (/RESP type|Protocol error/i.test(e.message)) return `cannot reach ${label}: it does not answer like a Valkey server`;
+  return `cannot reach ${label}: ${e.code ?? e.message.replace(/\.$/, '')}`;
+}
+
+/** From INFO cluster; undefined when the server would not say. */
+export async function isClusterNode(client: Redis): Promise<boolean | undefined> {
   try {
     const info = String(await client.call('INFO', 'cluster'));
     return /cluster_enabled:1/.test(info);
   } catch {
-    return false;
+    return undefined;
   }
 }
 

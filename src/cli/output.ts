@@ -27,6 +27,11 @@ export function info(line: string): void {
   if (process.stderr.isTTY) process.stderr.write(errColour.dim(line) + '\n');
 }
 
+/** A remark on stderr that scripts reading stdout should not get mixed in (e.g. next to --json). */
+export function notice(line: string): void {
+  process.stderr.write(errColour.dim(line) + '\n');
+}
+
 export function warn(line: string): void {
   process.stderr.write(errColour.yellow(`warning: ${line}`) + '\n');
 }

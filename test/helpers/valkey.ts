@@ -88,7 +88,12 @@ export class TestServer {
     proc.on('exit', () => {
       if (this.proc === proc) this.proc = undefined;
     });
-    await this.waitForPing();
+    try {
+      await this.waitForPing();
+    } catch (err) {
+      await this.signalAndWait('SIGKILL'); // a server that never became usable is not left behind
+      throw err;
+    }
     return this;
   }
 

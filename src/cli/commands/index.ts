@@ -1,5 +1,6 @@
 /** Every command's registration, in the order `--help` lists them. */
 import type { Command } from 'commander';
+import { register as dev } from './dev.js';
 import { register as enqueue } from './enqueue.js';
 import { register as worker } from './worker.js';
 import { register as stats } from './stats.js';
@@ -10,4 +11,4 @@ import { register as audit } from './audit.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [enqueue, worker, stats, job, queues, pause, audit];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, audit];
