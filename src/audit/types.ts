@@ -73,6 +73,8 @@ export interface NodeFacts {
 export interface AuditOptions {
   /** The library version this build loads, to compare with what each node has. */
   expectedLibraryVersion?: string;
+  /** This build's package version: a node holding a library from a newer glidemq is not replaced. */
+  packageVersion?: string;
 }
 
 export type CheckModule = (facts: NodeFacts, options: AuditOptions) => Check[];

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { Queue } from '../../src/engine/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { valkeyFixture } from '../helpers/fixtures.js';
 import { freePort, useServer } from '../helpers/valkey.js';
@@ -40,6 +41,18 @@ describe('glidemq audit (CLI)', function () {
       const r = await runCli(['audit', '-u', server().url, '--strict']);
       expect(r.code).to.equal(1);
       expect(r.stdout).to.match(/warnings present \(--strict\)/);
+    });
+    it('--strict exits 0 once a glidemq client has loaded the library (nothing left to warn about)', async () => {
+      const q = new Queue('cli-audit', { connection: server().url });
+      try {
+        await q.waitUntilReady();
+      } finally {
+        await q.close();
+      }
+      const r = await runCli(['audit', '-u', server().url, '--strict']);
+      expect(r.code, r.stdout).to.equal(0);
+      expect(r.stdout).to.match(/│ function-library\s+│ pass/);
+      expect(r.stdout).to.match(/0 warn, 0 fail, 0 unknown — meets the durable baseline/);
     });
     it('reads the URL from $GLIDEMQ_URL, and accepts valkey://', async () => {
       const fromEnv = await runCli(['audit', '--json'], { env: { GLIDEMQ_URL: server().url } });

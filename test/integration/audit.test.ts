@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { exitCodeFor, runAudit, type AuditReport, type Check, type CheckStatus } from '../../src/audit/audit.js';
+import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../src/engine/library.js';
+import { Queue } from '../../src/engine/queue.js';
 import { valkeyFixture } from '../helpers/fixtures.js';
 import { TestServer, useServer, waitFor, type ServerOptions } from '../helpers/valkey.js';
 
@@ -209,6 +211,20 @@ describe('audit against real servers (fixtures/valkey)', function () {
       expect(check.status).to.equal('warn');
       expect(check.actual).to.include('old');
       expect(check.message).to.include('new');
+    });
+    it("passes with this build's version once a glidemq client has loaded the real library", async () => {
+      const q = new Queue('audit-lib', { connection: getServer().url });
+      try {
+        await q.waitUntilReady();
+      } finally {
+        await q.close();
+      }
+      const report = await audit(LIBRARY_VERSION);
+      const check = checksOf(report).get('function-library')!;
+      expect(check.status, check.message).to.equal('pass');
+      expect(check.actual).to.equal(`${LIBRARY_VERSION} (glidemq ${LIBRARY_PACKAGE_VERSION})`);
+      expect(report.summary.warn + report.summary.fail + report.summary.unknown).to.equal(0);
+      expect(exitCodeFor(report, true)).to.equal(0);
     });
     it('warns when the library has no glidemq_version', async () => {
       await client.call('FUNCTION', 'LOAD', fakeLibrary('x', false));

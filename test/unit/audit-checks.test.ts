@@ -157,6 +157,17 @@ describe('audit checks (synthetic node facts)', () => {
       expect(c.status).to.equal('fail');
       expect(c.message).to.match(/replicas/);
     });
+    it('function-library: a different version warns; one from a newer glidemq says to upgrade here', () => {
+      const differs = runChecks(facts({ library: { state: 'present', version: 'aaa', packageVersion: '0.1.0' } }), { expectedLibraryVersion: 'bbb', packageVersion: '0.1.0' });
+      const d = differs.find((c) => c.id === 'function-library')!;
+      expect(d.status).to.equal('warn');
+      expect(d.message).to.match(/replace it/);
+      const newer = runChecks(facts({ library: { state: 'present', version: 'ccc', packageVersion: '0.3.0' } }), { expectedLibraryVersion: 'bbb', packageVersion: '0.1.0' });
+      const n = newer.find((c) => c.id === 'function-library')!;
+      expect(n.status).to.equal('warn');
+      expect(n.message).to.match(/upgrade/).and.include('0.3.0');
+      expect(check(facts({ library: { state: 'missing' } }), 'function-library').message).to.match(/loaded by the first glidemq client/);
+    });
     it('nothing unknown is ever a pass', () => {
       const blind = facts({ config: null, info: null, configRefused: 'NOPERM', passwordless: undefined, library: { state: 'unknown', error: 'NOPERM' } });
       const checks = runChecks(blind).filter((c) => c.id !== 'replication');

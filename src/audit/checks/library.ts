@@ -1,4 +1,5 @@
 /** The glidemq function library on the node, and whether its version is the one this build loads. */
+import { compareVersions } from '../../engine/library.js';
 import type { Check, CheckModule } from '../types.js';
 
 export const libraryChecks: CheckModule = (facts, options) => {
@@ -33,13 +34,16 @@ export const libraryChecks: CheckModule = (facts, options) => {
     };
   } else {
     const actual = `${lib.version}${lib.packageVersion ? ` (glidemq ${lib.packageVersion})` : ''}`;
+    const newer = !!(options.packageVersion && lib.packageVersion && compareVersions(lib.packageVersion, options.packageVersion) > 0);
     if (wanted && wanted !== lib.version) {
       check = {
         id,
         status: 'warn',
         actual,
         expected,
-        message: `the loaded library differs from this build's (${wanted}); clients of this build replace it on connect, so mixed versions mean an upgrade in progress`,
+        message: newer
+          ? `the node holds a library from a newer glidemq (${lib.packageVersion}) than this one (${options.packageVersion}); upgrade the glidemq running here, it will not downgrade the node`
+          : `the loaded library differs from this build's (${wanted}); clients of this build replace it on connect, so mixed versions mean an upgrade in progress`,
       };
     } else {
       check = {

@@ -1,6 +1,7 @@
 /** `glidemq audit`: the durability auditor (src/audit) against the server or cluster in --url. */
 import type { Command } from 'commander';
 import { exitCodeFor, runAudit } from '../../audit/audit.js';
+import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../engine/library.js';
 import { printAuditReport } from '../audit-report.js';
 import { action } from '../context.js';
 import { printJson, spinner } from '../output.js';
@@ -27,7 +28,7 @@ Examples:
         const sp = ctx.json ? undefined : spinner(`auditing ${ctx.where}`);
         let report;
         try {
-          report = await runAudit(ctx.connection);
+          report = await runAudit(ctx.connection, { expectedLibraryVersion: LIBRARY_VERSION, packageVersion: LIBRARY_PACKAGE_VERSION });
         } finally {
           sp?.stop();
         }
