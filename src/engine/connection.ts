@@ -98,6 +98,14 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {})
     const clusterOpts: ClusterOptions = {
       redisOptions: (({ host: _h, port: _p, db: _d, retryStrategy: _r, ...rest }) => rest)(base),
       enableReadyCheck: true,
+      // A caller's retry policy (the CLI gives up quickly) governs reconnecting to the whole cluster.
+      ...(base.retryStrategy ? { clusterRetryStrategy: base.retryStrategy } : {}),
+      // Room for a failover: commands on a dead primary's slots are retried (refreshing the slot map
+      // each time) until its replica takes over, instead of failing after a few hundred ms.
+      retryDelayOnFailover: 200,
+      retryDelayOnClusterDown: 200,
+      retryDelayOnTryAgain: 200,
+      maxRedirections: 32,
       ...(parsed.tls ? { dnsLookup: (address, cb) => cb(null, address) } : {}),
     };
     return new Cluster([{ host: parsed.host, port: parsed.port }], clusterOpts);
@@ -160,10 +168,99 @@ export async function waitReady(client: Client, label: string, timeoutMs = 5000)
 }
 
 export interface Acquired {
+  /** Replaced by a Cluster client when settleTopology() finds the server is a cluster node. */
   client: Client;
   /** True when glidemq created the client and must close it. */
   owned: boolean;
   settings?: ClientSettings;
+}
+
+const settling = new WeakMap<Acquired, Promise<Client>>();
+
+/**
+ * Auto-detection: a client glidemq created in standalone mode asks its server `INFO cluster`
+ * (falling back to `CLUSTER INFO` where INFO is disabled); a server that says it is a cluster node
+ * gets a Cluster client instead, seeded from the same URL, and `a.client` / `a.settings` are
+ * updated so later duplicates are cluster clients too. A client the caller passed in is left alone.
+ */
+export function settleTopology(a: Acquired): Promise<Client> {
+  let p = settling.get(a);
+  if (!p) {
+    p = (async () => {
+      const settings = a.settings;
+      if (!a.owned || !settings || settings.cluster || isCluster(a.client)) return a.client;
+      if (!(await answersAsClusterNode(a.client as Redis))) return a.client;
+      const standalone = a.client;
+      a.settings = { ...settings, cluster: true };
+      a.client = createClient(a.settings);
+      a.client.on('error', () => undefined);
+      standalone.disconnect();
+      return a.client;
+    })();
+    settling.set(a, p);
+    p.catch(() => settling.delete(a));
+  }
+  return p;
+}
+
+/** True when the node says cluster_enabled:1; an unreachable server is left to the first command to report. */
+async function answersAsClusterNode(c: Redis): Promise<boolean> {
+  try {
+    return /cluster_enabled:1/.test(String(await c.call('INFO', 'cluster')));
+  } catch (err) {
+    if (!isCommandRefused(err)) return false;
+  }
+  try {
+    return /cluster_state:/.test(String(await c.call('CLUSTER', 'INFO')));
+  } catch {
+    return false;
+  }
+}
+
+function isCommandRefused(err: unknown): boolean {
+  return err instanceof Error && /unknown command|NOPERM|no permissions/i.test(err.message);
+}
+
+/** A `MOVED <slot> <host:port>` reply: a standalone client is talking to a cluster node. */
+export function isMovedError(err: unknown): boolean {
+  return err instanceof Error && /^MOVED \d+ /.test(err.message);
+}
+
+/**
+ * The one server connection that commands on `key` travel over: the client itself, or for a cluster
+ * the connection to the primary serving the key's slot (undefined until the slot map is known).
+ * Connection-scoped commands (CLIENT ID before a blocking read) must go there.
+ */
+export function connectionFor(c: Client, key: string): Redis | undefined {
+  return isCluster(c) ? nodeForKey(c, key) : c;
+}
+
+/** The client's connection to the same server as `like` (for CLIENT UNBLOCK of another client's read). */
+export function sameServer(c: Client, like: Redis): Redis | undefined {
+  if (!isCluster(c)) return c;
+  return c.nodes('all').find((n) => n.options.host === like.options.host && n.options.port === like.options.port);
+}
+
+/** Cluster hash slot of a key (CRC16/XMODEM of the hash tag, or of the whole key, mod 16384). */
+export function keySlot(key: string): number {
+  const open = key.indexOf('{');
+  if (open >= 0) {
+    const close = key.indexOf('}', open + 1);
+    if (close > open + 1) key = key.slice(open + 1, close);
+  }
+  let crc = 0;
+  for (const byte of Buffer.from(key)) {
+    crc ^= byte << 8;
+    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
+}
+
+/** The connection a cluster client uses for the primary that serves `key`'s slot, once slots are known. */
+export function nodeForKey(c: Cluster, key: string): Redis | undefined {
+  const owner = c.slots[keySlot(key)]?.[0];
+  if (!owner) return undefined;
+  return c.nodes('all').find((n) => `${n.options.host}:${n.options.port}` === owner);
 }
 
 /** Resolves a connection input into a client: a given instance is shared, anything else is created. */

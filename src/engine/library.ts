@@ -6,9 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
-import { type Client, isCluster } from './connection.js';
-import { fromServerError, LibraryVersionError } from './errors.js';
+import type { Cluster, Redis } from 'ioredis';
+import { type Client, isCluster, isMovedError, nodeForKey, waitReady } from './connection.js';
+import { ConnectionError, fromServerError, LibraryVersionError } from './errors.js';
 
 export const LIBRARY_NAME = 'glidemq';
 const LUA_DIR = new URL('../../../lua/', import.meta.url);
@@ -89,47 +89,95 @@ async function ensureOnNode(node: Redis): Promise<void> {
 
 const inflight = new WeakMap<Client, Promise<void>>();
 const watched = new WeakSet<Client>();
+/** Per cluster client: the node connections known to hold this library while they serve as primaries. */
+const ensuredNodes = new WeakMap<Cluster, WeakSet<Redis>>();
 
 /**
  * Ensures the library on every primary of the client, single-flight per client, and again each
- * time the client reconnects (ioredis `ready`) or a cluster's topology changes.
+ * time the client reconnects (ioredis `ready`). A cluster client also checks, after every slot-map
+ * refresh and new node connection, the primaries it has not ensured yet: a promoted replica gets the
+ * library before the next function call lands on it.
  */
 export function ensureLibrary(client: Client, force = false): Promise<void> {
   if (!watched.has(client)) {
     watched.add(client);
     const again = () => {
       inflight.delete(client);
-      ensureLibrary(client).catch((err) => client.emit('error', err));
+      ensureLibrary(client, true).catch((err) => reportEnsureError(client, err));
     };
     client.on('ready', again);
-    if (isCluster(client)) client.on('+node', again);
+    if (isCluster(client)) {
+      const fresh = () => void ensureNewPrimaries(client).catch((err) => reportEnsureError(client, err));
+      client.on('+node', fresh);
+      client.on('refresh', fresh);
+    }
   }
   let p = force ? undefined : inflight.get(client);
   if (!p) {
-    p = (async () => {
-      const nodes = isCluster(client) ? client.nodes('master') : [client as Redis];
-      await Promise.all(nodes.map((n) => ensureOnNode(n)));
-    })();
+    p = isCluster(client) ? ensureOnCluster(client, true) : ensureOnNode(client as Redis);
     inflight.set(client, p);
     p.catch(() => inflight.delete(client));
   }
   return p;
 }
 
+/** A refused downgrade must reach the caller's error handler; a node that went away is not news. */
+function reportEnsureError(client: Client, err: unknown): void {
+  if (err instanceof LibraryVersionError) client.emit('error', err);
+}
+
+async function ensureOnCluster(cluster: Cluster, all: boolean): Promise<void> {
+  if (cluster.status !== 'ready') await waitReady(cluster, 'the cluster', 15000);
+  let done = ensuredNodes.get(cluster);
+  if (!done || all) ensuredNodes.set(cluster, (done = new WeakSet()));
+  const primaries = cluster.nodes('master').filter((n) => !done.has(n));
+  const results = await Promise.allSettled(primaries.map((n) => ensureOnNode(n).then(() => done.add(n))));
+  // A primary that is down right now is ensured when it (or its promoted replica) shows up in a
+  // refreshed slot map; only a refused downgrade, or no primary at all answering, is an error.
+  const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason);
+  const refused = failures.find((e) => e instanceof LibraryVersionError);
+  if (refused) throw refused;
+  if (failures.length > 0 && failures.length === results.length) throw failures[0];
+}
+
+function ensureNewPrimaries(cluster: Cluster): Promise<void> {
+  if (cluster.status !== 'ready') return Promise.resolve();
+  const done = ensuredNodes.get(cluster);
+  if (!done) return Promise.resolve(); // nobody asked for the library on this client yet
+  if (cluster.nodes('master').every((n) => done.has(n))) return Promise.resolve();
+  return ensureOnCluster(cluster, false);
+}
+
 /**
  * Calls a library function on the queue whose meta key is given. A reply saying the function is
- * missing (a flushed server, a promoted replica without it) triggers one ensure and one retry.
+ * missing (a flushed server, a promoted replica without it) triggers one ensure and one retry; on
+ * a cluster the ensure includes the very node that serves the key's slot.
  */
 export async function callFunction(client: Client, fn: string, metaKey: string, args: (string | number)[]): Promise<unknown> {
   try {
     return await client.fcall(fn, 1, metaKey, ...args);
   } catch (err) {
+    if (isMovedError(err) && !isCluster(client)) throw notAClusterClient(client, err);
     if (!isMissingFunction(err)) throw fromServerError(err);
     await ensureLibrary(client, true);
+    if (isCluster(client)) {
+      const node = nodeForKey(client, metaKey);
+      if (node) await ensureOnNode(node);
+    }
     try {
       return await client.fcall(fn, 1, metaKey, ...args);
     } catch (err2) {
       throw fromServerError(err2);
     }
   }
+}
+
+/** A standalone client (one the caller made) is talking to a cluster node. */
+function notAClusterClient(client: Client, err: unknown): ConnectionError {
+  const o = (client as Redis).options;
+  return new ConnectionError(
+    'ERR_CLUSTER',
+    `the server ${o.host}:${o.port} is a Valkey cluster node (${(err as Error).message.split(' ').slice(0, 2).join(' ')}): ` +
+      'connect with a cluster client (--cluster, or { url, cluster: true }, or an ioredis Cluster)',
+  );
 }

@@ -1,6 +1,6 @@
 /** The producer and inspector side of a queue: add jobs, pause/resume, counts, jobs by state. */
 import { EventEmitter } from 'node:events';
-import { acquireClient, closeClient, type Acquired, type ConnectionInput, type Client } from './connection.js';
+import { acquireClient, closeClient, settleTopology, type Acquired, type ConnectionInput, type Client } from './connection.js';
 import { invalid } from './errors.js';
 import { Job, type JobState } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
@@ -32,7 +32,6 @@ const BULK_CHUNK = 200;
 
 export class Queue extends EventEmitter {
   readonly keys: QueueKeys;
-  readonly client: Client;
   private readonly acquired: Acquired;
   private readonly maxPayload: number;
   private ready: Promise<void> | undefined;
@@ -44,13 +43,17 @@ export class Queue extends EventEmitter {
     super();
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.acquired = acquireClient(opts.connection);
-    this.client = this.acquired.client;
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
+  }
+
+  /** The connection; a Cluster client once waitUntilReady() found the server is a cluster node. */
+  get client(): Client {
+    return this.acquired.client;
   }
 
   /** Resolves once the library is on the server (also re-ensured on every reconnect). */
   waitUntilReady(): Promise<void> {
-    this.ready ??= ensureLibrary(this.client);
+    this.ready ??= settleTopology(this.acquired).then((c) => ensureLibrary(c));
     return this.ready;
   }
 
@@ -104,6 +107,7 @@ export class Queue extends EventEmitter {
   }
 
   async getJobLogs(id: string): Promise<string[]> {
+    await this.waitUntilReady();
     return this.client.lrange(this.keys.logs(id), 0, -1);
   }
 
@@ -202,6 +206,7 @@ export class Queue extends EventEmitter {
   }
 
   async close(): Promise<void> {
+    await this.ready?.catch(() => undefined); // a Cluster client being set up is closed too
     if (this.acquired.owned) await closeClient(this.client);
   }
 }

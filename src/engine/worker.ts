@@ -10,7 +10,10 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { acquireClient, closeClient, duplicateClient, type Acquired, type Client, type ConnectionInput } from './connection.js';
+import {
+  acquireClient, closeClient, connectionFor, duplicateClient, isCluster, sameServer, settleTopology, waitReady,
+  type Acquired, type Client, type ConnectionInput,
+} from './connection.js';
 import { UnrecoverableError } from './errors.js';
 import { Job, type Claim } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX, CONSUMER_GROUP } from './keys.js';
@@ -56,9 +59,10 @@ export class Worker<D = any, R = any> extends EventEmitter {
   readonly consumer: string;
   readonly settings: Settings;
   private readonly acquired: Acquired;
-  private readonly client: Client;
   private blocker: Client | undefined;
   private blockerId: number | undefined;
+  /** The server connection the blocking read uses (a cluster node's, which changes on failover). */
+  private blockerConn: Redis | undefined;
   private readonly active = new Map<string, Job<D, R>>();
   private readerReserved = 0;
   private readerRunning = false;
@@ -69,7 +73,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   private stalledTimer: NodeJS.Timeout | undefined;
   private promotionTicks = 0;
   private idleWaiters: (() => void)[] = [];
-  readonly maintenance: Maintenance;
+  maintenance: Maintenance;
   /** Jobs this worker finished, by outcome. */
   readonly finished = { completed: 0, failed: 0 };
 
@@ -83,9 +87,13 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.settings = resolveSettings(opts);
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
-    this.client = this.acquired.client;
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
     if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
+  }
+
+  /** A Cluster client once run() found the server is a cluster node. */
+  private get client(): Client {
+    return this.acquired.client;
   }
 
   get activeCount(): number {
@@ -100,12 +108,17 @@ export class Worker<D = any, R = any> extends EventEmitter {
   async run(): Promise<void> {
     if (this.running) return;
     this.running = true;
+    const standalone = this.client;
+    if ((await settleTopology(this.acquired)) !== standalone) {
+      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    }
     await ensureLibrary(this.client);
     if (this.settings.globalConcurrency > 0) {
       await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
     }
     this.blocker = duplicateClient(this.acquired, { maxRetriesPerRequest: null });
     this.blocker.on('ready', () => void this.learnBlockerId());
+    if (isCluster(this.blocker)) await waitReady(this.blocker, 'the cluster', 15000);
     await this.learnBlockerId();
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
@@ -120,7 +133,10 @@ export class Worker<D = any, R = any> extends EventEmitter {
 
   private async learnBlockerId(): Promise<void> {
     try {
-      this.blockerId = (await (this.blocker as Redis).client('ID')) as number;
+      const conn = connectionFor(this.blocker as Client, this.keys.stream);
+      if (!conn) return;
+      this.blockerId = (await conn.client('ID')) as number;
+      this.blockerConn = conn;
     } catch {
       /* reconnecting; the next ready event tries again */
     }
@@ -236,6 +252,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
         const want = this.freeSlots();
         if (want <= 0) break;
         this.readerReserved = want;
+        if (isCluster(this.blocker!) && connectionFor(this.blocker!, this.keys.stream) !== this.blockerConn) {
+          await this.learnBlockerId(); // the queue's slot moved (failover): the read runs on another node
+        }
         let delivered: unknown;
         try {
           delivered = await (this.blocker as Redis).xreadgroup(
@@ -349,8 +368,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private async unblockReader(): Promise<void> {
-    if (this.blockerId !== undefined && this.readerRunning) {
-      await (this.client as Redis).client('UNBLOCK', this.blockerId).catch(() => undefined);
+    const server = this.blockerConn && sameServer(this.client, this.blockerConn);
+    if (this.blockerId !== undefined && this.readerRunning && server) {
+      await server.client('UNBLOCK', this.blockerId).catch(() => undefined);
     }
   }
 
