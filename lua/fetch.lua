@@ -4,6 +4,7 @@
   then stream). Used when a worker starts or a slot frees up outside a finish call.
     KEYS[1] meta key.  ARGV: consumer, now(ms), count.
     Returns {status, job1, job2, ...}: status 'ok' | 'paused'; each job is a flat field list.
+    When paused, the second element is the id of the newest event (the worker blocks on what follows).
 
   glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read
   cannot run inside a function). Stream entries become active claims; wake entries are acked
@@ -12,13 +13,14 @@
     KEYS[1] meta key.  ARGV: consumer, now(ms), want (free slots of the worker), nStream, then
             nStream pairs (entryId, jobId), then the wake entry ids.
     Returns {status, job1, ...}: status 'ok' | 'paused' | 'limited' (entries were handed back
-            because no globalConcurrency slot was free).
+            because no globalConcurrency slot was free). When paused, the second element is
+            the id of the newest event, as for glidemq_fetch.
   Errors: none (leftover entries of removed jobs are acked and dropped).
 ]]
 redis.register_function('glidemq_fetch', function(keys, args)
   local k = keysFor(keys[1])
   ensureQueue(k)
-  if isPaused(k) then return { 'paused' } end
+  if isPaused(k) then return { 'paused', lastEventId(k) } end
   local jobs = fetchNext(k, args[1], toInt(args[2], 0), toInt(args[3], 1))
   table.insert(jobs, 1, 'ok')
   return jobs
@@ -29,6 +31,7 @@ redis.register_function('glidemq_activate', function(keys, args)
   local consumer, now, want, nStream = args[1], toInt(args[2], 0), toInt(args[3], 1), toInt(args[4], 0)
   local paused = isPaused(k)
   local out = { paused and 'paused' or 'ok' }
+  if paused then out[2] = lastEventId(k) end
   -- the entries being activated are already in the pending list: they do not hold a slot yet
   local free = 0
   if not paused then free = math.min(freeSlots(k) + nStream, want) end

@@ -45,6 +45,14 @@ local function isPaused(k)
   return redis.call('HGET', k.meta, 'paused') == '1'
 end
 
+-- The id of the newest event: a worker that sees a pause blocks on the events after it, so a
+-- resume that lands between its check and its blocking read still wakes it.
+local function lastEventId(k)
+  local last = redis.call('XREVRANGE', k.events, '+', '-', 'COUNT', 1)
+  if last[1] then return last[1][1] end
+  return '0-0'
+end
+
 local function emit(k, event, jobId, ...)
   redis.call('XADD', k.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', event, 'jobId', jobId, ...)
 end

@@ -72,6 +72,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stalledTimer: NodeJS.Timeout | undefined;
   private promotionTicks = 0;
+  private pausedSince = '$';
   private idleWaiters: (() => void)[] = [];
   maintenance: Maintenance;
   /** Jobs this worker finished, by outcome. */
@@ -146,9 +147,19 @@ export class Worker<D = any, R = any> extends EventEmitter {
     return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '' };
   }
 
+  /** Splits a fetch/activate reply; a paused reply carries the newest event id to block after. */
+  private parseDelivery(r: unknown[]): { status: string; jobs: FieldList[] } {
+    const status = String(r[0]);
+    if (status === 'paused') {
+      this.pausedSince = String(r[1] ?? '$');
+      return { status, jobs: [] };
+    }
+    return { status, jobs: r.slice(1) as FieldList[] };
+  }
+
   private async fetch(count: number): Promise<{ status: string; jobs: FieldList[] }> {
     const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, Date.now(), count])) as unknown[];
-    return { status: String(r[0]), jobs: r.slice(1) as FieldList[] };
+    return this.parseDelivery(r);
   }
 
   private dispatch(fields: FieldList): void {
@@ -242,7 +253,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     try {
       while (this.running && !this.closing) {
         if (paused) {
-          await this.waitForEvent();
+          await this.waitForEvent(this.settings.blockTimeout, this.pausedSince);
           if (this.closing || !this.running) break;
           const r = await this.fetch(Math.max(0, this.freeSlots()));
           paused = r.status === 'paused';
@@ -268,11 +279,10 @@ export class Worker<D = any, R = any> extends EventEmitter {
         if (!delivered) continue;
         const { streamPairs, wakeIds } = splitDelivery(delivered as [string, [string, string[]][]][], this.keys.stream);
         const args: (string | number)[] = [this.consumer, Date.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
-        const r = (await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[];
-        paused = r[0] === 'paused';
-        const jobs = r.slice(1) as FieldList[];
-        jobs.forEach((f) => this.dispatch(f));
-        if (!paused && streamPairs.length / 2 > jobs.length && r[0] === 'limited') await this.waitForEvent(1000);
+        const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
+        paused = r.status === 'paused';
+        r.jobs.forEach((f) => this.dispatch(f));
+        if (r.status === 'limited') await this.waitForEvent(1000);
       }
     } catch (err) {
       if (this.running && !this.closing) {
@@ -289,9 +299,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   /** Blocks on the events stream until something happens there (e.g. resumed, completed). */
-  private async waitForEvent(maxMs = this.settings.blockTimeout): Promise<void> {
+  private async waitForEvent(maxMs = this.settings.blockTimeout, after = '$'): Promise<void> {
     try {
-      await (this.blocker as Redis).xread('BLOCK', maxMs, 'STREAMS', this.keys.events, '$');
+      await (this.blocker as Redis).xread('BLOCK', maxMs, 'STREAMS', this.keys.events, after);
     } catch {
       await delay(100);
     }
