@@ -1,5 +1,6 @@
 /** A job as a processor and an inspector see it: its stored fields, and what a running job may do. */
 import type { Client } from './connection.js';
+import { invalid, StaleClaimError } from './errors.js';
 import { callFunction } from './library.js';
 import type { QueueKeys } from './keys.js';
 import type { StoredOptions } from './options.js';
@@ -12,6 +13,8 @@ export interface Claim {
   keys: QueueKeys;
   consumer: string;
   fence: string;
+  /** The worker's clock (ms); Date.now when not given. */
+  now?: () => number;
 }
 
 export class Job<D = any, R = any> {
@@ -37,6 +40,8 @@ export class Job<D = any, R = any> {
   claim: Claim | undefined;
   /** @internal the raw hash fields */
   raw: Record<string, string> = {};
+  /** True once moveToDelayed parked this job: the worker then stores no outcome for the run. */
+  moved = false;
 
   static fromFields(fields: string[] | Record<string, string>, claim?: Claim): Job {
     const h: Record<string, string> = Array.isArray(fields) ? {} : fields;
@@ -79,6 +84,36 @@ export class Job<D = any, R = any> {
   async log(line: string, keep = 1000): Promise<number> {
     const c = this.requireClaim('log');
     return (await callFunction(c.client, 'glidemq_addLog', c.keys.meta, [this.id, c.fence, line, keep])) as number;
+  }
+
+  /**
+   * Parks the running job until `timestamp` (ms) and, when `nextStep` is given, stores it as
+   * `data.step` in the same server call. The processor should return right after; the worker stores
+   * no outcome for this run, and the job runs again from the start once it is due, with the step
+   * in `job.data.step`. A worker that lost the claim gets a StaleClaimError and changes nothing.
+   */
+  async moveToDelayed(timestamp: number, nextStep?: unknown): Promise<void> {
+    const c = this.requireClaim('moveToDelayed');
+    if (!Number.isFinite(timestamp)) throw invalid(`job ${this.id}: moveToDelayed needs a timestamp in ms, got ${String(timestamp)}`);
+    let stepJson = '';
+    if (nextStep !== undefined) {
+      stepJson = JSON.stringify(nextStep) ?? '';
+      if (stepJson === '') throw invalid(`job ${this.id}: the step must be a JSON value, got a ${typeof nextStep}`);
+    }
+    const r = await callFunction(c.client, 'glidemq_moveToDelayed', c.keys.meta, [
+      this.id,
+      c.fence,
+      c.consumer,
+      (c.now ?? Date.now)(),
+      Math.floor(timestamp),
+      stepJson,
+    ]);
+    if (r === 'stale') {
+      throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
+    }
+    this.moved = true;
+    this.state = r === 'waiting' ? 'waiting' : 'delayed';
+    if (nextStep !== undefined && this.data !== null && typeof this.data === 'object') (this.data as Record<string, unknown>).step = nextStep;
   }
 
   toJSON() {

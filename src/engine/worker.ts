@@ -42,6 +42,8 @@ export interface WorkerOptions {
   autorun?: boolean;
   /** How long close() lets running jobs finish before giving up on them (ms). */
   closeGracePeriod?: number;
+  /** The clock (ms) whose times the worker writes; tests move it. Default Date.now. */
+  clock?: () => number;
 }
 
 interface Settings extends MaintenanceSettings {
@@ -77,6 +79,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   maintenance: Maintenance;
   /** Jobs this worker finished, by outcome. */
   readonly finished = { completed: 0, failed: 0 };
+  private readonly now: () => number;
 
   constructor(
     readonly name: string,
@@ -86,6 +89,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     super();
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
+    this.now = opts.clock ?? Date.now;
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
@@ -144,7 +148,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private claimFor(): Claim {
-    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '' };
+    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '', now: this.now };
   }
 
   /** Splits a fetch/activate reply; a paused reply carries the newest event id to block after. */
@@ -158,7 +162,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private async fetch(count: number): Promise<{ status: string; jobs: FieldList[] }> {
-    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, Date.now(), count])) as unknown[];
+    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, this.now(), count])) as unknown[];
     return this.parseDelivery(r);
   }
 
@@ -188,6 +192,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
       value = error.message || error.name || 'processor failed';
       if (!(error instanceof UnrecoverableError)) retryDelay = backoffDelay(job.opts.backoff, job.attemptsMade + 1);
     }
+    if (job.moved) return this.afterMoved(job);
     const durationMs = Date.now() - started;
     const fetchCount = this.closing || !this.running ? 0 : 1;
     let reply: unknown[];
@@ -196,7 +201,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
         job.id,
         job.claim?.fence ?? '',
         this.consumer,
-        Date.now(),
+        this.now(),
         outcome,
         value,
         retryDelay,
@@ -228,6 +233,20 @@ export class Worker<D = any, R = any> extends EventEmitter {
       this.emit('lost', job, status);
     }
     for (const next of reply.slice(1) as FieldList[]) this.dispatch(next);
+    this.afterSlotFreed();
+  }
+
+  /** A step job parked itself (moveToDelayed): nothing to store; take the next job in its place. */
+  private async afterMoved(job: Job<D, R>): Promise<void> {
+    this.active.delete(job.id);
+    this.emit('moved', job);
+    if (!this.closing && this.running) {
+      try {
+        (await this.fetch(1)).jobs.forEach((f) => this.dispatch(f));
+      } catch (err) {
+        this.emitError(err);
+      }
+    }
     this.afterSlotFreed();
   }
 
@@ -278,7 +297,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
         failures = 0;
         if (!delivered) continue;
         const { streamPairs, wakeIds } = splitDelivery(delivered as [string, [string, string[]][]][], this.keys.stream);
-        const args: (string | number)[] = [this.consumer, Date.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
+        const args: (string | number)[] = [this.consumer, this.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
         const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
         paused = r.status === 'paused';
         r.jobs.forEach((f) => this.dispatch(f));
@@ -316,9 +335,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
   private async promote(): Promise<void> {
     let next = this.settings.promotionInterval;
     try {
-      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [Date.now(), 1000])) as number[];
+      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [this.now(), 1000])) as number[];
       if (r[0] >= 1000) next = 0;
-      else if (r[1] >= 0) next = Math.min(next, Math.max(0, r[1] - Date.now()));
+      else if (r[1] >= 0) next = Math.min(next, Math.max(0, r[1] - this.now()));
       this.promotionTicks++;
       await this.maintenance.onPromotionTick(this.promotionTicks);
     } catch (err) {
@@ -330,9 +349,10 @@ export class Worker<D = any, R = any> extends EventEmitter {
   private async heartbeat(): Promise<void> {
     if (this.active.size === 0) return;
     const pairs: string[] = [];
-    for (const job of this.active.values()) pairs.push(job.id, job.claim?.fence ?? '');
+    for (const job of this.active.values()) if (!job.moved) pairs.push(job.id, job.claim?.fence ?? '');
+    if (pairs.length === 0) return;
     try {
-      const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, Date.now(), ...pairs])) as string[];
+      const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, this.now(), ...pairs])) as string[];
       for (const id of lost) this.emit('lockLost', id);
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);

@@ -1,0 +1,119 @@
+--[[ step.lua — glidemq_moveToDelayed: a running job parks itself until later, remembering its step.
+  A step job checkpoints by moving its active claim to the scheduled set and writing data.step in
+  the same call, so a crash either leaves the old claim (and the old step) or the parked job with
+  the new step, never a mix. The promotion loop re-queues it where its options say (stream,
+  priority or LIFO), and the processor resumes from job.data.step.
+  KEYS[1]  meta key.
+  ARGV     jobId, fence, consumer, now(ms), runAt(ms), step (JSON text; '' leaves data as it is).
+  Returns  'delayed' (parked until runAt) | 'waiting' (runAt <= now: re-queued at once) |
+           'stale' (the caller no longer owns the claim: nothing was changed).
+  Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (runAt not a number, or the job's
+           data is not a JSON object, so it has no place for `step`).
+  data.step is spliced into the stored JSON text rather than decoded and re-encoded: the server's
+  cjson turns empty arrays into objects and rounds numbers to 14 digits, which would corrupt data.
+]]
+
+-- Index just past the string literal that starts at i (s[i] == '"'), or nil if unterminated.
+local function jsonStringEnd(s, i)
+  local j = i + 1
+  while true do
+    local p = string.find(s, '["\\]', j)
+    if not p then return nil end
+    if string.byte(s, p) == 92 then j = p + 2 else return p + 1 end
+  end
+end
+
+-- Index just past the JSON value that starts at i, or nil when it is malformed.
+local function jsonValueEnd(s, i)
+  local c = string.sub(s, i, i)
+  if c == '"' then return jsonStringEnd(s, i) end
+  if c == '{' or c == '[' then
+    local depth, j = 0, i
+    while true do
+      local p = string.find(s, '[%[%]{}"]', j)
+      if not p then return nil end
+      local ch = string.sub(s, p, p)
+      if ch == '"' then
+        j = jsonStringEnd(s, p)
+        if not j then return nil end
+      else
+        depth = depth + ((ch == '{' or ch == '[') and 1 or -1)
+        j = p + 1
+        if depth == 0 then return j end
+      end
+    end
+  end
+  local p = string.find(s, '[,}%]%s]', i)
+  if p == i then return nil end
+  return p or (#s + 1)
+end
+
+local function skipSpace(s, i)
+  return string.find(s, '[^ \t\r\n]', i) or (#s + 1)
+end
+
+-- Returns the object text with its top-level "step" member set to stepJson, or nil if `s` is not
+-- an object. An existing member is replaced in place (the last one, which is the one parsers keep).
+local function setStep(s, stepJson)
+  local i = skipSpace(s, 1)
+  if string.sub(s, i, i) ~= '{' then return nil end
+  i = skipSpace(s, i + 1)
+  if string.sub(s, i, i) == '}' then
+    return string.sub(s, 1, i - 1) .. '"step":' .. stepJson .. string.sub(s, i)
+  end
+  local lastFrom, lastTo
+  while true do
+    if string.sub(s, i, i) ~= '"' then return nil end
+    local keyEnd = jsonStringEnd(s, i)
+    if not keyEnd then return nil end
+    local key = string.sub(s, i + 1, keyEnd - 2)
+    i = skipSpace(s, keyEnd)
+    if string.sub(s, i, i) ~= ':' then return nil end
+    i = skipSpace(s, i + 1)
+    local valueEnd = jsonValueEnd(s, i)
+    if not valueEnd then return nil end
+    if key == 'step' then lastFrom, lastTo = i, valueEnd end
+    i = skipSpace(s, valueEnd)
+    local c = string.sub(s, i, i)
+    if c == '}' then break end
+    if c ~= ',' then return nil end
+    i = skipSpace(s, i + 1)
+  end
+  if lastFrom then
+    return string.sub(s, 1, lastFrom - 1) .. stepJson .. string.sub(s, lastTo)
+  end
+  return string.sub(s, 1, i - 1) .. ',"step":' .. stepJson .. string.sub(s, i)
+end
+
+redis.register_function('glidemq_moveToDelayed', function(keys, args)
+  local k = keysFor(keys[1])
+  local id, fence, consumer, now = args[1], args[2], args[3], toInt(args[4], 0)
+  local runAt, step = tonumber(args[5]), args[6] or ''
+  if not runAt then return fail('ERR_INVALID', 'job ' .. id .. ': moveToDelayed needs a timestamp in ms, got ' .. tostring(args[5])) end
+  runAt = math.floor(runAt)
+  local jk = jobKey(k, id)
+  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'data')
+  if not cur[1] then
+    return fail('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed while it ran?): cannot move it to delayed')
+  end
+  if cur[1] ~= 'active' or cur[2] ~= fence or cur[3] ~= consumer then return 'stale' end
+  local data
+  if step ~= '' then
+    data = setStep(cur[4] or '{}', step)
+    if not data then
+      return fail('ERR_INVALID', 'job ' .. id .. ': data is not a JSON object, so moveToDelayed cannot store a step in it')
+    end
+  end
+
+  releaseActive(k, id, jk)
+  if data then redis.call('HSET', jk, 'data', data) end
+  if runAt <= now then
+    requeue(k, id, jk)
+    emit(k, 'waiting', id, 'step', step)
+    return 'waiting'
+  end
+  redis.call('HSET', jk, 'state', 'delayed')
+  redis.call('ZADD', k.scheduled, runAt, id)
+  emit(k, 'delayed', id, 'step', step, 'delay', runAt - now)
+  return 'delayed'
+end)

@@ -1,0 +1,271 @@
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Queue } from '../../src/engine/queue.js';
+import { Worker } from '../../src/engine/worker.js';
+import type { Job } from '../../src/engine/job.js';
+import { InvalidArgumentError, StaleClaimError } from '../../src/engine/errors.js';
+import { callFunction } from '../../src/engine/library.js';
+import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
+
+const STEP_WORKER = fileURLToPath(new URL('../fixtures/step-worker.js', import.meta.url));
+
+let seq = 0;
+const qname = () => `step-${process.pid}-${++seq}`;
+
+/** A processor that walks `steps`, parking the job `parkMs` between steps, recording each run. */
+function stepper(steps: string[], seen: string[], parkMs = 0) {
+  return async (job: Job) => {
+    const step = (job.data.step as string | undefined) ?? steps[0];
+    seen.push(`${job.id}:${step}`);
+    const next = steps[steps.indexOf(step) + 1];
+    if (next === undefined) return { finishedAt: step };
+    await job.moveToDelayed(Date.now() + parkMs, next);
+    return 'ignored: the job was moved';
+  };
+}
+
+describe('step jobs: moveToDelayed', function () {
+  const server = useServer();
+  let queue: Queue;
+  let worker: Worker | undefined;
+
+  afterEach(async () => {
+    await worker?.close(true);
+    worker = undefined;
+    await queue?.close();
+  });
+
+  it('parks the job with the next step, re-queues it when due, and resumes from data.step', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const job = await queue.add('walk', { keep: 'me' });
+    const seen: string[] = [];
+    const moved: string[] = [];
+    worker = new Worker(queue.name, stepper(['fetch', 'transform', 'store'], seen, 40), { connection: server().url, promotionInterval: 20 });
+    worker.on('moved', (j: Job) => moved.push(String(j.data.step)));
+    const done = await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed' && queue.getJob(job.id), 'the step job to complete');
+    expect(seen).to.deep.equal([`${job.id}:fetch`, `${job.id}:transform`, `${job.id}:store`]);
+    expect(moved).to.deep.equal(['transform', 'store']);
+    expect(done && done.data).to.deep.equal({ keep: 'me', step: 'store' });
+    expect(done && done.returnvalue).to.deep.equal({ finishedAt: 'store' });
+    // steps are not attempts: only the final run counts
+    expect(done && done.attemptsMade).to.equal(1);
+    expect(worker.finished.completed).to.equal(1);
+  });
+
+  it('stores the step atomically with the move: a parked job already holds its next step', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const job = await queue.add('park', { n: 1 });
+    worker = new Worker(queue.name, stepper(['a', 'b'], [], 60_000), { connection: server().url });
+    const parked = await waitFor(async () => {
+      const j = await queue.getJob(job.id);
+      return j?.state === 'delayed' && j;
+    }, 'the job to be parked');
+    expect(parked && parked.data).to.deep.equal({ n: 1, step: 'b' });
+    const c = queue.client;
+    const score = Number(await c.zscore(queue.keys.scheduled, job.id));
+    expect(score).to.be.greaterThan(Date.now() + 50_000);
+    const h = await c.hgetall(queue.keys.job(job.id));
+    expect(h.owner).to.equal(undefined);
+    expect(h.src).to.equal(undefined);
+    expect(await c.xpending(queue.keys.stream, 'workers')).to.satisfy((p: unknown[]) => p[0] === 0);
+    expect(await c.xlen(queue.keys.stream)).to.equal(0);
+  });
+
+  it('splices the step into the stored JSON without touching anything else', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    const job = await queue.add('raw', {});
+    const original = '{ "a" : {"step":"inner","x":[]}, "s":"x\\"}{[,\\\\", "e":[], "f":0.30000000000000004, "step" : 1 , "z": {} }';
+    await c.hset(queue.keys.job(job.id), 'data', original);
+    const empty = await queue.add('raw', {});
+    const cases: string[] = [];
+    worker = new Worker(
+      queue.name,
+      async (j: Job) => {
+        if (j.raw.data.includes('"next"')) return 'done';
+        await j.moveToDelayed(Date.now() + 60_000, { next: [1, 'two'] });
+        cases.push(j.id);
+        return undefined;
+      },
+      { connection: server().url, concurrency: 2 },
+    );
+    await waitFor(() => cases.length === 2, 'both jobs to be parked');
+    expect(await c.hget(queue.keys.job(job.id), 'data')).to.equal(
+      '{ "a" : {"step":"inner","x":[]}, "s":"x\\"}{[,\\\\", "e":[], "f":0.30000000000000004, "step" : {"next":[1,"two"]} , "z": {} }',
+    );
+    expect(await c.hget(queue.keys.job(empty.id), 'data')).to.equal('{"step":{"next":[1,"two"]}}');
+  });
+
+  it('re-queues priority and LIFO jobs where their options say', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    const pri = await queue.add('p', {}, { priority: 7 });
+    const lifo = await queue.add('l', {}, { lifo: true });
+    const plain = await queue.add('s', {});
+    const seen: string[] = [];
+    worker = new Worker(queue.name, stepper(['one', 'two'], seen, 60_000), { connection: server().url, concurrency: 3 });
+    await waitFor(async () => (await c.zcard(queue.keys.scheduled)) === 3, 'all three jobs to be parked');
+    await worker.close();
+    worker = undefined;
+    expect(await c.get(queue.keys.listActive)).to.equal('0');
+    expect(await c.scard(queue.keys.listActiveIds)).to.equal(0);
+    // promotion, as a worker's tick runs it, a minute later
+    const r = (await callFunction(c, 'glidemq_promote', queue.keys.meta, [Date.now() + 61_000, 1000])) as number[];
+    expect(r[0]).to.equal(3);
+    expect(await c.zrange(queue.keys.prioritized, '0', '-1')).to.deep.equal([pri.id]);
+    expect(await c.lrange(queue.keys.lifo, 0, -1)).to.deep.equal([lifo.id]);
+    const entries = (await c.xrange(queue.keys.stream, '-', '+')) as [string, string[]][];
+    expect(entries.map((e) => e[1][1])).to.deep.equal([plain.id]);
+    expect((await queue.getJob(pri.id))?.state).to.equal('prioritized');
+    seen.length = 0;
+    worker = new Worker(queue.name, stepper(['one', 'two'], seen, 60_000), { connection: server().url });
+    await waitFor(async () => (await queue.getJobCounts()).completed === 3, 'all three to complete');
+    // priority first, then LIFO, then the stream; each resumed at step two
+    expect(seen).to.deep.equal([`${pri.id}:two`, `${lifo.id}:two`, `${plain.id}:two`]);
+  });
+
+  it('re-queues at once when the timestamp is not in the future', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const job = await queue.add('now', {}, { priority: 3 });
+    const seen: string[] = [];
+    worker = new Worker(queue.name, stepper(['a', 'b', 'c'], seen, -1000), { connection: server().url, promotionInterval: 60_000 });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete');
+    expect(seen).to.deep.equal([`${job.id}:a`, `${job.id}:b`, `${job.id}:c`]);
+  });
+
+  it('refuses a stale claim and changes nothing', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    const job = await queue.add('stale', { v: 1 });
+    let thrown: unknown;
+    const lost: string[] = [];
+    worker = new Worker(
+      queue.name,
+      async (j: Job) => {
+        await c.hincrby(queue.keys.job(j.id), 'fence', 1); // another activation took the claim
+        try {
+          await j.moveToDelayed(Date.now() + 60_000, 'next');
+        } catch (err) {
+          thrown = err;
+          throw err;
+        }
+      },
+      { connection: server().url },
+    );
+    worker.on('lost', (j: Job) => lost.push(j.id));
+    await waitFor(() => lost.length === 1, 'the stale finish');
+    expect(thrown).to.be.instanceOf(StaleClaimError);
+    const h = await c.hgetall(queue.keys.job(job.id));
+    expect(h.state).to.equal('active');
+    expect(h.data).to.equal('{"v":1}');
+    expect(await c.zcard(queue.keys.scheduled)).to.equal(0);
+  });
+
+  it('refuses a job whose data is not an object, before writing anything', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    const job = await queue.add('arr', [1, 2]);
+    let thrown: unknown;
+    worker = new Worker(
+      queue.name,
+      async (j: Job) => {
+        try {
+          await j.moveToDelayed(Date.now() + 60_000, 'next');
+        } catch (err) {
+          thrown = err;
+        }
+        return 'ran without steps';
+      },
+      { connection: server().url },
+    );
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete');
+    expect(thrown).to.be.instanceOf(InvalidArgumentError);
+    expect(String((thrown as Error).message)).to.match(/not a JSON object/);
+    expect(await c.hget(queue.keys.job(job.id), 'data')).to.equal('[1,2]');
+  });
+
+  it('is only available to the worker that runs the job', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const job = await queue.add('x', {});
+    const fetched = await queue.getJob(job.id);
+    let err: unknown;
+    await fetched!.moveToDelayed(Date.now()).catch((e) => (err = e));
+    expect(String(err)).to.match(/only possible from the worker/);
+  });
+});
+
+describe('step jobs: durability', function () {
+  this.timeout(60_000);
+  let server: TestServer;
+  const children: ChildProcess[] = [];
+
+  beforeEach(async () => {
+    server = await new TestServer({ persistence: 'aof-always' }).start();
+  });
+  afterEach(async () => {
+    for (const ch of children.splice(0)) if (ch.exitCode === null && ch.signalCode === null) ch.kill('SIGKILL');
+    await server.stop();
+  });
+
+  async function jobState(queue: Queue, id: string) {
+    const c = queue.client;
+    return {
+      hash: await c.hgetall(queue.keys.job(id)),
+      score: await c.zscore(queue.keys.scheduled, id),
+      scheduled: await c.zrange(queue.keys.scheduled, '0', '-1'),
+    };
+  }
+
+  it('a parked step job and its step survive a server SIGKILL, then run from that step', async () => {
+    const name = qname();
+    let queue = new Queue(name, { connection: server.url });
+    const job = await queue.add('durable', { order: 42 }, { priority: 5 });
+    const seen: string[] = [];
+    let worker = new Worker(name, stepper(['charge', 'ship', 'notify'], seen, 60_000), { connection: server.url });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'delayed', 'the job to be parked');
+    await worker.close();
+    const before = await jobState(queue, job.id);
+    await queue.close();
+
+    await server.kill();
+    await server.start();
+
+    queue = new Queue(name, { connection: server.url });
+    expect(await jobState(queue, job.id)).to.deep.equal(before);
+    expect(before.hash.data).to.equal('{"order":42,"step":"ship"}');
+    // a minute later (moved clock), the promotion loop re-queues it and the processor resumes
+    worker = new Worker(name, stepper(['charge', 'ship', 'notify'], seen, 0), {
+      connection: server.url,
+      clock: () => Date.now() + 61_000,
+    });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete after restart');
+    expect(seen).to.deep.equal([`${job.id}:charge`, `${job.id}:ship`, `${job.id}:notify`]);
+    await worker.close();
+    await queue.close();
+  });
+
+  it('a step job whose worker process is SIGKILLed resumes from its last stored step', async () => {
+    const name = qname();
+    const queue = new Queue(name, { connection: server.url });
+    const c = queue.client;
+    const job = await queue.add('crash', { id: 'x' }, { lifo: true });
+    const child = spawn(process.execPath, [STEP_WORKER, server.url, name], {
+      env: { ...process.env, STEPS: 'one,two,three', PARK_MS: '60000', TRACE_KEY: `trace:${name}` },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    children.push(child);
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'delayed', 'the child to park the job at step two');
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    expect(await c.lrange(`trace:${name}`, 0, -1)).to.deep.equal([`${job.id}:one`]);
+    expect((await queue.getJob(job.id))?.data).to.deep.equal({ id: 'x', step: 'two' });
+
+    const seen: string[] = [];
+    const worker = new Worker(name, stepper(['one', 'two', 'three'], seen, 0), { connection: server.url, clock: () => Date.now() + 61_000 });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete on another worker');
+    expect(seen).to.deep.equal([`${job.id}:two`, `${job.id}:three`]);
+    await worker.close();
+    await queue.close();
+  });
+});
