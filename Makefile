@@ -33,7 +33,7 @@ demo: setup
 	@bash scripts/demo.sh
 
 bench: setup
-	node dist/bench/run.js
+	node dist/test/bench/run.js $(BENCH_ARGS)
 
 soak: setup
 	GLIDEMQ_SOAK=1 npx mocha --timeout 0 --spec 'dist/test/soak/**/*.test.js'

@@ -1,0 +1,194 @@
+/**
+ * One measurement per function, each for one queue system on a flushed server. Every loop is
+ * bounded in time, so a slow system or a slow disk makes a figure less precise, never a run longer.
+ */
+import type { Redis } from 'ioredis';
+import { commandStats, infoSection, percentile, SCRIPT_COMMANDS, sentCommands, serverCpuSeconds, sleep } from './measure.js';
+import type { BenchJob, System } from './systems.js';
+
+export interface Sizes {
+  serialMs: number;
+  bulkJobs: number;
+  backlog: number;
+  processMaxMs: number;
+  latencyMs: number;
+  latencyRate: number;
+  memJobs: number;
+  ndjsonLines: number;
+  cliRuns: number;
+}
+
+export const BULK = 1000;
+const QUEUE = 'bench';
+/** JSON text of exactly 100 bytes: {"p":"xxxx…"} */
+export const PAYLOAD_100 = { p: 'x'.repeat(92) };
+
+function jobs(n: number, from: number, opts?: BenchJob['opts']): BenchJob[] {
+  const out: BenchJob[] = [];
+  for (let i = 0; i < n; i++) out.push({ name: 'bench', data: { i: from + i }, opts });
+  return out;
+}
+
+/** Jobs/s of awaited single adds, after a short warm-up. */
+export async function serialAdds(sys: System, url: string, s: Sizes): Promise<number> {
+  const p = await sys.producer(url, QUEUE);
+  try {
+    for (let i = 0; i < 200; i++) await p.addOne({ name: 'bench', data: { i } });
+    let n = 0;
+    const t0 = performance.now();
+    while (performance.now() - t0 < s.serialMs) {
+      await p.addOne({ name: 'bench', data: { i: n } });
+      n++;
+    }
+    return (n * 1000) / (performance.now() - t0);
+  } finally {
+    await p.close();
+  }
+}
+
+/** Jobs/s of awaited bulk adds of BULK jobs per call. */
+export async function bulkAdds(sys: System, url: string, s: Sizes): Promise<number> {
+  const p = await sys.producer(url, QUEUE);
+  try {
+    await p.addBulk(jobs(BULK, 0));
+    const batches = Math.max(1, Math.round(s.bulkJobs / BULK));
+    const prepared = Array.from({ length: batches }, (_, b) => jobs(BULK, (b + 1) * BULK));
+    const t0 = performance.now();
+    let n = 0;
+    for (const batch of prepared) {
+      await p.addBulk(batch);
+      n += batch.length;
+      if (performance.now() - t0 > s.processMaxMs) break;
+    }
+    return (n * 1000) / (performance.now() - t0);
+  } finally {
+    await p.close();
+  }
+}
+
+/** Adds `n` tiny jobs (removed on completion) before a processing run; not timed. */
+export async function preload(sys: System, url: string, n: number): Promise<void> {
+  const p = await sys.producer(url, QUEUE);
+  try {
+    for (let done = 0; done < n; done += BULK) await p.addBulk(jobs(Math.min(BULK, n - done), done, { removeOnComplete: true }));
+  } finally {
+    await p.close();
+  }
+}
+
+export interface ProcessResult {
+  rate: number;
+  jobs: number;
+  /** Set when `admin` was given: the server's cost over the run. */
+  cost?: { clientCommandsPerJob: number; serverCallsPerJob: number; cpuUsPerJob: number; scriptUsPerJob: number; sent: Record<string, number> };
+}
+
+/**
+ * Processes a preloaded backlog with a no-op processor; rate = jobs/s between the first and the
+ * last completion (worker start-up excluded), the run ending at the backlog's end or maxMs.
+ */
+export async function processBacklog(
+  sys: System,
+  url: string,
+  concurrency: number,
+  s: Sizes,
+  admin?: Redis,
+): Promise<ProcessResult> {
+  let done = 0;
+  let tFirst = 0;
+  let tLast = 0;
+  let finish!: () => void;
+  const finished = new Promise<void>((r) => (finish = r));
+  const onCompleted = () => {
+    tLast = performance.now();
+    if (done === 0) tFirst = tLast;
+    done++;
+    if (done >= s.backlog || tLast - tFirst >= s.processMaxMs) finish();
+  };
+  let cpu0 = 0;
+  if (admin) {
+    await admin.config('RESETSTAT');
+    cpu0 = await serverCpuSeconds(admin);
+    sentCommands.start();
+  }
+  const w = await sys.worker(url, QUEUE, concurrency, onCompleted);
+  const guard = setTimeout(finish, s.processMaxMs + 10_000);
+  await finished;
+  clearTimeout(guard);
+  let cost: ProcessResult['cost'];
+  if (admin) {
+    sentCommands.stop();
+    const jobsSeen = done;
+    const cpu1 = await serverCpuSeconds(admin);
+    const stats = await commandStats(admin);
+    let calls = 0;
+    let scriptUsec = 0;
+    for (const [name, st] of stats) {
+      if (name === 'config|resetstat' || name === 'info') continue;
+      calls += st.calls;
+      if (SCRIPT_COMMANDS.has(name)) scriptUsec += st.usec;
+    }
+    cost = {
+      clientCommandsPerJob: sentCommands.total / jobsSeen,
+      serverCallsPerJob: calls / jobsSeen,
+      cpuUsPerJob: ((cpu1 - cpu0) * 1e6) / jobsSeen,
+      scriptUsPerJob: scriptUsec / jobsSeen,
+      sent: Object.fromEntries(sentCommands.byName),
+    };
+  }
+  await w.close();
+  const rate = done > 1 && tLast > tFirst ? ((done - 1) * 1000) / (tLast - tFirst) : NaN;
+  return { rate, jobs: done, cost };
+}
+
+/** End-to-end latency (add called → worker's completed event) at a steady rate; ms p50/p99. */
+export async function steadyLatency(sys: System, url: string, s: Sizes): Promise<{ p50: number; p99: number }> {
+  const samples: number[] = [];
+  const warmUntil = performance.now() + Math.min(500, s.latencyMs * 0.1);
+  let completed = 0;
+  const w = await sys.worker(url, QUEUE, 10, (data: { t: number }) => {
+    completed++;
+    if (data.t >= warmUntil) samples.push(performance.now() - data.t);
+  });
+  const p = await sys.producer(url, QUEUE);
+  let sent = 0;
+  const t0 = performance.now();
+  const opts = { removeOnComplete: true };
+  await new Promise<void>((resolve) => {
+    const tick = setInterval(() => {
+      const elapsed = performance.now() - t0;
+      const due = Math.min(Math.floor((elapsed * s.latencyRate) / 1000), Math.floor((s.latencyMs * s.latencyRate) / 1000));
+      while (sent < due) {
+        sent++;
+        void p.addOne({ name: 'bench', data: { t: performance.now() }, opts });
+      }
+      if (elapsed >= s.latencyMs) {
+        clearInterval(tick);
+        resolve();
+      }
+    }, 1);
+  });
+  const deadline = performance.now() + 10_000;
+  while (completed < sent && performance.now() < deadline) await sleep(5);
+  await w.close();
+  await p.close();
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+/** used_memory growth per waiting job with a 100-byte payload (queue structures created first). */
+export async function memoryPerJob(sys: System, url: string, admin: Redis, s: Sizes): Promise<number> {
+  const p = await sys.producer(url, QUEUE);
+  try {
+    await p.addOne({ name: 'bench', data: PAYLOAD_100 });
+    const used = async () => Number((await infoSection(admin, 'memory')).used_memory);
+    const before = await used();
+    for (let done = 0; done < s.memJobs; done += BULK) {
+      const batch: BenchJob[] = [];
+      for (let i = 0; i < Math.min(BULK, s.memJobs - done); i++) batch.push({ name: 'bench', data: PAYLOAD_100 });
+      await p.addBulk(batch);
+    }
+    return ((await used()) - before) / s.memJobs;
+  } finally {
+    await p.close();
+  }
+}

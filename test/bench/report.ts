@@ -1,0 +1,96 @@
+/** The figures the benchmark reports, their targets, and the table (medians of the rounds). */
+import Table from 'cli-table3';
+import { median } from './measure.js';
+import type { SystemName } from './systems.js';
+
+export interface Row {
+  key: string;
+  label: string;
+  unit: string;
+  better: 'higher' | 'lower';
+  /** Target on the ratio glidemq/BullMQ (>= for higher-is-better, <= for lower), or an absolute check. */
+  target?: { ratio?: number; max?: number; text: string };
+  digits?: number;
+}
+
+export const ROWS: Row[] = [
+  { key: 'add.serial', label: 'add, one at a time (awaited)', unit: 'jobs/s', better: 'higher' },
+  { key: 'add.bulk', label: 'add, bulk (1,000 per call)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'add.ndjson', label: 'glidemq enqueue --ndjson (vs BullMQ addBulk)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'proc.c1', label: 'process backlog, concurrency 1', unit: 'jobs/s', better: 'higher' },
+  { key: 'proc.c10', label: 'process backlog, concurrency 10', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'proc.c50', label: 'process backlog, concurrency 50', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'lat.p50', label: 'latency p50 at 500 jobs/s, c=10', unit: 'ms', better: 'lower', digits: 2 },
+  { key: 'lat.p99', label: 'latency p99 at 500 jobs/s, c=10', unit: 'ms', better: 'lower', target: { ratio: 1, text: '<= 1x' }, digits: 2 },
+  { key: 'cost.cmds', label: 'client commands per job (c=10)', unit: 'cmds', better: 'lower', target: { max: 1.05, text: '~1 (glidemq)' }, digits: 2 },
+  { key: 'cost.cpu', label: 'server CPU per job (c=10, INFO cpu)', unit: 'µs', better: 'lower', target: { ratio: 0.5, text: '<= 0.5x' }, digits: 1 },
+  { key: 'cost.script', label: 'function/script time per job (commandstats)', unit: 'µs', better: 'lower', digits: 1 },
+  { key: 'cost.calls', label: 'server-side calls per job (incl. inside scripts)', unit: 'calls', better: 'lower', digits: 1 },
+  { key: 'mem.job', label: 'memory per waiting job (100-byte payload)', unit: 'bytes', better: 'lower', target: { ratio: 1, text: '<= 1x' } },
+  { key: 'dur.always', label: 'process c=10, appendfsync always', unit: 'jobs/s', better: 'higher' },
+  { key: 'dur.everysec', label: 'process c=10, appendfsync everysec', unit: 'jobs/s', better: 'higher' },
+  { key: 'dur.off', label: 'process c=10, appendonly no', unit: 'jobs/s', better: 'higher' },
+  { key: 'cli.one', label: 'one `glidemq enqueue` (vs BullMQ one-job script)', unit: 'ms', better: 'lower', target: { max: 200, text: '< 200 ms' } },
+  { key: 'net.c10', label: 'process c=10 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher' },
+  { key: 'net.c50', label: 'process c=50 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher' },
+];
+
+export type Results = Map<string, Record<SystemName, number[]>>;
+
+export function record(results: Results, key: string, sys: SystemName, value: number): void {
+  let r = results.get(key);
+  if (!r) results.set(key, (r = { glidemq: [], BullMQ: [] }));
+  r[sys].push(value);
+}
+
+function fmt(v: number, digits = 0): string {
+  if (!Number.isFinite(v)) return '-';
+  return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+export interface Verdict {
+  row: Row;
+  glidemq: number;
+  bullmq: number;
+  ratio: number;
+  met: boolean | undefined;
+}
+
+export function verdicts(results: Results): Verdict[] {
+  const out: Verdict[] = [];
+  for (const row of ROWS) {
+    const r = results.get(row.key);
+    if (!r) continue;
+    const g = median(r.glidemq);
+    const b = median(r.BullMQ);
+    const ratio = g / b;
+    let met: boolean | undefined;
+    if (row.target?.ratio !== undefined && Number.isFinite(ratio)) met = row.better === 'higher' ? ratio >= row.target.ratio : ratio <= row.target.ratio;
+    if (row.target?.max !== undefined && Number.isFinite(g)) met = g <= row.target.max;
+    out.push({ row, glidemq: g, bullmq: b, ratio, met });
+  }
+  return out;
+}
+
+export function renderTable(results: Results, rounds: number): string {
+  const t = new Table({
+    head: ['figure', 'unit', 'glidemq', 'BullMQ', 'glidemq/BullMQ', 'target'],
+    colAligns: ['left', 'left', 'right', 'right', 'right', 'left'],
+    style: { head: [], border: [] },
+  });
+  for (const v of verdicts(results)) {
+    const mark = v.met === undefined ? '' : v.met ? ' met' : ' NOT met';
+    t.push([v.row.label, v.row.unit, fmt(v.glidemq, v.row.digits), fmt(v.bullmq, v.row.digits), Number.isFinite(v.ratio) ? `${v.ratio.toFixed(2)}x` : '-', v.row.target ? v.row.target.text + mark : '']);
+  }
+  return `${t.toString()}\nmedians of ${rounds} round(s); ratio = glidemq / BullMQ`;
+}
+
+/** A markdown version of the same table, for the README. */
+export function renderMarkdown(results: Results): string {
+  const lines = ['| figure | unit | glidemq | BullMQ | glidemq/BullMQ | target |', '|---|---|--:|--:|--:|---|'];
+  for (const v of verdicts(results)) {
+    const mark = v.met === undefined ? '' : v.met ? ' ✓' : ' ✗';
+    lines.push(`| ${v.row.label} | ${v.row.unit} | ${fmt(v.glidemq, v.row.digits)} | ${fmt(v.bullmq, v.row.digits)} | ${Number.isFinite(v.ratio) ? v.ratio.toFixed(2) + '×' : '-'} | ${v.row.target ? v.row.target.text + mark : ''} |`);
+  }
+  return lines.join('\n');
+}

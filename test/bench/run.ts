@@ -1,0 +1,194 @@
+/**
+ * `make bench`: glidemq and BullMQ side by side on a valkey-server this run starts itself.
+ *
+ *   node dist/test/bench/run.js [--quick] [--rounds N] [--only key,key] [--json FILE] [--markdown]
+ *
+ * Each round runs every figure for both systems in turn (the order alternates between rounds),
+ * with FLUSHALL before each; the table shows the medians of the rounds and glidemq/BullMQ.
+ */
+import { writeFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+import { TestServer } from '../helpers/valkey.js';
+import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue } from './cli-figures.js';
+import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
+import { bulkAdds, memoryPerJob, preload, processBacklog, serialAdds, steadyLatency, type Sizes } from './figures.js';
+import { sentCommands } from './measure.js';
+import { record, renderMarkdown, renderTable, ROWS, type Results } from './report.js';
+import { SYSTEMS, type System } from './systems.js';
+
+const FULL: Sizes = {
+  serialMs: 1500, bulkJobs: 20_000, backlog: 20_000, processMaxMs: 4000, latencyMs: 3000, latencyRate: 500,
+  memJobs: 20_000, ndjsonLines: 100_000, cliRuns: 5,
+};
+const QUICK: Sizes = {
+  serialMs: 600, bulkJobs: 10_000, backlog: 5_000, processMaxMs: 1500, latencyMs: 1500, latencyRate: 500,
+  memJobs: 5_000, ndjsonLines: 20_000, cliRuns: 3,
+};
+/** A whole run stops starting rounds once another round would pass this (ms). */
+const BUDGET_MS = { full: 9 * 60_000, quick: 2 * 60_000 };
+const PROXY_DELAY_MS = 0.5;
+
+interface Args {
+  quick: boolean;
+  rounds: number;
+  only: string[] | undefined;
+  json: string | undefined;
+  markdown: boolean;
+}
+
+function parseArgs(argv: string[]): Args {
+  const a: Args = { quick: false, rounds: 0, only: undefined, json: undefined, markdown: false };
+  for (let i = 0; i < argv.length; i++) {
+    const v = argv[i];
+    if (v === '--quick') a.quick = true;
+    else if (v === '--rounds') a.rounds = Number(argv[++i]);
+    else if (v === '--only') a.only = argv[++i].split(',');
+    else if (v === '--json') a.json = argv[++i];
+    else if (v === '--markdown') a.markdown = true;
+    else if (v === '--help' || v === '-h') {
+      console.log('usage: node dist/test/bench/run.js [--quick] [--rounds N] [--only key,key] [--json FILE] [--markdown]');
+      console.log(`figure keys: ${ROWS.map((r) => r.key).join(' ')}`);
+      process.exit(0);
+    } else throw new Error(`unknown argument "${v}" (see --help)`);
+  }
+  if (!a.rounds) a.rounds = a.quick ? 1 : 5;
+  return a;
+}
+
+function log(line: string): void {
+  process.stderr.write(line + '\n');
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const sizes = args.quick ? QUICK : FULL;
+  const wanted = (key: string) => !args.only || args.only.some((o) => key.startsWith(o));
+  sentCommands.install();
+  const results: Results = new Map();
+  const notes: string[] = [];
+  const breakdown: Record<string, Record<string, number>> = {};
+  const started: TestServer[] = [];
+  const admins: Redis[] = [];
+  let proxy: DelayProxy | undefined;
+  const server = async (persistence: 'none' | 'aof-everysec' | 'aof-always') => {
+    const s = await new TestServer({ persistence }).start();
+    started.push(s);
+    const admin = s.client();
+    sentCommands.exclude(admin);
+    admins.push(admin);
+    return { s, admin };
+  };
+  try {
+    const main = await server('none');
+    const everysec = wanted('dur.') ? await server('aof-everysec') : undefined;
+    const always = wanted('dur.') ? await server('aof-always') : undefined;
+    if (wanted('net.')) proxy = await startDelayProxy(main.s.port, PROXY_DELAY_MS);
+    const cli = (wanted('add.ndjson') || wanted('cli.')) && enqueueAvailable();
+    if (!cli) notes.push('`glidemq enqueue --ndjson` is not on this build yet: the NDJSON and CLI figures were skipped.');
+
+    const t0 = Date.now();
+    let roundsRun = 0;
+    for (let round = 1; round <= args.rounds; round++) {
+      const roundStart = Date.now();
+      const order: System[] = round % 2 ? SYSTEMS : [...SYSTEMS].reverse();
+      const each = async (key: string, target: { admin: Redis }, fn: (sys: System) => Promise<void>) => {
+        if (!wanted(key)) return;
+        for (const sys of order) {
+          await target.admin.flushall();
+          try {
+            await fn(sys);
+          } catch (err) {
+            log(`  ${key} ${sys.name}: FAILED ${(err as Error).stack ?? String(err)}`);
+          }
+        }
+      };
+      const put = (key: string, sys: System, v: number, unit = '') => {
+        record(results, key, sys.name, v);
+        log(`round ${round} ${key.padEnd(12)} ${sys.name.padEnd(8)} ${v.toFixed(v < 10 ? 2 : 0)} ${unit}`);
+      };
+      let bullBulk = NaN;
+      await each('add.serial', main, async (sys) => put('add.serial', sys, await serialAdds(sys, main.s.url, sizes), 'jobs/s'));
+      await each('add.bulk', main, async (sys) => {
+        const v = await bulkAdds(sys, main.s.url, sizes);
+        if (sys.name === 'BullMQ') bullBulk = v;
+        put('add.bulk', sys, v, 'jobs/s');
+      });
+      if (cli) {
+        await each('add.ndjson', main, async (sys) => {
+          if (sys.name === 'glidemq') put('add.ndjson', sys, await ndjsonEnqueue(main.s.url, sizes.ndjsonLines), 'jobs/s');
+          else put('add.ndjson', sys, Number.isFinite(bullBulk) ? bullBulk : await bulkAdds(sys, main.s.url, sizes), 'jobs/s (addBulk)');
+        });
+      }
+      for (const c of [1, 10, 50]) {
+        const costed = c === 10 && (wanted('cost.') || wanted('dur.off'));
+        await each(`proc.c${c}`, main, async (sys) => {
+          await preload(sys, main.s.url, sizes.backlog);
+          const r = await processBacklog(sys, main.s.url, c, sizes, costed ? main.admin : undefined);
+          put(`proc.c${c}`, sys, r.rate, `jobs/s (${r.jobs} jobs)`);
+          if (c === 10) record(results, 'dur.off', sys.name, r.rate);
+          if (r.cost) {
+            put('cost.cmds', sys, r.cost.clientCommandsPerJob, 'client commands/job');
+            put('cost.cpu', sys, r.cost.cpuUsPerJob, 'server CPU µs/job');
+            put('cost.script', sys, r.cost.scriptUsPerJob, 'script µs/job');
+            put('cost.calls', sys, r.cost.serverCallsPerJob, 'server calls/job');
+            breakdown[sys.name] = r.cost.sent;
+          }
+        });
+      }
+      await each('lat.', main, async (sys) => {
+        const r = await steadyLatency(sys, main.s.url, sizes);
+        put('lat.p50', sys, r.p50, 'ms');
+        put('lat.p99', sys, r.p99, 'ms');
+      });
+      await each('mem.job', main, async (sys) => put('mem.job', sys, await memoryPerJob(sys, main.s.url, main.admin, sizes), 'bytes/job'));
+      for (const [key, srv] of [['dur.everysec', everysec], ['dur.always', always]] as const) {
+        if (!srv) continue;
+        await each(key, srv, async (sys) => {
+          await preload(sys, srv.s.url, sizes.backlog);
+          put(key, sys, (await processBacklog(sys, srv.s.url, 10, sizes)).rate, 'jobs/s');
+        });
+      }
+      if (cli) {
+        await each('cli.one', main, async (sys) => {
+          const v = sys.name === 'glidemq' ? await glidemqOneEnqueue(main.s.url, sizes.cliRuns) : await bullmqOneEnqueue(main.s.url, sizes.cliRuns);
+          put('cli.one', sys, v, 'ms');
+        });
+      }
+      if (proxy) {
+        for (const c of [10, 50]) {
+          await each(`net.c${c}`, main, async (sys) => {
+            await preload(sys, main.s.url, sizes.backlog);
+            put(`net.c${c}`, sys, (await processBacklog(sys, proxy!.url, c, sizes)).rate, 'jobs/s via proxy');
+          });
+        }
+      }
+      roundsRun = round;
+      const took = Date.now() - roundStart;
+      log(`round ${round} took ${(took / 1000).toFixed(1)} s`);
+      if (round < args.rounds && Date.now() - t0 + took > BUDGET_MS[args.quick ? 'quick' : 'full']) {
+        notes.push(`stopped after ${round} of ${args.rounds} rounds to stay within the time budget.`);
+        break;
+      }
+    }
+    console.log(renderTable(results, roundsRun));
+    for (const [name, sent] of Object.entries(breakdown)) {
+      const top = Object.entries(sent).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([c, n]) => `${c} ${n}`).join(', ');
+      console.log(`client commands during the c=10 run, ${name}: ${top}`);
+    }
+    for (const n of notes) console.log(`note: ${n}`);
+    if (args.markdown) console.log('\n' + renderMarkdown(results));
+    if (args.json) writeFileSync(args.json, JSON.stringify({ sizes, rounds: roundsRun, results: Object.fromEntries(results), breakdown, notes }, null, 2));
+  } finally {
+    await proxy?.stop();
+    for (const a of admins) a.disconnect();
+    for (const s of started) await s.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(`bench: ${(err as Error).stack ?? String(err)}`);
+    process.exit(2);
+  },
+);

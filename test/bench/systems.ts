@@ -1,0 +1,82 @@
+/**
+ * The two queues under test behind one small interface, so every figure runs the same workload
+ * against glidemq and against BullMQ. Each side uses its library the way its documentation shows.
+ */
+import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
+import { Queue, Worker } from '../../src/index.js';
+
+export type SystemName = 'glidemq' | 'BullMQ';
+
+export interface BenchJob {
+  name: string;
+  data: unknown;
+  opts?: { removeOnComplete?: boolean };
+}
+
+export interface Producer {
+  addOne(job: BenchJob): Promise<unknown>;
+  /** One library call for all of `jobs`. */
+  addBulk(jobs: BenchJob[]): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+export interface RunningWorker {
+  close(): Promise<void>;
+}
+
+export interface System {
+  name: SystemName;
+  producer(url: string, queue: string): Promise<Producer>;
+  /** Starts a worker with a no-op processor; `onCompleted` sees each finished job's data. */
+  worker(url: string, queue: string, concurrency: number, onCompleted: (data: any) => void): Promise<RunningWorker>;
+}
+
+function hostPort(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname, port: Number(u.port) };
+}
+
+const noop = async () => null;
+
+export const glidemq: System = {
+  name: 'glidemq',
+  async producer(url, queue) {
+    const q = new Queue(queue, { connection: url });
+    await q.waitUntilReady();
+    return {
+      addOne: (j) => q.add(j.name, j.data, j.opts),
+      addBulk: (jobs) => q.addBulk(jobs),
+      close: () => q.close(),
+    };
+  },
+  async worker(url, queue, concurrency, onCompleted) {
+    const w = new Worker(queue, noop, { connection: url, concurrency, autorun: false });
+    w.on('completed', (job) => onCompleted(job.data));
+    w.on('error', (err) => console.error(`glidemq worker error: ${String(err)}`));
+    await w.run();
+    return { close: () => w.close() };
+  },
+};
+
+export const bullmq: System = {
+  name: 'BullMQ',
+  async producer(url, queue) {
+    const q = new BullQueue(queue, { connection: hostPort(url) });
+    await q.waitUntilReady();
+    return {
+      addOne: (j) => q.add(j.name, j.data, j.opts),
+      addBulk: (jobs) => q.addBulk(jobs),
+      close: () => q.close(),
+    };
+  },
+  async worker(url, queue, concurrency, onCompleted) {
+    const w = new BullWorker(queue, noop, { connection: hostPort(url), concurrency, autorun: false });
+    w.on('completed', (job) => onCompleted(job.data));
+    w.on('error', (err) => console.error(`BullMQ worker error: ${String(err)}`));
+    void w.run();
+    await w.waitUntilReady();
+    return { close: () => w.close() };
+  },
+};
+
+export const SYSTEMS: System[] = [glidemq, bullmq];
