@@ -3,8 +3,13 @@
  * spinners on stderr, and the one-line error format.
  */
 import { Chalk } from 'chalk';
-import Table from 'cli-table3';
-import ora, { type Ora } from 'ora';
+import { createRequire } from 'node:module';
+import type TableType from 'cli-table3';
+import type { Ora } from 'ora';
+
+// Loaded on first use: a one-shot command such as `enqueue` should not pay for table and spinner code.
+const require = createRequire(import.meta.url);
+let TableClass: typeof TableType | undefined;
 
 const colourOn = !!process.stdout.isTTY && !process.env.NO_COLOR;
 export const colour = new Chalk({ level: colourOn ? 1 : 0 });
@@ -66,7 +71,8 @@ function fitWidths(head: string[], rows: (string | number)[][], wrap: number | u
 
 export function table({ head, rows, numeric = [], wrap }: TableOptions): string {
   const colWidths = fitWidths(head, rows, wrap);
-  const t = new Table({
+  TableClass ??= require('cli-table3') as typeof TableType;
+  const t = new TableClass({
     head: head.map((h) => colour.bold(h)),
     style: { head: [], border: colourOn ? ['grey'] : [], compact: true },
     colAligns: head.map((_, i) => (numeric.includes(i) ? 'right' : 'left')),
@@ -98,11 +104,20 @@ export interface Spinner {
 /** A spinner on stderr, only when stderr is a TTY; otherwise a no-op. */
 export function spinner(text: string): Spinner {
   if (!process.stderr.isTTY) return { text: () => undefined, stop: () => undefined };
-  const s: Ora = ora({ text, stream: process.stderr, color: 'cyan' }).start();
+  let s: Ora | undefined;
+  let stopped = false;
+  let current = text;
+  void import('ora').then(({ default: ora }) => {
+    if (!stopped) s = ora({ text: current, stream: process.stderr, color: 'cyan' }).start();
+  });
   return {
     text: (t) => {
-      s.text = t;
+      current = t;
+      if (s) s.text = t;
     },
-    stop: () => s.stop(),
+    stop: () => {
+      stopped = true;
+      s?.stop();
+    },
   };
 }
