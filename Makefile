@@ -12,7 +12,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund
 
 valkey:
-	@bash scripts/install-valkey.sh
+	@bash bin/install-valkey.sh
 
 build: deps
 	npx tsc -p tsconfig.json
@@ -21,16 +21,16 @@ test: setup
 	npx mocha
 
 test-unit: setup
-	npx mocha --spec 'dist/test/unit/**/*.test.js'
+	npx mocha 'dist/test/unit/**/*.test.js'
 
 test-integration: setup
-	npx mocha --spec 'dist/test/integration/**/*.test.js'
+	npx mocha 'dist/test/integration/**/*.test.js'
 
 test-cli: setup
-	npx mocha --spec 'dist/test/cli/**/*.test.js'
+	npx mocha 'dist/test/cli/**/*.test.js'
 
 demo: setup
-	@bash scripts/demo.sh
+	@bash bin/demo.sh
 
 bench: setup
 	node dist/test/bench/run.js $(BENCH_ARGS)
