@@ -4,7 +4,7 @@
   ARGV     jobId, fence, consumer, now(ms), outcome ('completed'|'failed'), value (return value
            JSON, or the failure reason), retryDelay (ms; -1 = do not retry), fetchCount,
            keepCompleted ('' keep all | '0' remove | 'count:N' | 'age:MS'), keepFailed (same form),
-           durationMs (processing time, for metrics).
+           durationMs (processing time, counted in the per-minute metrics, lua/metrics.lua).
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are flat field lists.
@@ -86,6 +86,7 @@ redis.register_function('glidemq_finish', function(keys, args)
       end
     end
   end
+  if status ~= 'stale' and status ~= 'missing' then recordMetrics(k, now, status == 'completed', toInt(args[11], 0)) end
   local out = fetchNext(k, consumer, now, fetchCount)
   table.insert(out, 1, status)
   return out

@@ -6,3 +6,4 @@ export type { JobOptions, BackoffOptions, Retention } from './engine/options.js'
 export * from './engine/errors.js';
 export { LIBRARY_VERSION, LIBRARY_NAME } from './engine/library.js';
 export { QueueKeys } from './engine/keys.js';
+export type { QueueMetrics, MinuteMetrics, MetricsRange } from './engine/metrics.js';

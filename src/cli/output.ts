@@ -121,3 +121,11 @@ export function spinner(text: string): Spinner {
     },
   };
 }
+
+const SPARKS = '▁▂▃▄▅▆▇█';
+
+/** A one-line chart of the values, scaled to the largest; zeros are the lowest bar. */
+export function sparkline(values: number[]): string {
+  const max = Math.max(0, ...values);
+  return values.map((v) => (max === 0 || v <= 0 ? SPARKS[0] : SPARKS[Math.min(7, Math.ceil((v / max) * 7))])).join('');
+}

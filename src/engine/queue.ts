@@ -5,6 +5,7 @@ import { invalid } from './errors.js';
 import { Job, type JobState } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
+import { buildMetrics, MINUTE_MS, resolveRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
 
 export interface QueueOptions {
@@ -12,6 +13,8 @@ export interface QueueOptions {
   prefix?: string;
   /** Largest accepted job data, in bytes of JSON (default 512 KiB). */
   maxPayloadBytes?: number;
+  /** The clock (ms) whose times the queue writes and reads metrics against; tests move it. */
+  clock?: () => number;
 }
 
 export interface JobCounts {
@@ -35,6 +38,7 @@ export class Queue extends EventEmitter {
   private readonly acquired: Acquired;
   private readonly maxPayload: number;
   private ready: Promise<void> | undefined;
+  private readonly now: () => number;
 
   constructor(
     readonly name: string,
@@ -44,6 +48,7 @@ export class Queue extends EventEmitter {
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.acquired = acquireClient(opts.connection);
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
+    this.now = opts.clock ?? Date.now;
   }
 
   /** The connection; a Cluster client once waitUntilReady() found the server is a cluster node. */
@@ -64,7 +69,7 @@ export class Queue extends EventEmitter {
 
   async add(name: string, data: unknown, opts: JobOptions = {}): Promise<Job> {
     const group = encodeJob(name, data, opts);
-    const now = Date.now();
+    const now = this.now();
     const r = (await this.call('glidemq_add', [now, this.maxPayload, 1, ...group])) as (string | number)[];
     return this.describeAdded(String(r[0]), name, data, opts, now, r[1] === 1);
   }
@@ -73,7 +78,7 @@ export class Queue extends EventEmitter {
   async addBulk(jobs: BulkJob[]): Promise<Job[]> {
     const groups = encodeBulk(jobs, this.maxPayload);
     await this.waitUntilReady();
-    const now = Date.now();
+    const now = this.now();
     const results: Job[] = [];
     const pending: Promise<unknown>[] = [];
     for (let start = 0; start < groups.length; start += BULK_CHUNK) {
@@ -203,6 +208,14 @@ export class Queue extends EventEmitter {
     await this.waitUntilReady();
     if (n === 0) await this.client.hdel(this.keys.meta, 'globalConcurrency');
     else await this.client.hset(this.keys.meta, 'globalConcurrency', String(n));
+  }
+
+  /** Completed/failed attempts and processing time per minute (the last hour by default; 24 h are kept). */
+  async getMetrics(range: MetricsRange = {}): Promise<QueueMetrics> {
+    const now = this.now();
+    const { from, to } = resolveRange(range, now);
+    const reply = (await this.call('glidemq_getMetrics', [from, to + MINUTE_MS - 1, now])) as number[];
+    return buildMetrics(reply, from, to);
   }
 
   async close(): Promise<void> {

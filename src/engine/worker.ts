@@ -20,6 +20,7 @@ import { QueueKeys, DEFAULT_PREFIX, CONSUMER_GROUP } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { backoffDelay, encodeRetention } from './options.js';
 import { Maintenance, type MaintenanceSettings } from './maintenance.js';
+import { Upkeep } from './upkeep.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
 
@@ -80,6 +81,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   /** Jobs this worker finished, by outcome. */
   readonly finished = { completed: 0, failed: 0 };
   private readonly now: () => number;
+  private readonly upkeep: Upkeep;
 
   constructor(
     readonly name: string,
@@ -93,6 +95,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    this.upkeep = new Upkeep(() => this.client, this.keys, this.now);
     if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
 
@@ -340,6 +343,8 @@ export class Worker<D = any, R = any> extends EventEmitter {
       else if (r[1] >= 0) next = Math.min(next, Math.max(0, r[1] - this.now()));
       this.promotionTicks++;
       await this.maintenance.onPromotionTick(this.promotionTicks);
+      const due = (await this.upkeep.onPromotionTick()).nextDue; // metrics trim, dedup sweep, schedulers
+      if (due >= 0) next = Math.min(next, Math.max(0, due - this.now()));
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
     }

@@ -8,7 +8,8 @@ import { register as job } from './job.js';
 import { register as queues } from './queues.js';
 import { register as pause } from './pause.js';
 import { register as audit } from './audit.js';
+import { register as metrics } from './metrics.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, audit];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, metrics, audit];
