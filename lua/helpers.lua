@@ -20,15 +20,26 @@ local function baseOf(metaKey)
   return string.sub(metaKey, 1, #metaKey - 5) -- strip ':meta'
 end
 
+local KEY_SUFFIX = {
+  id = ':id', stream = ':stream', wake = ':wake', scheduled = ':scheduled', prioritized = ':prioritized',
+  lifo = ':lifo', listActiveIds = ':list-active-ids', listActive = ':list-active', completed = ':completed',
+  failed = ':failed', events = ':events', dedup = ':dedup', schedulers = ':schedulers', jobPrefix = ':job:',
+}
+
+-- Each name is built on first use and then kept: a call uses a few of the keys, and building
+-- every one of them up front is a measurable part of a call's cost.
+local KEYS_META = {
+  __index = function(t, name)
+    local suffix = KEY_SUFFIX[name]
+    if not suffix then return nil end
+    local v = t.base .. suffix
+    rawset(t, name, v)
+    return v
+  end,
+}
+
 local function keysFor(metaKey)
-  local b = baseOf(metaKey)
-  return {
-    base = b, meta = metaKey, id = b .. ':id', stream = b .. ':stream', wake = b .. ':wake',
-    scheduled = b .. ':scheduled', prioritized = b .. ':prioritized', lifo = b .. ':lifo',
-    listActiveIds = b .. ':list-active-ids', listActive = b .. ':list-active',
-    completed = b .. ':completed', failed = b .. ':failed', events = b .. ':events',
-    dedup = b .. ':dedup', schedulers = b .. ':schedulers', jobPrefix = b .. ':job:',
-  }
+  return setmetatable({ base = baseOf(metaKey), meta = metaKey }, KEYS_META)
 end
 
 local function jobKey(k, id)
