@@ -40,6 +40,22 @@ local function retain(k, setKey, spec, now, justFinished)
   end
 end
 
+-- Stores a finished job's outcome (`fields`, plus finishedOn) in its hash and finished set, then
+-- applies retention. A rule that removes the job at once ('0') only removes it: the writes the
+-- removal would undo are skipped, and the outcome is still announced by the caller's event.
+local function settle(k, jk, id, setKey, keep, now, fields)
+  if keep == '0' then
+    redis.call('DEL', jk, jk .. ':logs')
+    return
+  end
+  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
+  fields[#fields + 1] = 'finishedOn'
+  fields[#fields + 1] = now
+  redis.call('HSET', jk, unpack(fields))
+  redis.call('ZADD', setKey, now, id)
+  retain(k, setKey, keep, now, id)
+end
+
 redis.register_function('glidemq_finish', function(keys, args)
   local k = keysFor(keys[1])
   local id, fence, consumer, now = args[1], args[2], args[3], toInt(args[4], 0)
@@ -50,40 +66,36 @@ redis.register_function('glidemq_finish', function(keys, args)
   end
   local jk = jobKey(k, id)
   local status
-  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'attemptsMade', 'attempts')
+  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'attemptsMade', 'attempts', 'src', 'sid')
   if not cur[1] then
     status = 'missing'
   elseif cur[1] ~= 'active' or cur[2] ~= fence or cur[3] ~= consumer then
     status = 'stale'
   else
-    releaseActive(k, id, jk)
+    releaseClaim(k, id, cur[6], cur[7])
     local made = toInt(cur[4], 0) + 1
-    redis.call('HSET', jk, 'attemptsMade', made)
     if outcome == 'completed' then
-      redis.call('HSET', jk, 'state', 'completed', 'returnvalue', value, 'finishedOn', now)
-      redis.call('ZADD', k.completed, now, id)
+      settle(k, jk, id, k.completed, args[9] or '', now, { 'attemptsMade', made, 'state', 'completed', 'returnvalue', value })
       emit(k, 'completed', id)
-      retain(k, k.completed, args[9] or '', now, id)
       status = 'completed'
-    else
-      redis.call('HSET', jk, 'failedReason', value)
-      if retryDelay >= 0 and made < toInt(cur[5], 1) then
-        if retryDelay > 0 then
-          redis.call('HSET', jk, 'state', 'delayed')
-          redis.call('ZADD', k.scheduled, now + retryDelay, id)
-          status = 'delayed'
-        else
-          requeue(k, id, jk)
-          status = 'retried'
-        end
-        emit(k, 'retrying', id, 'reason', value)
+    elseif retryDelay >= 0 and made < toInt(cur[5], 1) then
+      redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
+      local fields = { 'attemptsMade', made, 'failedReason', value }
+      if retryDelay > 0 then
+        fields[5], fields[6] = 'state', 'delayed'
+        redis.call('HSET', jk, unpack(fields))
+        redis.call('ZADD', k.scheduled, now + retryDelay, id)
+        status = 'delayed'
       else
-        redis.call('HSET', jk, 'state', 'failed', 'finishedOn', now)
-        redis.call('ZADD', k.failed, now, id)
-        emit(k, 'failed', id, 'reason', value)
-        retain(k, k.failed, args[10] or '', now, id)
-        status = 'failed'
+        redis.call('HSET', jk, unpack(fields))
+        requeue(k, id, jk)
+        status = 'retried'
       end
+      emit(k, 'retrying', id, 'reason', value)
+    else
+      settle(k, jk, id, k.failed, args[10] or '', now, { 'attemptsMade', made, 'state', 'failed', 'failedReason', value })
+      emit(k, 'failed', id, 'reason', value)
+      status = 'failed'
     end
   end
   if status ~= 'stale' and status ~= 'missing' then recordMetrics(k, now, status == 'completed', toInt(args[11], 0)) end

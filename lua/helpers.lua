@@ -92,22 +92,26 @@ local function wakeWorkers(k)
 end
 
 -- Puts a job where workers find it: priority set, LIFO list, or the stream. Returns the state.
-local function enqueueReady(k, id, jk, priority, lifo)
+-- `extra` (optional) is a flat field/value list written in the same HSET as the state.
+local function enqueueReady(k, id, jk, priority, lifo, extra)
+  local fields = extra or {}
+  local state = 'waiting'
   if priority > 0 then
     local seq = redis.call('HINCRBY', k.meta, 'pseq', 1) % PRIORITY_SHIFT
     redis.call('ZADD', k.prioritized, priority * PRIORITY_SHIFT + seq, id)
-    redis.call('HSET', jk, 'state', 'prioritized')
+    state = 'prioritized'
     wakeWorkers(k)
-    return 'prioritized'
   elseif lifo then
     redis.call('LPUSH', k.lifo, id)
-    redis.call('HSET', jk, 'state', 'waiting')
     wakeWorkers(k)
-    return 'waiting'
+  else
+    fields[#fields + 1] = 'sid'
+    fields[#fields + 1] = redis.call('XADD', k.stream, '*', 'id', id)
   end
-  local sid = redis.call('XADD', k.stream, '*', 'id', id)
-  redis.call('HSET', jk, 'state', 'waiting', 'sid', sid)
-  return 'waiting'
+  fields[#fields + 1] = 'state'
+  fields[#fields + 1] = state
+  redis.call('HSET', jk, unpack(fields))
+  return state
 end
 
 -- Re-queues a job at the place its options say (used by retry, promotion and redispatch).
@@ -133,17 +137,23 @@ local function listRelease(k, id)
   end
 end
 
+-- Ends the delivery state of a claim whose `src` and `sid` fields the caller has read: the stream
+-- entry is acked and deleted, or the list claim released. The job hash is not touched.
+local function releaseClaim(k, id, src, sid)
+  if src == 's' then
+    if sid then
+      redis.call('XACK', k.stream, GROUP, sid)
+      redis.call('XDEL', k.stream, sid)
+    end
+  elseif src then
+    listRelease(k, id)
+  end
+end
+
 -- Takes a job out of active delivery state (stream entry acked and deleted, or list claim released).
 local function releaseActive(k, id, jk)
   local f = redis.call('HMGET', jk, 'src', 'sid')
-  if f[1] == 's' then
-    if f[2] then
-      redis.call('XACK', k.stream, GROUP, f[2])
-      redis.call('XDEL', k.stream, f[2])
-    end
-  elseif f[1] then
-    listRelease(k, id)
-  end
+  releaseClaim(k, id, f[1], f[2])
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
 end
 
