@@ -5,20 +5,36 @@
   fall between the pop and the claim (there is no window in which a popped job is unowned).
 ]]
 
--- Marks the job active for `consumer` and returns its fields (HGETALL) for the worker.
+-- The values of up to three fields in an HGETALL reply, in one pass.
+local function pick(fields, a, b, c)
+  local va, vb, vc
+  for i = 1, #fields, 2 do
+    local f = fields[i]
+    if f == a then va = fields[i + 1] elseif f == b then vb = fields[i + 1] elseif f == c then vc = fields[i + 1] end
+  end
+  return va, vb, vc
+end
+
+-- Claims a job for `consumer` given its HGETALL reply (read by the caller, which checked it) and
+-- returns the fields for the worker: the values this claim changes are appended, and later pairs
+-- win where the worker reads the list, so the hash is read once and written once.
+local function claimJob(k, id, jk, fields, consumer, now, src)
+  local fence = tostring((tonumber((pick(fields, 'fence'))) or 0) + 1)
+  redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
+  if src ~= 's' then listClaim(k, id) end
+  local n, t = #fields, tostring(now)
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'fence', fence, 'state', 'active'
+  fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] = 'processedOn', t, 'owner', consumer
+  fields[n + 9], fields[n + 10], fields[n + 11], fields[n + 12] = 'src', src, 'lockedAt', t
+  fields[n + 13], fields[n + 14] = 'id', id
+  return fields
+end
+
+-- Marks the job active for `consumer` and returns its fields for the worker.
 local function activateJob(k, id, consumer, now, src, sid)
   local jk = jobKey(k, id)
-  local fence = redis.call('HINCRBY', jk, 'fence', 1)
-  redis.call('HSET', jk, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
-  if src == 's' then
-    redis.call('HSET', jk, 'sid', sid)
-  else
-    listClaim(k, id)
-  end
-  local fields = redis.call('HGETALL', jk)
-  fields[#fields + 1] = 'id'
-  fields[#fields + 1] = id
-  return fields
+  if src == 's' then redis.call('HSET', jk, 'sid', sid) end
+  return claimJob(k, id, jk, redis.call('HGETALL', jk), consumer, now, src)
 end
 
 -- Pops one priority job, else one LIFO job, and activates it. Returns fields or nil.
@@ -34,23 +50,24 @@ local function popListJob(k, consumer, now)
       src = 'l'
     end
     -- A job removed while it waited leaves only its id behind; skip such leftovers.
-    if redis.call('EXISTS', jobKey(k, id)) == 1 then
-      return activateJob(k, id, consumer, now, src, nil)
-    end
+    local jk = jobKey(k, id)
+    local fields = redis.call('HGETALL', jk)
+    if fields[1] then return claimJob(k, id, jk, fields, consumer, now, src) end
   end
 end
 
 -- Activates one stream entry delivered to `consumer`; returns fields, or nil for a leftover entry.
 local function activateEntry(k, sid, id, consumer, now)
   local jk = jobKey(k, id)
-  local st = redis.call('HMGET', jk, 'state', 'sid')
-  if st[1] ~= 'waiting' or st[2] ~= sid then
+  local fields = redis.call('HGETALL', jk)
+  local state, esid = pick(fields, 'state', 'sid')
+  if state ~= 'waiting' or esid ~= sid then
     -- removed job, or an entry superseded by a redispatch: never re-create or double-run it
     redis.call('XACK', k.stream, GROUP, sid)
     redis.call('XDEL', k.stream, sid)
     return nil
   end
-  return activateJob(k, id, consumer, now, 's', sid)
+  return claimJob(k, id, jk, fields, consumer, now, 's')
 end
 
 -- Gives a delivered but not activated entry back to the queue (paused, or no global slot).
@@ -77,13 +94,21 @@ end
 -- global limit. Returns a list of field arrays.
 local function fetchNext(k, consumer, now, count)
   local out = {}
-  if count <= 0 or isPaused(k) then return out end
-  local free = freeSlots(k)
-  if free < count then count = free end
-  while #out < count do
-    local job = popListJob(k, consumer, now)
-    if not job then break end
-    out[#out + 1] = job
+  if count <= 0 then return out end
+  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
+  if m[1] == '1' then return out end
+  local limit = toInt(m[2], 0)
+  if limit > 0 then
+    local free = limit - activeCount(k)
+    if free < count then count = math.max(free, 0) end
+  end
+  -- one EXISTS answers for both lists in the common case where neither holds a job
+  if count > 0 and redis.call('EXISTS', k.prioritized, k.lifo) > 0 then
+    while #out < count do
+      local job = popListJob(k, consumer, now)
+      if not job then break end
+      out[#out + 1] = job
+    end
   end
   local guard = 0
   while #out < count and guard < 4 do
