@@ -28,6 +28,8 @@ export interface WorkerOptions {
   connection?: ConnectionInput;
   prefix?: string;
   concurrency?: number;
+  /** Jobs claimed ahead beyond concurrency, so a free slot starts at once (default 0). */
+  prefetch?: number;
   /** A claim idle this long counts as stalled (ms). Running jobs heartbeat at half of it. */
   lockDuration?: number;
   /** How often stalled recovery runs (ms). */
@@ -49,6 +51,7 @@ export interface WorkerOptions {
 
 interface Settings extends MaintenanceSettings {
   concurrency: number;
+  prefetch: number;
   blockTimeout: number;
   globalConcurrency: number;
   promotionInterval: number;
@@ -68,6 +71,8 @@ export class Worker<D = any, R = any> extends EventEmitter {
   private blockerConn: Redis | undefined;
   private readonly active = new Map<string, Job<D, R>>();
   private readerReserved = 0;
+  /** Prefetched claims waiting for a slot (heartbeated like running jobs, given back at close). */
+  private readonly buffered: Job<D, R>[] = [];
   private readerRunning = false;
   private running = false;
   private closing: Promise<void> | undefined;
@@ -131,7 +136,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
-    const first = await this.fetch(this.settings.concurrency);
+    const first = await this.fetch(this.freeSlots());
     if (first.status === 'paused') void this.readLoop(true);
     else {
       first.jobs.forEach((f) => this.dispatch(f));
@@ -171,12 +176,31 @@ export class Worker<D = any, R = any> extends EventEmitter {
 
   private dispatch(fields: FieldList): void {
     const job = Job.fromFields(fields, this.claimFor()) as Job<D, R>;
+    if (this.active.size < this.settings.concurrency) this.start(job);
+    else this.buffered.push(job);
+  }
+
+  private start(job: Job<D, R>): void {
     this.active.set(job.id, job);
     void this.execute(job);
   }
 
+  private startBuffered(): void {
+    while (this.active.size < this.settings.concurrency && this.buffered.length > 0 && !this.closing) {
+      this.start(this.buffered.shift() as Job<D, R>);
+    }
+  }
+
+  /** Claims this worker can still take: running slots plus the prefetch allowance. */
   private freeSlots(): number {
-    return this.settings.concurrency - this.active.size - this.readerReserved;
+    const capacity = this.settings.concurrency + this.settings.prefetch;
+    return capacity - this.active.size - this.buffered.length - this.readerReserved;
+  }
+
+  /** How many jobs a finishing job asks for: its own slot, plus whatever prefetch room is free. */
+  private nextFetchCount(): number {
+    if (this.closing || !this.running) return 0;
+    return Math.max(1, this.freeSlots() + 1);
   }
 
   private async execute(job: Job<D, R>): Promise<void> {
@@ -197,7 +221,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     }
     if (job.moved) return this.afterMoved(job);
     const durationMs = Date.now() - started;
-    const fetchCount = this.closing || !this.running ? 0 : 1;
+    const fetchCount = this.nextFetchCount();
     let reply: unknown[];
     try {
       reply = (await callFunction(this.client, 'glidemq_finish', this.keys.meta, [
@@ -254,6 +278,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private afterSlotFreed(): void {
+    this.startBuffered();
     if (this.active.size === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
@@ -352,9 +377,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private async heartbeat(): Promise<void> {
-    if (this.active.size === 0) return;
+    if (this.active.size === 0 && this.buffered.length === 0) return;
     const pairs: string[] = [];
-    for (const job of this.active.values()) if (!job.moved) pairs.push(job.id, job.claim?.fence ?? '');
+    for (const job of [...this.active.values(), ...this.buffered]) if (!job.moved) pairs.push(job.id, job.claim?.fence ?? '');
     if (pairs.length === 0) return;
     try {
       const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, this.now(), ...pairs])) as string[];
@@ -389,6 +414,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
       clearTimeout(this.promotionTimer);
       clearInterval(this.stalledTimer);
       await this.unblockReader();
+      await this.releaseBuffered();
       if (!force && this.active.size > 0) {
         await Promise.race([this.whenIdle(), delay(this.settings.closeGracePeriod)]);
       }
@@ -400,6 +426,14 @@ export class Worker<D = any, R = any> extends EventEmitter {
       this.emit('closed');
     })();
     return this.closing;
+  }
+
+  /** Prefetched jobs that will not run here go back to the queue for other workers. */
+  private async releaseBuffered(): Promise<void> {
+    const jobs = this.buffered.splice(0);
+    if (jobs.length === 0) return;
+    const pairs = jobs.flatMap((j) => [j.id, j.claim?.fence ?? '']);
+    await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, ...pairs]).catch((err) => this.emitError(err));
   }
 
   private async unblockReader(): Promise<void> {
@@ -420,6 +454,7 @@ function resolveSettings(o: WorkerOptions): Settings {
   const blockTimeout = o.blockTimeout ?? 5_000;
   return {
     concurrency: positive(o.concurrency ?? 1, 'concurrency'),
+    prefetch: nonNegative(o.prefetch ?? 0, 'prefetch'),
     lockDuration: positive(lockDuration, 'lockDuration'),
     stalledInterval: positive(stalledInterval, 'stalledInterval'),
     maxStalledCount: o.maxStalledCount ?? 1,
@@ -428,6 +463,11 @@ function resolveSettings(o: WorkerOptions): Settings {
     promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
     closeGracePeriod: o.closeGracePeriod ?? Math.max(lockDuration, 5_000),
   };
+}
+
+function nonNegative(n: number, what: string): number {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${what} must be a whole number >= 0, got ${n}`);
+  return n;
 }
 
 function positive(n: number, what: string): number {

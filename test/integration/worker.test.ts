@@ -253,4 +253,42 @@ describe('Worker (real valkey-server)', () => {
     expect(fcalls).to.be.below(N * 1.02 + 20);
     expect(calls('hgetall')).to.be.at.most(N + 5); // inside functions only: no separate job reads
   });
+
+  it('prefetch claims jobs ahead of free slots, heartbeats them, and gives them back at close', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    await q.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: 'p', data: { i } })));
+    let running = 0;
+    let peak = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const started: string[] = [];
+    const w = h.worker(
+      name,
+      async (job: Job) => {
+        started.push(job.id);
+        running++;
+        peak = Math.max(peak, running);
+        await gate;
+        running--;
+      },
+      { concurrency: 1, prefetch: 2, autorun: false },
+    );
+    await w.run();
+    await waitFor(() => started.length === 1, 'first job started');
+    const c = await q.getJobCounts();
+    expect(c.active).to.equal(3); // one running, two prefetched claims
+    expect(c.waiting).to.equal(3);
+    const closing = w.close();
+    release();
+    await closing;
+    expect(peak).to.equal(1);
+    const after = await q.getJobCounts();
+    expect(after.active).to.equal(0);
+    expect(after.completed).to.equal(1);
+    expect(after.waiting).to.equal(5); // the prefetched two are back for other workers
+    const seen: string[] = [];
+    h.worker(name, async (job: Job) => void seen.push(job.id));
+    await waitFor(() => seen.length === 5, 'the rest processed by another worker');
+  });
 });
