@@ -40,6 +40,11 @@ export class Job<D = any, R = any> {
   claim: Claim | undefined;
   /** @internal the raw hash fields */
   raw: Record<string, string> = {};
+  /** On a job queue.add returned: whether that call created it (false: an existing job's id). */
+  created?: boolean;
+  /** On a job queue.add returned: 'blocked' when deduplication refused the add (the id is the
+   * earlier job's), 'debounced' when the earlier delayed job took the new data and delay. */
+  deduplicated?: 'blocked' | 'debounced';
   /** True once moveToDelayed parked this job: the worker then stores no outcome for the run. */
   moved = false;
 

@@ -29,6 +29,38 @@ export interface JobOptions {
   backoff?: number | BackoffOptions | string;
   removeOnComplete?: Retention;
   removeOnFail?: Retention;
+  /** Deduplication by id (see DedupOptions). */
+  dedup?: DedupOptions;
+}
+
+export type DedupMode = 'simple' | 'throttle' | 'debounce';
+
+export interface DedupOptions {
+  id: string;
+  /** Window in ms (or a duration text). simple: caps how long an unfinished job blocks;
+   * throttle: required; debounce: the quiet period (default: the delay). */
+  ttl?: number | string;
+  /** simple: blocked while the earlier job is unfinished; throttle: blocked for ttl after the first
+   * add; debounce: replaces the data and restarts the delay of the earlier job while it is delayed.
+   * Default: throttle when a ttl is given, else simple. */
+  mode?: DedupMode;
+}
+
+const DEDUP_MODES: DedupMode[] = ['simple', 'throttle', 'debounce'];
+
+/** Validates dedup options; returns the three glidemq_add fields (id, ttl ms, mode). */
+export function encodeDedup(d: DedupOptions | undefined, delay: number): [string, number, string] {
+  if (d === undefined) return ['', 0, ''];
+  if (typeof d !== 'object' || d === null) throw invalid('dedup must be an object {id, ttl?, mode?}');
+  if (typeof d.id !== 'string' || d.id.length === 0 || Buffer.byteLength(d.id) > 512) {
+    throw invalid('dedup.id must be a non-empty string of at most 512 bytes');
+  }
+  const ttl = d.ttl === undefined ? 0 : checkDelay(d.ttl, 'dedup.ttl');
+  const mode = d.mode ?? (ttl > 0 ? 'throttle' : 'simple');
+  if (!DEDUP_MODES.includes(mode)) throw invalid(`dedup.mode must be simple, throttle or debounce, got "${String(mode)}"`);
+  if (mode === 'throttle' && ttl === 0) throw invalid('dedup mode throttle needs a ttl > 0');
+  if (mode === 'debounce' && delay <= 0) throw invalid('dedup mode debounce needs a delay > 0 (the job waits out the quiet period)');
+  return [d.id, ttl, mode];
 }
 
 /** What is stored in the job hash's `opts` field (only what Lua does not need to read). */
@@ -88,7 +120,7 @@ export interface EncodedJob {
   args: (string | number)[];
 }
 
-/** Validates one job and returns its 8-field argument group for glidemq_add. */
+/** Validates one job and returns its 11-field argument group for glidemq_add. */
 export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (string | number)[] {
   if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
   let json: string | undefined;
@@ -118,7 +150,7 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (roc !== undefined && roc !== false) stored.removeOnComplete = roc;
   if (rof !== undefined && rof !== false) stored.removeOnFail = rof;
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
-  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson];
+  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(opts.dedup, delay)];
 }
 
 /** The delay before the next attempt, given how many attempts have been made so far. */

@@ -9,6 +9,7 @@ import { callFunction } from './library.js';
 
 export interface UpkeepResult {
   metricsTrimmed: number;
+  dedupRemoved: number;
   /** When the next scheduler is due (ms since epoch), or -1 when none is. */
   nextDue: number;
 }
@@ -22,6 +23,6 @@ export class Upkeep {
 
   async onPromotionTick(): Promise<UpkeepResult> {
     const r = (await callFunction(this.client(), 'glidemq_upkeep', this.keys.meta, [this.now()])) as number[];
-    return { metricsTrimmed: Number(r[0]), nextDue: -1 };
+    return { metricsTrimmed: Number(r[0]), dedupRemoved: Number(r[1]), nextDue: -1 };
   }
 }

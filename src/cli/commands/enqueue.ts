@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { parseDuration, parseInteger } from '../../engine/duration.js';
 import { invalid } from '../../engine/errors.js';
-import { MAX_PRIORITY, type JobOptions } from '../../engine/options.js';
+import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/options.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
 import { info, print, printJsonLine } from '../output.js';
@@ -23,7 +23,7 @@ interface EnqueueFlags {
 }
 
 export function jobOptionsFromFlags(f: EnqueueFlags): JobOptions {
-  const opts: JobOptions & { dedup?: { id: string; ttl?: number; mode?: string } } = {};
+  const opts: JobOptions = {};
   if (f.delay !== undefined) opts.delay = parseDuration(f.delay, '--delay');
   if (f.priority !== undefined) opts.priority = parseInteger(f.priority, '--priority', 1, MAX_PRIORITY);
   if (f.lifo) opts.lifo = true;
@@ -32,9 +32,12 @@ export function jobOptionsFromFlags(f: EnqueueFlags): JobOptions {
   if (f.backoff !== undefined) opts.backoff = f.backoff;
   if (f.dedupId !== undefined || f.dedupTtl !== undefined || f.dedupMode !== undefined) {
     if (f.dedupId === undefined) throw invalid('--dedup-ttl and --dedup-mode need --dedup-id');
-    const mode = f.dedupMode ?? 'simple';
-    if (!['simple', 'throttle', 'debounce'].includes(mode)) throw invalid(`--dedup-mode must be simple, throttle or debounce, got "${mode}"`);
-    opts.dedup = { id: f.dedupId, mode, ...(f.dedupTtl !== undefined ? { ttl: parseDuration(f.dedupTtl, '--dedup-ttl') } : {}) };
+    const mode = f.dedupMode as DedupMode | undefined;
+    if (mode !== undefined && !['simple', 'throttle', 'debounce'].includes(mode)) {
+      throw invalid(`--dedup-mode must be simple, throttle or debounce, got "${mode}"`);
+    }
+    // without --dedup-mode the engine picks: throttle with a ttl, else simple
+    opts.dedup = { id: f.dedupId, ...(mode ? { mode } : {}), ...(f.dedupTtl !== undefined ? { ttl: parseDuration(f.dedupTtl, '--dedup-ttl') } : {}) };
   }
   return opts;
 }
@@ -50,9 +53,9 @@ export function register(program: Command): void {
     .option('--job-id <id>', 'custom job id; an existing id adds nothing and prints that id')
     .option('--attempts <n>', 'attempts before the job fails for good')
     .option('--backoff <spec>', 'delay between attempts: fixed:<ms> or exponential:<ms>')
-    .option('--dedup-id <id>', 'deduplication id')
-    .option('--dedup-ttl <duration>', 'deduplication window')
-    .option('--dedup-mode <mode>', 'simple | throttle | debounce')
+    .option('--dedup-id <id>', 'deduplication id: a second add with the same id is absorbed (the earlier id is printed)')
+    .option('--dedup-ttl <duration>', 'deduplication window (throttle: required; simple: caps it; debounce: quiet period)')
+    .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job); default: throttle with --dedup-ttl, else simple')
     .option('--ndjson', 'read jobs from stdin, one JSON document per line')
     .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
     .addHelpText(
@@ -62,6 +65,8 @@ Examples:
   $ glidemq enqueue emails '{"to":"ann@example.com"}'
   $ glidemq enqueue reports --delay 5m --attempts 3 --backoff exponential:1000
   $ glidemq enqueue urgent '{}' --priority 1 --json
+  $ glidemq enqueue sync '{"user":7}' --dedup-id user-7 --dedup-ttl 1m
+  $ glidemq enqueue reindex '{"doc":3}' --delay 10s --dedup-id doc-3 --dedup-mode debounce
   $ cat jobs.ndjson | glidemq enqueue imports --ndjson
   $ printf '{"name":"resize","data":{"w":64},"opts":{"priority":2}}\\n' | glidemq enqueue images --ndjson --envelope
 
@@ -85,7 +90,7 @@ its number, and nothing is enqueued.`,
               throw err;
             }
             for (const j of jobs) {
-              if (ctx.json) printJsonLine({ id: j.id, queue, name: j.name, created: (j as { created?: boolean }).created });
+              if (ctx.json) printJsonLine({ id: j.id, queue, name: j.name, created: j.created, ...dedupField(j) });
               else print(j.id);
             }
             info(`enqueued ${jobs.length} job${jobs.length === 1 ? '' : 's'} to ${queue}`);
@@ -95,11 +100,15 @@ its number, and nothing is enqueued.`,
         const payload = data === undefined ? {} : parseJsonArgument(data, 'data');
         await withQueue(ctx, queue, async (q) => {
           const job = await q.add(flags.name, payload, opts);
-          const created = (job as { created?: boolean }).created;
-          if (ctx.json) printJsonLine({ id: job.id, queue, name: job.name, created });
+          if (ctx.json) printJsonLine({ id: job.id, queue, name: job.name, created: job.created, ...dedupField(job) });
           else print(job.id);
+          if (job.deduplicated) info(`deduplicated (${job.deduplicated}): ${job.id} is the earlier job's id`);
         });
         return 0;
       }),
     );
+}
+
+function dedupField(job: { deduplicated?: string }): { deduplicated?: string } {
+  return job.deduplicated ? { deduplicated: job.deduplicated } : {};
 }
