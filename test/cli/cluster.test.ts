@@ -1,8 +1,11 @@
 /** The CLI against a real 3-primary / 3-replica cluster (`--cluster`, and a plain URL auto-detected). */
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue.js';
+import { keySlot } from '../../src/engine/connection.js';
+import { QueueKeys } from '../../src/engine/keys.js';
 import { runCli } from '../helpers/cli.js';
 import { useCluster } from '../helpers/cluster.js';
+import { fixturePath } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/valkey.js';
 
 interface AuditNode {
@@ -11,9 +14,90 @@ interface AuditNode {
   checks: { id: string; status: string; actual: string }[];
 }
 
+/** One queue on each primary (chosen by slot), so every command is seen on every shard. */
+async function queuePerPrimary(c: ReturnType<ReturnType<typeof useCluster>>, prefix: string): Promise<string[]> {
+  const picked = new Map<number, string>();
+  const primaries = (await c.primaries()).length;
+  for (let i = 0; picked.size < primaries; i++) {
+    const name = `cli-${i}`;
+    const port = await c.primaryForSlot(keySlot(new QueueKeys(name, prefix).meta));
+    if (!picked.has(port)) picked.set(port, name);
+  }
+  return [...picked.values()];
+}
+
 describe('glidemq CLI on a cluster', function () {
   this.timeout(60000);
   const cluster = useCluster({ persistence: 'aof-everysec' });
+
+  describe('enqueue, worker, stats, job, queues, pause/resume', function () {
+    this.timeout(120000); // each command is a fresh node process
+
+    it('runs the whole cycle with --cluster on a queue of each primary', async () => {
+      const c = cluster();
+      const prefix = 'clic';
+      const queues = await queuePerPrimary(c, prefix);
+      const g = ['--cluster', '-u', c.url, '--prefix', prefix];
+      await Promise.all(
+        queues.map(async (q) => {
+          const one = await runCli([...g, '--json', 'enqueue', q, '{"n":0}', '--name', 'single']);
+          expect(one.code, one.stderr).to.equal(0);
+          expect(JSON.parse(one.stdout)).to.include({ id: '1', queue: q, name: 'single' });
+          const bulk = await runCli([...g, 'enqueue', q, '--ndjson'], { input: '{"n":1}\n{"n":2}\n' });
+          expect(bulk.code, bulk.stderr).to.equal(0);
+          expect(bulk.stdout.trim().split('\n')).to.deep.equal(['2', '3']);
+        }),
+      );
+      const listed = await runCli([...g, '--json', 'queues']);
+      expect(listed.code, listed.stderr).to.equal(0);
+      const rows = JSON.parse(listed.stdout) as { name: string; waiting: number }[];
+      expect(rows.map((r) => r.name).sort()).to.deep.equal([...queues].sort());
+      expect(rows.map((r) => r.waiting)).to.deep.equal([3, 3, 3]);
+
+      expect((await runCli([...g, 'pause', queues[0]])).code).to.equal(0);
+      const pausedStats = await runCli([...g, '--json', 'stats', queues[0]]);
+      expect(JSON.parse(pausedStats.stdout), pausedStats.stderr).to.include({ waiting: 3, paused: 3 });
+      expect((await runCli([...g, 'resume', queues[0]])).code).to.equal(0);
+
+      const runs = await Promise.all(
+        queues.map((q) =>
+          runCli([...g, '--json', 'worker', fixturePath('processors', 'echo.mjs'), '--queue', q, '--exit-when-idle', '--block-timeout', '200ms'], {
+            timeoutMs: 60000,
+          }),
+        ),
+      );
+      for (const [i, r] of runs.entries()) {
+        expect(r.code, `worker on ${queues[i]}: ${r.stderr}`).to.equal(0);
+        const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string; status: string });
+        expect(lines.map((l) => l.status)).to.deep.equal(['completed', 'completed', 'completed']);
+      }
+      await Promise.all(
+        queues.map(async (q) => {
+          const st = await runCli([...g, '--json', 'stats', q]);
+          expect(JSON.parse(st.stdout), `${q}: ${st.stderr}`).to.include({ waiting: 0, active: 0, completed: 3, failed: 0 });
+        }),
+      );
+      const job = await runCli([...g, '--json', 'job', queues[2], '2']);
+      expect(job.code, job.stderr).to.equal(0);
+      expect(JSON.parse(job.stdout)).to.deep.include({ id: '2', state: 'completed', data: { n: 1 }, returnvalue: { echoed: { n: 1 } } });
+    });
+
+    it('finds the cluster from a plain URL (no --cluster) for enqueue, queues, stats and worker', async () => {
+      const c = cluster();
+      const prefix = 'clia';
+      const queues = await queuePerPrimary(c, prefix);
+      const g = ['-u', c.url, '--prefix', prefix];
+      const added = await Promise.all(queues.map((q) => runCli([...g, 'enqueue', q, '{"auto":1}'])));
+      for (const r of added) expect(r.code, r.stderr).to.equal(0);
+      const listed = await runCli([...g, '--json', 'queues']);
+      expect(listed.code, listed.stderr).to.equal(0);
+      expect((JSON.parse(listed.stdout) as { name: string }[]).map((r) => r.name).sort()).to.deep.equal([...queues].sort());
+      const w = await runCli([...g, 'worker', fixturePath('processors', 'echo.mjs'), '--queue', queues[1], '--max-jobs', '1']);
+      expect(w.code, w.stderr).to.equal(0);
+      const st = await runCli([...g, '--json', 'stats', queues[1]]);
+      expect(JSON.parse(st.stdout), st.stderr).to.include({ waiting: 0, completed: 1 });
+    });
+  });
 
   describe('audit', () => {
     it('reports every primary and replica, and passes the baseline once the library is loaded', async () => {

@@ -1,6 +1,6 @@
 /** `glidemq queues`: the queues under the prefix, with their counts. */
 import type { Command } from 'commander';
-import { acquireClient, closeClient } from '../../engine/connection.js';
+import { acquireClient, closeClient, settleTopology } from '../../engine/connection.js';
 import { listQueues } from '../../engine/discovery.js';
 import { ensureLibrary } from '../../engine/library.js';
 import { action, withQueue } from '../context.js';
@@ -19,13 +19,14 @@ Examples:
     )
     .action(
       action(async (ctx) => {
-        const { client } = acquireClient(ctx.connection);
+        const acquired = acquireClient(ctx.connection);
         let names: string[];
         try {
+          const client = await settleTopology(acquired); // a plain URL naming a cluster node scans every primary
           await ensureLibrary(client);
           names = await listQueues(client, ctx.prefix);
         } finally {
-          await closeClient(client);
+          await closeClient(acquired.client);
         }
         const rows = [];
         for (const name of names) rows.push({ name, ...(await withQueue(ctx, name, (q) => q.getJobCounts())) });
