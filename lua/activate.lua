@@ -1,8 +1,8 @@
 --[[ activate.lua — shared locals: turning a delivered or popped job into an active claim.
   A claim is fenced: every activation increments the job's `fence` field, and complete/fail/
   progress/heartbeat take effect only with the fence and consumer of the current claim.
-  Priority and LIFO jobs are popped and activated in the same function call, so no crash can
-  fall between the pop and the claim (there is no window in which a popped job is unowned).
+  Priority, LIFO and group jobs are popped and activated in the same function call, so no crash
+  can fall between the pop and the claim (there is no window in which a popped job is unowned).
 ]]
 
 -- The values of up to three fields in an HGETALL reply, in one pass.
@@ -37,7 +37,7 @@ local function activateJob(k, id, consumer, now, src, sid)
   return claimJob(k, id, jk, redis.call('HGETALL', jk), consumer, now, src)
 end
 
--- Pops one priority job, else one LIFO job, and activates it. Returns fields or nil.
+-- Pops one priority job, else one LIFO job, else one group job, and activates it. Returns fields or nil.
 local function popListJob(k, consumer, now)
   while true do
     local id, src
@@ -46,7 +46,11 @@ local function popListJob(k, consumer, now)
       id, src = top[1], 'p'
     else
       id = redis.call('LPOP', k.lifo)
-      if not id then return nil end
+      if not id then
+        id = takeGroupJob(k, consumer, now)
+        if not id then return nil end
+        return activateJob(k, id, consumer, now, 'g', nil)
+      end
       src = 'l'
     end
     -- A job removed while it waited leaves only its id behind; skip such leftovers.

@@ -24,6 +24,7 @@ local KEY_SUFFIX = {
   id = ':id', stream = ':stream', wake = ':wake', scheduled = ':scheduled', prioritized = ':prioritized',
   lifo = ':lifo', listActiveIds = ':list-active-ids', listActive = ':list-active', completed = ':completed',
   failed = ':failed', events = ':events', dedup = ':dedup', schedulers = ':schedulers', jobPrefix = ':job:',
+  readyGroups = ':ready-groups', timedGroups = ':timed-groups', groupPrefix = ':group:{',
 }
 
 -- Each name is built on first use and then kept: a call uses a few of the keys, and building
@@ -87,6 +88,11 @@ local function ensureQueue(k)
   end
 end
 
+-- Group hooks, assigned in group.lua (declared here so the shared paths below route group jobs):
+-- groupEnqueue(k, id, jk, groupId) queues a job in its group; groupRelease(k, id) gives back the
+-- group slot a claim held (idempotent: a slot is released at most once per claim).
+local groupEnqueue, groupRelease
+
 local function wakeWorkers(k)
   redis.call('XADD', k.wake, 'MAXLEN', WAKE_MAXLEN, '*', 'w', '1')
 end
@@ -116,7 +122,8 @@ end
 
 -- Re-queues a job at the place its options say (used by retry, promotion and redispatch).
 local function requeue(k, id, jk)
-  local f = redis.call('HMGET', jk, 'priority', 'lifo')
+  local f = redis.call('HMGET', jk, 'priority', 'lifo', 'grp')
+  if f[3] then return groupEnqueue(k, id, jk, f[3]) end
   return enqueueReady(k, id, jk, toInt(f[1], 0), f[2] == '1')
 end
 
@@ -135,6 +142,7 @@ local function listRelease(k, id)
   elseif n ~= 0 then
     redis.call('SET', k.listActive, '0') -- never below zero
   end
+  groupRelease(k, id)
 end
 
 -- Ends the delivery state of a claim whose `src` and `sid` fields the caller has read: the stream

@@ -1,9 +1,9 @@
 --[[ query.lua — glidemq_getCounts
   KEYS[1] meta key.  ARGV: none.
   Returns a flat list: waiting, active, delayed, prioritized, completed, failed, paused (1|0),
-          listActive, streamPending.
-  waiting counts stream entries not yet delivered plus LIFO jobs; active counts stream pending
-  entries plus claimed priority/LIFO jobs.
+          listActive, streamPending, groupWaiting.
+  waiting counts stream entries not yet delivered, LIFO jobs and jobs waiting in groups; active
+  counts stream pending entries plus claimed priority/LIFO/group jobs.
 ]]
 redis.register_function{
   function_name = 'glidemq_getCounts',
@@ -17,12 +17,14 @@ redis.register_function{
       if ok then pending = toInt(p[1], 0) end
     end
     local listActive = toInt(redis.call('GET', k.listActive), 0)
-    local waiting = streamLen - pending + redis.call('LLEN', k.lifo)
+    local groupWaiting = toInt(redis.call('HGET', k.meta, 'groupWaiting'), 0)
+    if groupWaiting < 0 then groupWaiting = 0 end
+    local waiting = streamLen - pending + redis.call('LLEN', k.lifo) + groupWaiting
     if waiting < 0 then waiting = 0 end
     return {
       waiting, pending + listActive, redis.call('ZCARD', k.scheduled), redis.call('ZCARD', k.prioritized),
       redis.call('ZCARD', k.completed), redis.call('ZCARD', k.failed), isPaused(k) and 1 or 0,
-      listActive, pending,
+      listActive, pending, groupWaiting,
     }
   end,
 }

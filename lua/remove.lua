@@ -18,6 +18,7 @@ redis.register_function('glidemq_removeJob', function(keys, args)
   elseif f[1] == 'waiting' and f[2] then
     redis.call('XDEL', k.stream, f[2])
   end
+  groupForget(k, id, jk)
   redis.call('ZREM', k.scheduled, id)
   redis.call('ZREM', k.prioritized, id)
   redis.call('LREM', k.lifo, 0, id)

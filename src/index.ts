@@ -3,6 +3,7 @@ export { Queue, type QueueOptions, type JobCounts } from './engine/queue.js';
 export { Worker, type WorkerOptions, type Processor } from './engine/worker.js';
 export { Job, type JobState } from './engine/job.js';
 export type { JobOptions, BackoffOptions, Retention } from './engine/options.js';
+export type { GroupOptions, TokenBucketOptions, GroupState } from './engine/groups.js';
 export * from './engine/errors.js';
 export { LIBRARY_VERSION, LIBRARY_NAME } from './engine/library.js';
 export { QueueKeys } from './engine/keys.js';

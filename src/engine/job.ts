@@ -36,6 +36,8 @@ export class Job<D = any, R = any> {
   failedReason: string | null = null;
   processedOn: number | null = null;
   finishedOn: number | null = null;
+  /** The group the job runs in (job option `group.id`), or null. */
+  groupId: string | null = null;
   /** @internal the claim, set while a worker runs this job */
   claim: Claim | undefined;
   /** @internal the raw hash fields */
@@ -73,6 +75,7 @@ export class Job<D = any, R = any> {
     job.failedReason = h.failedReason ?? null;
     job.processedOn = h.processedOn ? Number(h.processedOn) : null;
     job.finishedOn = h.finishedOn ? Number(h.finishedOn) : null;
+    job.groupId = h.grp ?? null;
     if (claim) job.claim = { ...claim, fence: h.fence ?? '' };
     return job;
   }

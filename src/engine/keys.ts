@@ -9,11 +9,11 @@ export const CONSUMER_GROUP = 'workers';
 export const MAX_QUEUE_NAME = 200;
 
 /** Queue names become part of a hash tag: braces, colons, whitespace and control characters are refused. */
-export function validateQueueName(name: string): string {
-  if (typeof name !== 'string' || name.length === 0) throw invalid('queue name is empty');
-  if (name.length > MAX_QUEUE_NAME) throw invalid(`queue name is longer than ${MAX_QUEUE_NAME} characters`);
+export function validateQueueName(name: string, what = 'queue name'): string {
+  if (typeof name !== 'string' || name.length === 0) throw invalid(`${what} is empty`);
+  if (name.length > MAX_QUEUE_NAME) throw invalid(`${what} is longer than ${MAX_QUEUE_NAME} characters`);
   if (/[{}:\s\p{Cc}*?\[\]]/u.test(name)) {
-    throw invalid(`invalid queue name "${name}": it may not contain '{', '}', ':', '*', '?', '[', ']' or whitespace`);
+    throw invalid(`invalid ${what} "${name}": it may not contain '{', '}', ':', '*', '?', '[', ']' or whitespace`);
   }
   return name;
 }
@@ -62,9 +62,55 @@ export class QueueKeys {
   job(id: string) { return `${this.base}:job:${id}`; }
   logs(id: string) { return `${this.base}:job:${id}:logs`; }
   metrics(kind: string) { return `${this.base}:metrics:${kind}`; }
+  /** One group's state hash: limits, active count and holders, rate window, token bucket, sequence. */
   group(key: string) { return `${this.base}:group:{${key}}`; }
+  /** One group's waiting jobs (zset, score = the group's ordering sequence). */
+  groupJobs(key: string) { return `${this.base}:group:{${key}}:jobs`; }
+  /** Groups with waiting jobs that may run now (zset, score = turn, for round robin). */
+  get readyGroups() { return `${this.base}:ready-groups`; }
+  /** Groups held back by a rate window or an empty token bucket (zset, score = ms when they may run). */
+  get timedGroups() { return `${this.base}:timed-groups`; }
   /** SCAN pattern for this queue's job hashes. */
   get jobPattern() { return `${this.base}:job:*`; }
+}
+
+export const MAX_GROUP_ID = 256;
+
+/** Group ids sit inside braces in a key name: braces, whitespace and control characters are refused. */
+export function validateGroupId(id: unknown): string {
+  if (typeof id !== 'string' || id.length === 0) throw invalid('group.id must be a non-empty string');
+  if (id.length > MAX_GROUP_ID) throw invalid(`group.id is longer than ${MAX_GROUP_ID} characters`);
+  if (/[{}\s\p{Cc}]/u.test(id)) throw invalid(`invalid group.id "${id}": it may not contain '{', '}' or whitespace`);
+  return id;
+}
+
+/**
+ * Keys of one broadcast: a stream that is never XDEL'd (trimmed only by maxMessages), one consumer
+ * group per subscription on it, and per-subscription state keyed by stream entry id.
+ */
+export class BroadcastKeys {
+  readonly base: string;
+  constructor(
+    readonly broadcast: string,
+    readonly prefix: string = DEFAULT_PREFIX,
+  ) {
+    validateQueueName(broadcast, 'broadcast name');
+    validatePrefix(prefix);
+    this.base = `${prefix}:{${broadcast}}:broadcast`;
+  }
+  /** The messages (fields: subject, data, ts). Consumer group = subscription name. */
+  get stream() { return this.base; }
+  /** Broadcast bookkeeping (createdAt, maxMessages); KEYS[1] of every broadcast function. */
+  get meta() { return `${this.base}:meta`; }
+  /** Per-subscription, per-message state: fence, attempts made, stalled count (fields `n:|a:|s:<entryId>`). */
+  sub(subscription: string) {
+    validateQueueName(subscription, 'subscription name');
+    return `${this.base}:sub:${subscription}`;
+  }
+  /** Messages of a subscription waiting out a retry backoff (zset, score = due ms). */
+  retry(subscription: string) { return `${this.base}:sub:${subscription}:retry`; }
+  /** Messages a subscription gave up on (capped stream: entry id, subject, reason, attempts). */
+  dead(subscription: string) { return `${this.base}:sub:${subscription}:dead`; }
 }
 
 /** Pattern that finds every queue's meta key under a prefix (for `queues`, `heal --all`). */

@@ -4,6 +4,7 @@
  */
 import { invalid } from './errors.js';
 import { parseDuration } from './duration.js';
+import { encodeGroup, type GroupOptions } from './groups.js';
 
 export const MAX_PRIORITY = 2097152;
 export const DEFAULT_MAX_PAYLOAD = 512 * 1024;
@@ -31,6 +32,8 @@ export interface JobOptions {
   removeOnFail?: Retention;
   /** Deduplication by id (see DedupOptions). */
   dedup?: DedupOptions;
+  /** Run under a group's limits and order (see groups.ts). Not with priority or lifo. */
+  group?: GroupOptions;
 }
 
 export type DedupMode = 'simple' | 'throttle' | 'debounce';
@@ -120,7 +123,7 @@ export interface EncodedJob {
   args: (string | number)[];
 }
 
-/** Validates one job and returns its 11-field argument group for glidemq_add. */
+/** Validates one job and returns its 12-field argument group for glidemq_add. */
 export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (string | number)[] {
   if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
   let json: string | undefined;
@@ -142,6 +145,10 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
     throw invalid(`job id "${String(jobId)}" is invalid: at most 256 characters, no ":", "{", "}" or whitespace`);
   }
   if (opts.priority !== undefined && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
+  const group = encodeGroup(opts.group);
+  if (group && (opts.priority !== undefined || opts.lifo)) {
+    throw invalid("a group job runs in its group's order: it cannot be prioritized or LIFO");
+  }
   const stored: StoredOptions = {};
   const backoff = parseBackoff(opts.backoff);
   if (backoff) stored.backoff = backoff;
@@ -150,7 +157,7 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (roc !== undefined && roc !== false) stored.removeOnComplete = roc;
   if (rof !== undefined && rof !== false) stored.removeOnFail = rof;
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
-  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(opts.dedup, delay)];
+  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(opts.dedup, delay), group];
 }
 
 /** The delay before the next attempt, given how many attempts have been made so far. */

@@ -7,6 +7,7 @@ import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { buildMetrics, MINUTE_MS, resolveRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
+import { readGroupState, type GroupState } from './groups.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -116,6 +117,12 @@ export class Queue extends EventEmitter {
     const h = (await this.client.hgetall(this.keys.job(id))) as Record<string, string>;
     if (!h || Object.keys(h).length === 0) return undefined;
     return Job.fromFields({ ...h, id });
+  }
+
+  /** One group's limits, active count and holders, rate window, token bucket and waiting count. */
+  async getGroup(id: string): Promise<GroupState | undefined> {
+    await this.waitUntilReady();
+    return readGroupState(this.client, this.keys, id);
   }
 
   async getJobLogs(id: string): Promise<string[]> {

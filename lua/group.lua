@@ -1,0 +1,337 @@
+--[[ group.lua — shared locals: group state (no registered functions here).
+  A job added with a group waits in its group instead of the stream, and is popped and activated
+  in the same call as priority/LIFO jobs (src 'g': a list claim, tracked in list-active-ids, so
+  stalled recovery finds it and its release goes through listRelease → groupRelease).
+  Keys (all in the queue's slot):
+    <base>:group:{<id>}        hash, the group's state:
+        maxConcurrency, active, h:<jobId> (one field per slot holder, value = consumer),
+        rateMax, rateDuration, windowStart, windowCount        (fixed window from its first start),
+        capacity, refillRate (tokens/s), tokens, lastRefill     (token bucket, one token per start),
+        ordered ('1': one at a time, and a retry waiting out its backoff holds the group: heldBy),
+        seq (ordering sequence: a job's place in line, kept across its retries and stalls).
+    <base>:group:{<id>}:jobs   zset of waiting jobs, score = seq (lowest runs first).
+    <base>:ready-groups        zset of groups that may start a job now, score = turn (round robin).
+    <base>:timed-groups        zset of groups held by a rate window or empty bucket, score = ms.
+  Invariant: a group with waiting jobs is in ready-groups, in timed-groups, or parked because it is
+  full (maxConcurrency reached, or held); each path that frees a slot or adds a job calls touchGroup.
+  `active` changes only together with an h:<jobId> field, so a double release cannot drift it.
+  Time comes from the callers' `now` (ARGV), never from the server clock.
+]]
+local GROUP_SCAN = 50   -- ready groups examined per pop
+local HOLDER_CHECK = 100
+
+local function groupKeys(k, gid)
+  local gk = k.groupPrefix .. gid .. '}'
+  return gk, gk .. ':jobs'
+end
+
+local GROUP_FIELDS = { 'maxConcurrency', 'active', 'ordered', 'heldBy', 'rateMax', 'rateDuration',
+  'windowStart', 'windowCount', 'capacity', 'refillRate', 'tokens', 'lastRefill' }
+
+local function readGroup(gk)
+  local v = redis.call('HMGET', gk, unpack(GROUP_FIELDS))
+  local g = {}
+  for i, name in ipairs(GROUP_FIELDS) do g[name] = v[i] end
+  return g
+end
+
+local function concurrencyLimit(g)
+  if g.ordered == '1' then return 1 end
+  return toInt(g.maxConcurrency, 0)
+end
+
+-- Drops holder fields whose job no longer holds the slot (a safety net; normal paths release).
+local function healHolders(k, gid, gk)
+  local all = redis.call('HGETALL', gk)
+  local dropped, checked = 0, 0
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if string.sub(f, 1, 2) == 'h:' then
+      checked = checked + 1
+      if checked > HOLDER_CHECK then break end
+      local id = string.sub(f, 3)
+      local j = redis.call('HMGET', jobKey(k, id), 'state', 'grp', 'src')
+      if j[1] ~= 'active' or j[2] ~= gid or j[3] ~= 'g' then
+        redis.call('HDEL', gk, f)
+        dropped = dropped + 1
+      end
+    end
+  end
+  if dropped > 0 then
+    local n = toInt(redis.call('HGET', gk, 'active'), 0) - dropped
+    if n < 0 then n = 0 end
+    redis.call('HSET', gk, 'active', n)
+  end
+  return dropped
+end
+
+-- True when no slot is free (concurrency reached, or an ordered group held by a pending retry).
+local function groupFull(k, gid, gk, g, heal)
+  if g.ordered == '1' and g.heldBy then
+    if redis.call('HGET', jobKey(k, g.heldBy), 'state') == 'delayed' then return true end
+    redis.call('HDEL', gk, 'heldBy') -- the holding job was removed or moved on
+    g.heldBy = nil
+  end
+  local limit = concurrencyLimit(g)
+  if limit <= 0 or toInt(g.active, 0) < limit then return false end
+  if heal and healHolders(k, gid, gk) > 0 then
+    g.active = redis.call('HGET', gk, 'active')
+    return toInt(g.active, 0) >= limit
+  end
+  return true
+end
+
+-- Tokens in the bucket at `now` (nil when the group has no bucket). Never refills backwards.
+local function bucketAt(g, now)
+  local cap = tonumber(g.capacity) or 0
+  if cap <= 0 then return nil end
+  local tokens = tonumber(g.tokens) or cap
+  local last = tonumber(g.lastRefill) or now
+  if now > last then tokens = math.min(cap, tokens + (now - last) * (tonumber(g.refillRate) or 0) / 1000) end
+  return tokens, math.max(now, last)
+end
+
+-- 'ok' | 'full' | 'wait', whenMs: may the group start one job at `now`?
+local function groupGate(k, gid, gk, g, now, heal)
+  if groupFull(k, gid, gk, g, heal) then return 'full' end
+  local rmax, rdur = toInt(g.rateMax, 0), toInt(g.rateDuration, 0)
+  if rmax > 0 and rdur > 0 then
+    local ws = tonumber(g.windowStart)
+    if ws and now < ws + rdur and toInt(g.windowCount, 0) >= rmax then return 'wait', ws + rdur end
+  end
+  local tokens, at = bucketAt(g, now)
+  if tokens and tokens < 1 then
+    local rate = tonumber(g.refillRate) or 0
+    if rate <= 0 then return 'full' end
+    return 'wait', at + math.ceil((1 - tokens) * 1000 / rate)
+  end
+  return 'ok'
+end
+
+-- How many jobs the group could start at `now` (for waking that many blocked workers).
+local function groupRoom(g, now, waiting)
+  local room = waiting
+  local limit = concurrencyLimit(g)
+  if limit > 0 then room = math.min(room, limit - toInt(g.active, 0)) end
+  local rmax, rdur = toInt(g.rateMax, 0), toInt(g.rateDuration, 0)
+  if rmax > 0 and rdur > 0 then
+    local ws = tonumber(g.windowStart)
+    local used = (ws and now < ws + rdur) and toInt(g.windowCount, 0) or 0
+    room = math.min(room, rmax - used)
+  end
+  local tokens = bucketAt(g, now)
+  if tokens then room = math.min(room, math.floor(tokens)) end
+  if room > WAKE_MAXLEN then room = WAKE_MAXLEN end
+  if room < 0 then room = 0 end
+  return room
+end
+
+-- Makes a group that has waiting jobs findable again (unless a time gate or a full slot holds it)
+-- and wakes up to `wakes` blocked workers for it.
+local function touchGroup(k, gid, wakes)
+  local gk, jobs = groupKeys(k, gid)
+  if redis.call('ZCARD', jobs) == 0 then
+    redis.call('ZREM', k.readyGroups, gid)
+    redis.call('ZREM', k.timedGroups, gid)
+    return
+  end
+  if redis.call('ZSCORE', k.timedGroups, gid) then return end
+  if groupFull(k, gid, gk, readGroup(gk), true) then
+    redis.call('ZREM', k.readyGroups, gid)
+    return
+  end
+  if not redis.call('ZSCORE', k.readyGroups, gid) then
+    redis.call('ZADD', k.readyGroups, redis.call('HINCRBY', k.meta, 'groupTurn', 1), gid)
+  end
+  for _ = 1, wakes do wakeWorkers(k) end
+end
+
+groupEnqueue = function(k, id, jk, gid)
+  local gk, jobs = groupKeys(k, gid)
+  local seq = redis.call('HGET', jk, 'gseq')
+  if not seq then
+    seq = redis.call('HINCRBY', gk, 'seq', 1)
+    redis.call('HSET', jk, 'gseq', seq)
+  end
+  if redis.call('ZADD', jobs, seq, id) == 1 then redis.call('HINCRBY', k.meta, 'groupWaiting', 1) end
+  redis.call('HSET', jk, 'state', 'waiting')
+  if redis.call('HGET', gk, 'heldBy') == id then redis.call('HDEL', gk, 'heldBy') end
+  touchGroup(k, gid, 1)
+  return 'waiting'
+end
+
+groupRelease = function(k, id)
+  local gid = redis.call('HGET', jobKey(k, id), 'grp')
+  if not gid then return end
+  local gk = groupKeys(k, gid)
+  if redis.call('HDEL', gk, 'h:' .. id) == 1 then
+    local n = toInt(redis.call('HGET', gk, 'active'), 0) - 1
+    if n < 0 then n = 0 end
+    redis.call('HSET', gk, 'active', n)
+  end
+  touchGroup(k, gid, 1)
+end
+
+-- An ordered group waits for a job's delayed retry before it starts the next job.
+local function groupHoldForRetry(k, id, jk)
+  local gid = redis.call('HGET', jk, 'grp')
+  if not gid then return end
+  local gk = groupKeys(k, gid)
+  if redis.call('HGET', gk, 'ordered') == '1' then
+    redis.call('HSET', gk, 'heldBy', id)
+    redis.call('ZREM', k.readyGroups, gid)
+  end
+end
+
+-- Takes a waiting job out of its group's line (removeJob); frees a hold it had on the group.
+local function groupForget(k, id, jk)
+  local gid = redis.call('HGET', jk, 'grp')
+  if not gid then return end
+  local gk, jobs = groupKeys(k, gid)
+  if redis.call('ZREM', jobs, id) == 1 then redis.call('HINCRBY', k.meta, 'groupWaiting', -1) end
+  if redis.call('HGET', gk, 'heldBy') == id then redis.call('HDEL', gk, 'heldBy') end
+  touchGroup(k, gid, 0)
+end
+
+-- Moves groups whose rate window or bucket allows a start again from timed- to ready-groups.
+-- Returns how many blocked workers were woken.
+local function promoteTimedGroups(k, now)
+  local due = redis.call('ZRANGEBYSCORE', k.timedGroups, '-inf', now, 'LIMIT', 0, 100)
+  local woke = 0
+  for _, gid in ipairs(due) do
+    redis.call('ZREM', k.timedGroups, gid)
+    local gk, jobs = groupKeys(k, gid)
+    local room = groupRoom(readGroup(gk), now, redis.call('ZCARD', jobs))
+    touchGroup(k, gid, room)
+    woke = woke + room
+  end
+  return woke
+end
+
+-- Applies the group settings a job carries (the latest add that names a setting wins).
+local function groupConfigure(k, spec, now)
+  local gk = groupKeys(k, spec.id)
+  if spec.maxConcurrency then redis.call('HSET', gk, 'maxConcurrency', spec.maxConcurrency) end
+  if spec.rateMax then
+    if spec.rateMax == 0 then
+      redis.call('HDEL', gk, 'rateMax', 'rateDuration', 'windowStart', 'windowCount')
+    else
+      redis.call('HSET', gk, 'rateMax', spec.rateMax, 'rateDuration', spec.rateDuration)
+    end
+  end
+  if spec.capacity then
+    if spec.capacity == 0 then
+      redis.call('HDEL', gk, 'capacity', 'refillRate', 'tokens', 'lastRefill')
+    else
+      local tokens = tonumber(redis.call('HGET', gk, 'tokens'))
+      redis.call('HSET', gk, 'capacity', spec.capacity, 'refillRate', spec.refillRate)
+      if not tokens then
+        redis.call('HSET', gk, 'tokens', spec.capacity, 'lastRefill', now)
+      elseif tokens > spec.capacity then
+        redis.call('HSET', gk, 'tokens', spec.capacity)
+      end
+    end
+  end
+  if spec.ordered ~= nil then redis.call('HSET', gk, 'ordered', spec.ordered and '1' or '0') end
+  if redis.call('HEXISTS', gk, 'active') == 0 then redis.call('HSET', gk, 'active', 0, 'seq', 0) end
+end
+
+-- Validates a job's group spec (JSON text); returns the decoded spec or nil, message.
+local function groupParse(text)
+  local ok, spec = pcall(cjson.decode, text)
+  if not ok or type(spec) ~= 'table' then return nil, 'group must be a JSON object' end
+  for key, v in pairs(spec) do
+    if v == cjson.null then spec[key] = nil end
+  end
+  if type(spec.id) ~= 'string' or spec.id == '' or #spec.id > 256 or string.find(spec.id, '[{}%s%c]') then
+    return nil, 'group.id must be 1..256 characters without "{", "}" or whitespace'
+  end
+  local function whole(name, min)
+    local v = spec[name]
+    if v == nil then return true end
+    return type(v) == 'number' and v >= min and v == math.floor(v)
+  end
+  if not whole('maxConcurrency', 0) then return nil, 'group.maxConcurrency must be a whole number >= 0' end
+  if not whole('rateMax', 0) or not whole('rateDuration', 1) then
+    return nil, 'group.rateMax must be a whole number >= 0 and group.rateDuration a number of ms >= 1'
+  end
+  if spec.rateMax and spec.rateMax > 0 and not spec.rateDuration then
+    return nil, 'group.rateMax needs group.rateDuration'
+  end
+  if not whole('capacity', 0) then return nil, 'group.tokenBucket.capacity must be a whole number >= 0' end
+  if spec.capacity and spec.capacity > 0 and not (type(spec.refillRate) == 'number' and spec.refillRate > 0) then
+    return nil, 'group.tokenBucket.refillRate must be a number of tokens per second > 0'
+  end
+  if spec.ordered ~= nil and type(spec.ordered) ~= 'boolean' then return nil, 'group.ordered must be true or false' end
+  if spec.ordered and spec.maxConcurrency and spec.maxConcurrency > 1 then
+    return nil, 'an ordered group runs one job at a time: group.maxConcurrency must be 1 or absent'
+  end
+  return spec
+end
+
+-- Pops the first job of the first group that may start one at `now`, taking its slot, rate window
+-- count and token. Returns the job id (the caller activates it in the same call) or nil.
+local function takeGroupJob(k, consumer, now)
+  promoteTimedGroups(k, now)
+  for _ = 1, GROUP_SCAN do
+    local top = redis.call('ZRANGE', k.readyGroups, 0, 0)
+    local gid = top[1]
+    if not gid then return nil end
+    local gk, jobs = groupKeys(k, gid)
+    local g = readGroup(gk)
+    local verdict, when = groupGate(k, gid, gk, g, now, true)
+    if verdict == 'ok' then
+      local id
+      while true do
+        local head = redis.call('ZPOPMIN', jobs)
+        if not head[1] then break end
+        redis.call('HINCRBY', k.meta, 'groupWaiting', -1)
+        if redis.call('EXISTS', jobKey(k, head[1])) == 1 then
+          id = head[1]
+          break
+        end
+      end
+      if id then
+        local rmax, rdur = toInt(g.rateMax, 0), toInt(g.rateDuration, 0)
+        if rmax > 0 and rdur > 0 then
+          local ws = tonumber(g.windowStart)
+          if not ws or now >= ws + rdur then
+            redis.call('HSET', gk, 'windowStart', now, 'windowCount', 1)
+          else
+            redis.call('HINCRBY', gk, 'windowCount', 1)
+          end
+        end
+        local tokens, at = bucketAt(g, now)
+        if tokens then redis.call('HSET', gk, 'tokens', tokens - 1, 'lastRefill', at) end
+        if redis.call('HSET', gk, 'h:' .. id, consumer) == 1 then redis.call('HINCRBY', gk, 'active', 1) end
+        -- the group's place: to the back of the ready line, or timed, or parked
+        if redis.call('ZCARD', jobs) == 0 then
+          redis.call('ZREM', k.readyGroups, gid)
+        else
+          local v2, when2 = groupGate(k, gid, gk, readGroup(gk), now, false)
+          redis.call('ZREM', k.readyGroups, gid)
+          if v2 == 'ok' then
+            redis.call('ZADD', k.readyGroups, redis.call('HINCRBY', k.meta, 'groupTurn', 1), gid)
+          elseif v2 == 'wait' then
+            redis.call('ZADD', k.timedGroups, when2, gid)
+          end
+        end
+        return id
+      end
+      redis.call('ZREM', k.readyGroups, gid)
+    elseif verdict == 'wait' then
+      redis.call('ZREM', k.readyGroups, gid)
+      redis.call('ZADD', k.timedGroups, when, gid)
+    else
+      redis.call('ZREM', k.readyGroups, gid) -- parked until a slot is released
+    end
+  end
+  return nil
+end
+
+-- The earliest time a timed group may run again, or nil.
+local function nextTimedGroup(k)
+  local first = redis.call('ZRANGE', k.timedGroups, 0, 0, 'WITHSCORES')
+  if first[2] then return toInt(first[2], nil) end
+  return nil
+end

@@ -1,0 +1,144 @@
+/**
+ * Group jobs: the `group` job option (validation, the encoding glidemq_add takes) and reading a
+ * group's state hash. The scheduling itself is in lua/group.lua.
+ *
+ * A job added with `group: { id }` waits in that group's line. Jobs of one group start in the order
+ * they were added (a retried or stalled job keeps its place); the group's limits hold across every
+ * worker: `maxConcurrency` jobs at once, at most `rateMax` starts per `rateDuration` window, one
+ * token of the bucket per start. Settings live on the group, not the job: the latest add that names a
+ * setting sets it for the whole group (0 turns a limit off).
+ */
+import type { Client } from './connection.js';
+import { parseDuration } from './duration.js';
+import { invalid } from './errors.js';
+import { type QueueKeys, validateGroupId } from './keys.js';
+
+export interface TokenBucketOptions {
+  /** Most tokens the bucket holds (a burst); 0 removes the bucket. */
+  capacity: number;
+  /** Tokens added per second (may be fractional, e.g. 0.5). */
+  refillRate: number;
+}
+
+export interface GroupOptions {
+  /** The group key. */
+  id: string;
+  /** Jobs of this group running at once across all workers (0 = no limit). */
+  maxConcurrency?: number;
+  /** Job starts allowed per rateDuration window (0 = no limit). */
+  rateMax?: number;
+  /** Window length for rateMax (ms or a duration like `1s`). */
+  rateDuration?: number | string;
+  /** Each start takes one token; tokens refill continuously. */
+  tokenBucket?: TokenBucketOptions;
+  /**
+   * Strict order: one job at a time, and a job waiting out a retry backoff holds the group, so a
+   * job never starts before the one added before it has completed or finally failed.
+   */
+  ordered?: boolean;
+}
+
+/** A group's state as stored in its hash. */
+export interface GroupState {
+  id: string;
+  maxConcurrency: number;
+  active: number;
+  /** Job ids holding a slot, with the consumer that holds each. */
+  holders: Record<string, string>;
+  waiting: number;
+  rateMax: number;
+  rateDuration: number;
+  windowStart: number | null;
+  windowCount: number;
+  capacity: number;
+  refillRate: number;
+  tokens: number | null;
+  lastRefill: number | null;
+  ordered: boolean;
+  heldBy: string | null;
+  seq: number;
+}
+
+function whole(v: unknown, what: string, min: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw invalid(`${what} must be a whole number >= ${min}, got ${String(v)}`);
+  return v;
+}
+
+/** Validates the group option; returns the JSON text glidemq_add takes ('' when there is none). */
+export function encodeGroup(group: GroupOptions | undefined): string {
+  if (group === undefined) return '';
+  if (typeof group !== 'object' || group === null) throw invalid('group must be an object like { id: "customer-42" }');
+  const known = new Set(['id', 'maxConcurrency', 'rateMax', 'rateDuration', 'tokenBucket', 'ordered']);
+  for (const key of Object.keys(group)) {
+    if (!known.has(key)) throw invalid(`unknown group option "${key}" (known: ${[...known].join(', ')})`);
+  }
+  const out: Record<string, unknown> = { id: validateGroupId(group.id) };
+  if (group.maxConcurrency !== undefined) out.maxConcurrency = whole(group.maxConcurrency, 'group.maxConcurrency', 0);
+  if (group.rateMax !== undefined) {
+    out.rateMax = whole(group.rateMax, 'group.rateMax', 0);
+    if (out.rateMax !== 0) {
+      if (group.rateDuration === undefined) throw invalid('group.rateMax needs group.rateDuration (the window length)');
+      const d = parseDuration(group.rateDuration, 'group.rateDuration');
+      if (d < 1) throw invalid('group.rateDuration must be at least 1 ms');
+      out.rateDuration = d;
+    }
+  } else if (group.rateDuration !== undefined) {
+    throw invalid('group.rateDuration is only meaningful with group.rateMax');
+  }
+  if (group.tokenBucket !== undefined) {
+    const tb = group.tokenBucket;
+    if (typeof tb !== 'object' || tb === null) throw invalid('group.tokenBucket must be { capacity, refillRate }');
+    out.capacity = whole(tb.capacity, 'group.tokenBucket.capacity', 0);
+    if (out.capacity !== 0) {
+      if (typeof tb.refillRate !== 'number' || !Number.isFinite(tb.refillRate) || tb.refillRate <= 0) {
+        throw invalid(`group.tokenBucket.refillRate must be a number of tokens per second > 0, got ${String(tb.refillRate)}`);
+      }
+      out.refillRate = tb.refillRate;
+    }
+  }
+  if (group.ordered !== undefined) {
+    if (typeof group.ordered !== 'boolean') throw invalid('group.ordered must be true or false');
+    if (group.ordered && group.maxConcurrency !== undefined && group.maxConcurrency > 1) {
+      throw invalid('an ordered group runs one job at a time: group.maxConcurrency must be 1 or absent');
+    }
+    out.ordered = group.ordered;
+  }
+  return JSON.stringify(out);
+}
+
+function num(v: string | undefined, d: number): number {
+  const n = v === undefined ? NaN : Number(v);
+  return Number.isFinite(n) ? n : d;
+}
+
+function maybe(v: string | undefined): number | null {
+  const n = v === undefined ? NaN : Number(v);
+  return Number.isFinite(n) ? n : null;
+}
+
+/** Reads one group's hash and its waiting count (undefined when the group was never used). */
+export async function readGroupState(client: Client, keys: QueueKeys, id: string): Promise<GroupState | undefined> {
+  validateGroupId(id);
+  const [h, waiting] = await Promise.all([client.hgetall(keys.group(id)), client.zcard(keys.groupJobs(id))]);
+  if (!h || Object.keys(h).length === 0) return undefined;
+  const holders: Record<string, string> = {};
+  for (const [f, v] of Object.entries(h)) if (f.startsWith('h:')) holders[f.slice(2)] = v;
+  return {
+    id,
+    maxConcurrency: num(h.maxConcurrency, 0),
+    active: num(h.active, 0),
+    holders,
+    waiting,
+    rateMax: num(h.rateMax, 0),
+    rateDuration: num(h.rateDuration, 0),
+    windowStart: maybe(h.windowStart),
+    windowCount: num(h.windowCount, 0),
+    capacity: num(h.capacity, 0),
+    refillRate: num(h.refillRate, 0),
+    tokens: maybe(h.tokens),
+    lastRefill: maybe(h.lastRefill),
+    ordered: h.ordered === '1',
+    heldBy: h.heldBy ?? null,
+    seq: num(h.seq, 0),
+  };
+}
