@@ -85,7 +85,7 @@ redis.register_function('glidemq_finish', function(keys, args)
         fields[5], fields[6] = 'state', 'delayed'
         redis.call('HSET', jk, unpack(fields))
         redis.call('ZADD', k.scheduled, now + retryDelay, id)
-        groupHoldForRetry(k, id, jk)
+        groupHoldDelayed(k, id, jk)
         status = 'delayed'
       else
         redis.call('HSET', jk, unpack(fields))

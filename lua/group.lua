@@ -7,7 +7,7 @@
         maxConcurrency, active, h:<jobId> (one field per slot holder, value = consumer),
         rateMax, rateDuration, windowStart, windowCount        (fixed window from its first start),
         capacity, refillRate (tokens/s), tokens, lastRefill     (token bucket, one token per start),
-        ordered ('1': one at a time, and a retry waiting out its backoff holds the group: heldBy),
+        ordered ('1': one at a time; a job delayed by a retry backoff or a parked step holds it: heldBy),
         seq (ordering sequence: a job's place in line, kept across its retries and stalls).
     <base>:group:{<id>}:jobs   zset of waiting jobs, score = seq (lowest runs first).
     <base>:ready-groups        zset of groups that may start a job now, score = turn (round robin).
@@ -172,8 +172,8 @@ groupRelease = function(k, id)
   touchGroup(k, gid, 1)
 end
 
--- An ordered group waits for a job's delayed retry before it starts the next job.
-local function groupHoldForRetry(k, id, jk)
+-- An ordered group waits for a job that is delayed (a retry backoff, a parked step) before it starts the next job.
+local function groupHoldDelayed(k, id, jk)
   local gid = redis.call('HGET', jk, 'grp')
   if not gid then return end
   local gk = groupKeys(k, gid)

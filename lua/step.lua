@@ -114,6 +114,7 @@ redis.register_function('glidemq_moveToDelayed', function(keys, args)
   end
   redis.call('HSET', jk, 'state', 'delayed')
   redis.call('ZADD', k.scheduled, runAt, id)
+  groupHoldDelayed(k, id, jk)
   emit(k, 'delayed', id, 'step', step, 'delay', runAt - now)
   return 'delayed'
 end)

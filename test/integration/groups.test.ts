@@ -155,6 +155,25 @@ describe('Group state (real valkey-server)', () => {
     expect(await q.getGroup('k')).to.include({ active: 0, heldBy: null, seq: 8 });
   });
 
+  it('a step job of an ordered group holds the group while parked, and resumes before the next job', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const log: string[] = [];
+    await q.add('j', { i: 0 }, { group: { id: 's', ordered: true } });
+    await q.add('j', { i: 1 }, { group: { id: 's' } });
+    h.worker(
+      name,
+      async (job) => {
+        const step = (job.data as { step?: string }).step ?? 'first';
+        log.push(`${job.data.i}:${step}`);
+        if (job.data.i === 0 && step === 'first') await job.moveToDelayed(Date.now() + 50, 'second');
+      },
+      { concurrency: 2, promotionInterval: 20 },
+    );
+    await waitFor(() => log.length === 3, 'both jobs, the first in two steps');
+    expect(log).to.deep.equal(['0:first', '0:second', '1:first']);
+  });
+
   it('holds a rate window per key (moved clock)', async () => {
     const q = h.queue(uniqueQueue());
     const clock = new ManualClock(raw, q, 1_000_000);
