@@ -106,8 +106,8 @@ local function fetchNext(k, consumer, now, count)
     local free = limit - activeCount(k)
     if free < count then count = math.max(free, 0) end
   end
-  -- one EXISTS answers for both lists in the common case where neither holds a job
-  if count > 0 and redis.call('EXISTS', k.prioritized, k.lifo) > 0 then
+  -- one EXISTS answers for the lists and the groups in the common case where none holds a job
+  if count > 0 and redis.call('EXISTS', k.prioritized, k.lifo, k.readyGroups, k.timedGroups) > 0 then
     while #out < count do
       local job = popListJob(k, consumer, now)
       if not job then break end

@@ -9,9 +9,11 @@ import { Harness, uniqueQueue } from '../helpers/engine.js';
 
 type Fields = string[];
 
+/** A field of a fetched job's flat list; later pairs win, as the worker reads them. */
 function field(job: Fields, name: string): string | undefined {
-  for (let i = 0; i + 1 < job.length; i += 2) if (job[i] === name) return job[i + 1];
-  return undefined;
+  let v: string | undefined;
+  for (let i = 0; i + 1 < job.length; i += 2) if (job[i] === name) v = job[i + 1];
+  return v;
 }
 
 /** Drives the library with a clock the test moves: every function takes `now` from ARGV. */
