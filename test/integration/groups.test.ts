@@ -87,7 +87,7 @@ describe('Group state (real valkey-server)', () => {
     expect(mixed).to.be.instanceOf(InvalidArgumentError);
     // the server checks too: a bad spec in the middle of a bulk call writes none of the call
     const good = encodeJob('x', {}, { group: { id: 'a' } });
-    const badRaw = [...good.slice(0, 8), '{"id":"a","maxConcurrency":-2}'];
+    const badRaw = [...good.slice(0, 11), '{"id":"a","maxConcurrency":-2}'];
     let luaErr: unknown;
     try {
       await callFunction(raw, 'glidemq_add', q.keys.meta, [Date.now(), 0, 2, ...good, ...badRaw]);
