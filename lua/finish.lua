@@ -1,5 +1,7 @@
---[[ finish.lua — glidemq_finish: complete or fail the current claim, then fetch the next jobs.
-  One call per job in steady state: the worker's result goes in, its next job comes out.
+--[[ finish.lua — glidemq_finish, glidemq_finishMany: complete or fail claims, then fetch the next jobs.
+  At most one call per job in steady state: the worker's results go in, its next jobs come out.
+
+  glidemq_finish
   KEYS[1]  meta key.
   ARGV     jobId, fence, consumer, now(ms), outcome ('completed'|'failed'), value (return value
            JSON, or the failure reason), retryDelay (ms; -1 = do not retry), fetchCount,
@@ -9,6 +11,15 @@
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are flat field lists.
   Errors   ERR_INVALID for an unknown outcome.
+
+  glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the
+  results that are ready together), each job exactly as glidemq_finish would finish it.
+  KEYS[1]  meta key.
+  ARGV     consumer, now(ms), count, then `count` groups of 9: jobId, fence, outcome, value,
+           retryDelay, fetchCount, keepCompleted, keepFailed, durationMs (as above).
+  Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
+           up to the sum of the fetchCounts next jobs.
+  Errors   ERR_INVALID for an unknown outcome (checked for every job before the first write).
 ]]
 local MAX_RETENTION_REMOVALS = 100
 
@@ -56,51 +67,94 @@ local function settle(k, jk, id, setKey, keep, now, fields)
   retain(k, setKey, keep, now, id)
 end
 
+-- Finishes one claim (see glidemq_finish) and returns its status. With `acks` given, a stream
+-- claim's entry id is appended to it instead of being acked and deleted here: the caller acks and
+-- deletes them all in one command each, before anything reads the pending list again.
+local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay, keepCompleted, keepFailed, acks)
+  local jk = jobKey(k, id)
+  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'attemptsMade', 'attempts', 'src', 'sid')
+  if not cur[1] then return 'missing' end
+  if cur[1] ~= 'active' or cur[2] ~= fence or cur[3] ~= consumer then return 'stale' end
+  if acks and cur[6] == 's' and cur[7] then
+    acks[#acks + 1] = cur[7]
+  else
+    releaseClaim(k, id, cur[6], cur[7])
+  end
+  local made = toInt(cur[4], 0) + 1
+  if outcome == 'completed' then
+    settle(k, jk, id, k.completed, keepCompleted, now, { 'attemptsMade', made, 'state', 'completed', 'returnvalue', value })
+    emit(k, 'completed', id)
+    return 'completed'
+  end
+  if retryDelay >= 0 and made < toInt(cur[5], 1) then
+    local status
+    redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
+    local fields = { 'attemptsMade', made, 'failedReason', value }
+    if retryDelay > 0 then
+      fields[5], fields[6] = 'state', 'delayed'
+      redis.call('HSET', jk, unpack(fields))
+      redis.call('ZADD', k.scheduled, now + retryDelay, id)
+      groupHoldDelayed(k, id, jk)
+      status = 'delayed'
+    else
+      redis.call('HSET', jk, unpack(fields))
+      requeue(k, id, jk)
+      status = 'retried'
+    end
+    emit(k, 'retrying', id, 'reason', value)
+    return status
+  end
+  settle(k, jk, id, k.failed, keepFailed, now, { 'attemptsMade', made, 'state', 'failed', 'failedReason', value })
+  emit(k, 'failed', id, 'reason', value)
+  return 'failed'
+end
+
+local function badOutcome(id, outcome)
+  return fail('ERR_INVALID', 'job ' .. id .. ': finish outcome must be completed or failed, got ' .. tostring(outcome))
+end
+
 redis.register_function('glidemq_finish', function(keys, args)
   local k = keysFor(keys[1])
   local id, fence, consumer, now = args[1], args[2], args[3], toInt(args[4], 0)
-  local outcome, value, retryDelay = args[5], args[6], toInt(args[7], -1)
-  local fetchCount = toInt(args[8], 0)
-  if outcome ~= 'completed' and outcome ~= 'failed' then
-    return fail('ERR_INVALID', 'job ' .. id .. ': finish outcome must be completed or failed, got ' .. tostring(outcome))
-  end
-  local jk = jobKey(k, id)
-  local status
-  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'attemptsMade', 'attempts', 'src', 'sid')
-  if not cur[1] then
-    status = 'missing'
-  elseif cur[1] ~= 'active' or cur[2] ~= fence or cur[3] ~= consumer then
-    status = 'stale'
-  else
-    releaseClaim(k, id, cur[6], cur[7])
-    local made = toInt(cur[4], 0) + 1
-    if outcome == 'completed' then
-      settle(k, jk, id, k.completed, args[9] or '', now, { 'attemptsMade', made, 'state', 'completed', 'returnvalue', value })
-      emit(k, 'completed', id)
-      status = 'completed'
-    elseif retryDelay >= 0 and made < toInt(cur[5], 1) then
-      redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
-      local fields = { 'attemptsMade', made, 'failedReason', value }
-      if retryDelay > 0 then
-        fields[5], fields[6] = 'state', 'delayed'
-        redis.call('HSET', jk, unpack(fields))
-        redis.call('ZADD', k.scheduled, now + retryDelay, id)
-        groupHoldDelayed(k, id, jk)
-        status = 'delayed'
-      else
-        redis.call('HSET', jk, unpack(fields))
-        requeue(k, id, jk)
-        status = 'retried'
-      end
-      emit(k, 'retrying', id, 'reason', value)
-    else
-      settle(k, jk, id, k.failed, args[10] or '', now, { 'attemptsMade', made, 'state', 'failed', 'failedReason', value })
-      emit(k, 'failed', id, 'reason', value)
-      status = 'failed'
-    end
-  end
+  local outcome = args[5]
+  if outcome ~= 'completed' and outcome ~= 'failed' then return badOutcome(id, outcome) end
+  local status = finishOne(k, id, fence, consumer, now, outcome, args[6], toInt(args[7], -1), args[9] or '', args[10] or '')
   if status ~= 'stale' and status ~= 'missing' then recordMetrics(k, now, status == 'completed', toInt(args[11], 0)) end
-  local out = fetchNext(k, consumer, now, fetchCount)
+  local out = fetchNext(k, consumer, now, toInt(args[8], 0))
   table.insert(out, 1, status)
   return out
+end)
+
+local MANY_FIELDS = 9
+
+redis.register_function('glidemq_finishMany', function(keys, args)
+  local k = keysFor(keys[1])
+  local consumer, now, count = args[1], toInt(args[2], 0), toInt(args[3], 0)
+  for i = 0, count - 1 do
+    local o = 3 + i * MANY_FIELDS
+    local outcome = args[o + 3]
+    if outcome ~= 'completed' and outcome ~= 'failed' then return badOutcome(args[o + 1], outcome) end
+  end
+  local statuses, acks, fetchCount = {}, {}, 0
+  local done = { [true] = { n = 0, ms = 0 }, [false] = { n = 0, ms = 0 } }
+  for i = 0, count - 1 do
+    local o = 3 + i * MANY_FIELDS
+    local status = finishOne(k, args[o + 1], args[o + 2], consumer, now, args[o + 3], args[o + 4],
+      toInt(args[o + 5], -1), args[o + 7] or '', args[o + 8] or '', acks)
+    statuses[#statuses + 1] = status
+    fetchCount = fetchCount + toInt(args[o + 6], 0)
+    if status ~= 'stale' and status ~= 'missing' then
+      local d = done[status == 'completed']
+      d.n, d.ms = d.n + 1, d.ms + toInt(args[o + 9], 0)
+    end
+  end
+  if #acks > 0 then
+    redis.call('XACK', k.stream, GROUP, unpack(acks))
+    redis.call('XDEL', k.stream, unpack(acks))
+  end
+  for completed, d in pairs(done) do
+    if d.n > 0 then recordMetrics(k, now, completed, d.ms, d.n) end
+  end
+  for _, job in ipairs(fetchNext(k, consumer, now, fetchCount)) do statuses[#statuses + 1] = job end
+  return statuses
 end)

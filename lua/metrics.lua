@@ -33,14 +33,14 @@ local function trimMetrics(k, now, limit)
   return #old
 end
 
--- Counts one finished attempt. Two commands on the hot path; the index write and the trim run
--- only for the first finish of a minute.
-local function recordMetrics(k, now, completed, durationMs)
+-- Counts one finished attempt (or `attempts` of them, with their summed processing ms). Two
+-- commands on the hot path; the index write and the trim run only for the first finish of a minute.
+local function recordMetrics(k, now, completed, durationMs, attempts)
   local m = metricsKeys(k)
   local minute = math.floor(now / 60000)
-  local n = redis.call('HINCRBY', completed and m.completed or m.failed, minute, 1)
+  local n = redis.call('HINCRBY', completed and m.completed or m.failed, minute, attempts or 1)
   redis.call('HINCRBY', m.time, minute, durationMs)
-  if n == 1 and redis.call('ZADD', m.minutes, minute, minute) == 1 then
+  if n == (attempts or 1) and redis.call('ZADD', m.minutes, minute, minute) == 1 then
     trimMetrics(k, now, METRICS_TRIM_BATCH)
   end
 end
