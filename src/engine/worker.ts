@@ -20,6 +20,7 @@ import { QueueKeys, DEFAULT_PREFIX, CONSUMER_GROUP } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { backoffDelay, encodeRetention } from './options.js';
 import { Maintenance, type MaintenanceSettings } from './maintenance.js';
+import { FinishBatcher } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
@@ -85,6 +86,8 @@ export class Worker<D = any, R = any> extends EventEmitter {
   maintenance: Maintenance;
   /** Jobs this worker finished, by outcome. */
   readonly finished = { completed: 0, failed: 0 };
+  /** Results ready in the same event-loop turn are stored in one call. */
+  private readonly finisher: FinishBatcher;
   private readonly now: () => number;
   private readonly upkeep: Upkeep;
 
@@ -100,6 +103,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.now);
     this.upkeep = new Upkeep(() => this.client, this.keys, this.now);
     if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
@@ -224,19 +228,17 @@ export class Worker<D = any, R = any> extends EventEmitter {
     const fetchCount = this.nextFetchCount();
     let reply: unknown[];
     try {
-      reply = (await callFunction(this.client, 'glidemq_finish', this.keys.meta, [
-        job.id,
-        job.claim?.fence ?? '',
-        this.consumer,
-        this.now(),
+      reply = await this.finisher.finish({
+        id: job.id,
+        fence: job.claim?.fence ?? '',
         outcome,
         value,
         retryDelay,
         fetchCount,
-        encodeRetention(job.opts.removeOnComplete),
-        encodeRetention(job.opts.removeOnFail),
+        keepCompleted: encodeRetention(job.opts.removeOnComplete),
+        keepFailed: encodeRetention(job.opts.removeOnFail),
         durationMs,
-      ])) as unknown[];
+      });
     } catch (err) {
       // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
       this.active.delete(job.id);

@@ -1,0 +1,101 @@
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import type { Job } from '../../src/engine/job.js';
+import { useServer, waitFor } from '../helpers/valkey.js';
+import { Harness, uniqueQueue } from '../helpers/engine.js';
+
+/** Claims `n` jobs for consumer c1 with glidemq_fetch; returns [id, fence] pairs. */
+async function claim(client: Redis, meta: string, n: number): Promise<[string, string][]> {
+  const r = (await client.fcall('glidemq_fetch', 1, meta, 'c1', Date.now(), n)) as string[][];
+  return r.slice(1).map((fields) => {
+    const h: Record<string, string> = {};
+    for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+    return [h.id, h.fence];
+  });
+}
+
+describe('glidemq_finishMany and result batching (real valkey-server)', () => {
+  const server = useServer();
+  const h = new Harness(server);
+  afterEach(() => h.cleanup());
+
+  it('finishes each job as glidemq_finish would: completed, retried, failed, stale, missing', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    await q.waitUntilReady();
+    const a = await q.add('a', {});
+    const b = await q.add('b', {}, { attempts: 2 });
+    const c = await q.add('c', {});
+    const d = await q.add('d', {});
+    const e = await q.add('e', {});
+    const next = await q.add('next', {});
+    const claims = new Map(await claim(q.client as Redis, q.keys.meta, 5));
+    await q.remove(e.id, { force: true });
+    const group = (id: string, fence: string, outcome: string, value: string, retry: number) =>
+      [id, fence, outcome, value, retry, 1, '', '', 3];
+    const reply = (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), 5,
+      ...group(a.id, claims.get(a.id)!, 'completed', '"ok"', -1),
+      ...group(b.id, claims.get(b.id)!, 'failed', 'boom', 0),
+      ...group(c.id, claims.get(c.id)!, 'failed', 'final', -1),
+      ...group(d.id, '999', 'completed', '1', -1),
+      ...group(e.id, claims.get(e.id) ?? '1', 'completed', '1', -1),
+    )) as unknown[];
+    expect(reply.slice(0, 5)).to.deep.equal(['completed', 'retried', 'failed', 'stale', 'missing']);
+    // five slots asked for one job each: the retried job and the one still waiting come back
+    const nextIds = (reply.slice(5) as string[][]).map((f) => f[f.indexOf('id') + 1]);
+    expect(nextIds.sort()).to.deep.equal([b.id, next.id].sort());
+    const ja = await q.getJob(a.id);
+    expect(ja?.state).to.equal('completed');
+    expect(ja?.returnvalue).to.equal('ok');
+    expect((await q.getJob(c.id))?.state).to.equal('failed');
+    expect((await q.getJob(c.id))?.failedReason).to.equal('final');
+    expect((await q.getJob(d.id))?.state).to.equal('active');
+    const pending = (await q.client.xpending(q.keys.stream, 'workers')) as [number];
+    expect(pending[0]).to.equal(3); // d still claimed, b and next claimed again
+    const minute = String(Math.floor(Date.now() / 60000));
+    const base = q.keys.meta.slice(0, -':meta'.length);
+    expect(await q.client.hget(`${base}:metrics:completed`, minute)).to.equal('1');
+    expect(await q.client.hget(`${base}:metrics:failed`, minute)).to.equal('2');
+  });
+
+  it('refuses an unknown outcome before writing anything', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    await q.waitUntilReady();
+    const a = await q.add('a', {});
+    const b = await q.add('b', {});
+    const claims = new Map(await claim(q.client as Redis, q.keys.meta, 2));
+    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), 2,
+      a.id, claims.get(a.id)!, 'completed', '1', -1, 0, '', '', 0,
+      b.id, claims.get(b.id)!, 'exploded', '1', -1, 0, '', '', 0).then(() => undefined, (e: Error) => e);
+    expect(String(err)).to.match(/ERR_INVALID/);
+    expect((await q.getJob(a.id))?.state).to.equal('active');
+  });
+
+  it('a worker stores results that are ready together in one call, with the same outcomes and events', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const N = 200;
+    await q.addBulk(Array.from({ length: N }, (_, i) => ({ name: 'n', data: { i }, opts: { removeOnComplete: i % 2 === 0 } })));
+    const admin = new Redis(server().port, '127.0.0.1');
+    await admin.config('RESETSTAT');
+    const completed: string[] = [];
+    const w = h.worker(name, async (job: Job<{ i: number }>) => {
+      if (job.data.i % 10 === 3) throw new Error('unlucky');
+      return job.data.i;
+    }, { concurrency: 20 });
+    w.on('completed', (job: Job) => completed.push(job.id));
+    await waitFor(() => w.finished.completed + w.finished.failed === N, 'backlog processed', 30000);
+    const stats = await admin.info('commandstats');
+    await admin.quit();
+    const many = Number(/cmdstat_fcall:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    expect(many).to.be.below(N);
+    expect(w.finished.failed).to.equal(N / 10);
+    expect(completed).to.have.length(N - N / 10);
+    const counts = await q.getJobCounts();
+    expect(counts.waiting + counts.active).to.equal(0);
+    expect(counts.failed).to.equal(N / 10);
+    expect(counts.completed).to.equal(N / 2 - N / 10); // odd i are kept; the failed ones are all odd
+    expect(await q.client.xlen(q.keys.stream)).to.equal(0);
+  });
+});
