@@ -3,8 +3,12 @@
   glidemq_fetch: takes up to `count` jobs for a worker without blocking (priority, then LIFO,
   then stream). Used when a worker starts or a slot frees up outside a finish call.
     KEYS[1] meta key.  ARGV: consumer, now(ms), count.
-    Returns {status, job1, job2, ...}: status 'ok' | 'paused'; each job is a flat field list.
-    When paused, the second element is the id of the newest event (the worker blocks on what follows).
+    Returns {status, job1, job2, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
+            globalConcurrency limit: the worker takes jobs only through this function and
+            glidemq_finish, which check the limit, and waits on events instead of a blocking
+            XREADGROUP, whose deliveries would hold claims beyond the limit); each job is a flat
+            field list. When paused, the second element is the id of the newest event (the worker
+            blocks on what follows).
 
   glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read
   cannot run inside a function). Stream entries become active claims; wake entries are acked
@@ -12,8 +16,9 @@
   stream entries are handed back to the queue instead of being held.
     KEYS[1] meta key.  ARGV: consumer, now(ms), want (free slots of the worker), nStream, then
             nStream pairs (entryId, jobId), then the wake entry ids.
-    Returns {status, job1, ...}: status 'ok' | 'paused' | 'limited' (entries were handed back
-            because no globalConcurrency slot was free). When paused, the second element is
+    Returns {status, job1, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
+            globalConcurrency limit; entries beyond the free slots were handed back at once, so
+            a claim is never held while waiting for a slot). When paused, the second element is
             the id of the newest event, as for glidemq_fetch.
   Errors: none (leftover entries of removed jobs are acked and dropped).
 ]]
@@ -22,7 +27,7 @@ redis.register_function('glidemq_fetch', function(keys, args)
   ensureQueue(k)
   if isPaused(k) then return { 'paused', lastEventId(k) } end
   local jobs = fetchNext(k, args[1], toInt(args[2], 0), toInt(args[3], 1))
-  table.insert(jobs, 1, 'ok')
+  table.insert(jobs, 1, globalLimit(k) > 0 and 'limited' or 'ok')
   return jobs
 end)
 
@@ -30,7 +35,7 @@ redis.register_function('glidemq_activate', function(keys, args)
   local k = keysFor(keys[1])
   local consumer, now, want, nStream = args[1], toInt(args[2], 0), toInt(args[3], 1), toInt(args[4], 0)
   local paused = isPaused(k)
-  local out = { paused and 'paused' or 'ok' }
+  local out = { paused and 'paused' or (globalLimit(k) > 0 and 'limited' or 'ok') }
   if paused then out[2] = lastEventId(k) end
   -- the entries being activated are already in the pending list: they do not hold a slot yet
   local free = 0
@@ -45,7 +50,6 @@ redis.register_function('glidemq_activate', function(keys, args)
       end
     else
       handBack(k, sid, id)
-      if not paused then out[1] = 'limited' end
     end
   end
   local nWake = 0

@@ -22,6 +22,7 @@ import { backoffDelay, encodeRetention } from './options.js';
 import { Maintenance, type MaintenanceSettings } from './maintenance.js';
 import { FinishBatcher } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
+import { ChangeWaiter } from './change-waiter.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
 
@@ -82,6 +83,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
   private stalledTimer: NodeJS.Timeout | undefined;
   private promotionTicks = 0;
   private pausedSince = '$';
+  /** The queue has a globalConcurrency limit: take jobs only through glidemq_fetch/finish (see limitedStep). */
+  private limited = false;
+  private readonly changes: ChangeWaiter;
   private idleWaiters: (() => void)[] = [];
   maintenance: Maintenance;
   /** Jobs this worker finished, by outcome. */
@@ -105,6 +109,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
     this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.now);
     this.upkeep = new Upkeep(() => this.client, this.keys, this.now);
+    this.changes = new ChangeWaiter(this.keys);
     if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
 
@@ -141,6 +146,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
     const first = await this.fetch(this.freeSlots());
+    this.limited = first.status === 'limited';
     if (first.status === 'paused') void this.readLoop(true);
     else {
       first.jobs.forEach((f) => this.dispatch(f));
@@ -306,11 +312,16 @@ export class Worker<D = any, R = any> extends EventEmitter {
           if (this.closing || !this.running) break;
           const r = await this.fetch(Math.max(0, this.freeSlots()));
           paused = r.status === 'paused';
+          this.limited = r.status === 'limited';
           r.jobs.forEach((f) => this.dispatch(f));
           continue;
         }
         const want = this.freeSlots();
         if (want <= 0) break;
+        if (this.limited) {
+          paused = (await this.limitedStep(want)) === 'paused';
+          continue;
+        }
         this.readerReserved = want;
         if (isCluster(this.blocker!) && connectionFor(this.blocker!, this.keys.stream) !== this.blockerConn) {
           await this.learnBlockerId(); // the queue's slot moved (failover): the read runs on another node
@@ -330,8 +341,8 @@ export class Worker<D = any, R = any> extends EventEmitter {
         const args: (string | number)[] = [this.consumer, this.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
         const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
         paused = r.status === 'paused';
+        this.limited = r.status === 'limited';
         r.jobs.forEach((f) => this.dispatch(f));
-        if (r.status === 'limited') await this.waitForEvent(1000);
       }
     } catch (err) {
       if (this.running && !this.closing) {
@@ -342,9 +353,31 @@ export class Worker<D = any, R = any> extends EventEmitter {
       }
     } finally {
       this.readerRunning = false;
+      this.changes.reset();
     }
     if (this.running && !this.closing && failures > 0) this.kickReader();
     else if (this.running && !this.closing && this.freeSlots() > 0 && !paused) this.kickReader();
+  }
+
+  /**
+   * One step of a worker on a queue with a globalConcurrency limit. Its deliveries happen only
+   * inside glidemq_fetch (and glidemq_finish), which check the limit in the same call, so it never
+   * holds a claim while waiting for a slot: the stream claims a worker could hold that way (from a
+   * blocking XREADGROUP that raced the limit) are handed back by glidemq_activate at once, well
+   * within half of min(lockDuration, stalledInterval). With nothing to take it does not spin: it
+   * blocks until the queue's streams show something that can free a slot or bring a job.
+   */
+  private async limitedStep(want: number): Promise<string> {
+    await this.changes.mark(this.client);
+    const r = await this.fetch(want);
+    r.jobs.forEach((f) => this.dispatch(f));
+    if (r.status !== 'limited') {
+      this.limited = false;
+      this.changes.reset();
+    } else if (r.jobs.length < want) {
+      await this.changes.wait(this.blocker as Client, this.settings.blockTimeout, () => this.running && !this.closing);
+    }
+    return r.status;
   }
 
   /** Blocks on the events stream until something happens there (e.g. resumed, completed). */

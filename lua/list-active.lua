@@ -1,0 +1,42 @@
+--[[ list-active.lua — shared locals for finding claimed priority/LIFO jobs (no registered functions).
+  Priority and LIFO jobs are popped from lists and have no pending entry. Every list claim and
+  release keeps the `list-active-ids` set and the `list-active` counter together (helpers.lua);
+  the set is trusted once one complete SCAN has seeded it (meta `listActiveSeeded`) and while it
+  has at least as many members as the counter. Otherwise claims are found by a SCAN over job hashes.
+]]
+local SCAN_PAGE = 100 -- COUNT hint of one SCAN step
+
+-- True for a job hash that is an active priority/LIFO claim.
+local function isListClaim(state, src)
+  return state == 'active' and (src == 'p' or src == 'l')
+end
+
+local function listActiveTrusted(k)
+  if redis.call('HGET', k.meta, 'listActiveSeeded') ~= '1' then return false end
+  return redis.call('SCARD', k.listActiveIds) >= toInt(redis.call('GET', k.listActive), 0)
+end
+
+-- A SCAN pattern matching this queue's job hashes, with glob characters of the prefix escaped.
+local function jobScanPattern(k)
+  return (string.gsub(k.jobPrefix, '([%*%?%[%]\\])', '\\%1')) .. '*'
+end
+
+-- Walks at most `maxSteps` SCAN steps from `cursor` and returns (ids of list claims found, next
+-- cursor, steps taken). A next cursor of '0' means the scan wrapped: the keyspace was covered.
+local function scanListClaims(k, cursor, maxSteps)
+  local found, steps = {}, 0
+  local pattern, plen = jobScanPattern(k), #k.jobPrefix
+  repeat
+    local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', SCAN_PAGE)
+    cursor, steps = r[1], steps + 1
+    for _, key in ipairs(r[2]) do
+      local id = string.sub(key, plen + 1)
+      -- job ids never contain ':' (job:<id>:logs and other sub-keys are skipped)
+      if id ~= '' and not string.find(id, ':', 1, true) then
+        local f = redis.pcall('HMGET', key, 'state', 'src')
+        if type(f) == 'table' and not f.err and isListClaim(f[1], f[2]) then found[#found + 1] = id end
+      end
+    end
+  until cursor == '0' or steps >= maxSteps
+  return found, cursor, steps
+end
