@@ -13,7 +13,8 @@
   Returns  {mode, counterBefore, counterAfter, membersDropped, membersAdded, seeded (1|0), cursor}
            mode: 'trusted' (set trusted, repaired without SCAN), 'scanning' (re-seed in progress;
            cursor is where the next call resumes), 'seeded' (this call's scan wrapped), 'untrusted'
-           (check mode: a re-seed is needed). With check '1' the counts say what a heal would do.
+           (check mode: a re-seed is needed), 'missing' (no such queue: nothing written). With
+           check '1' the counts say what a heal would do.
   Errors   ERR_INVALID for a bad check flag or page count.
 ]]
 local HEAL_MAX_PAGES = 500
@@ -39,6 +40,8 @@ redis.register_function('glidemq_healListActive', function(keys, args)
     return fail('ERR_INVALID', 'pages per call must be from 1 to ' .. HEAL_MAX_PAGES)
   end
   local check = checkFlag == '1'
+  -- a queue that does not exist is not created by healing it
+  if redis.call('EXISTS', k.meta) == 0 then return { 'missing', 0, 0, 0, 0, 0, '0' } end
   local counter = toInt(redis.call('GET', k.listActive), 0)
   local before = counter < 0 and 0 or counter
   if listActiveTrusted(k) then

@@ -174,6 +174,7 @@ redis.register_function('glidemq_reclaimStalledListJobs', function(keys, args)
   if bad then return bad end
   if isPaused(k) then return { 'paused' } end
   local dry = dryFlag == '1'
+  if redis.call('EXISTS', k.meta) == 0 then return { 'ok', {}, {}, 'set', 0 } end
   local ids = redis.call('SMEMBERS', k.listActiveIds)
   local source, steps = 'set', 0
   if not listActiveTrusted(k) then

@@ -8,3 +8,8 @@ export * from './engine/errors.js';
 export { LIBRARY_VERSION, LIBRARY_NAME } from './engine/library.js';
 export { QueueKeys } from './engine/keys.js';
 export type { QueueMetrics, MinuteMetrics, MetricsRange } from './engine/metrics.js';
+export {
+  Maintenance, MaintenanceSession, type ReclaimResult, type ReclaimReport, type ReclaimOptions, type Claims, type StreamClaim,
+  type ListClaim, type HealReport, type HealStep,
+} from './engine/maintenance.js';
+export { listQueues } from './engine/discovery.js';

@@ -129,3 +129,11 @@ export function sparkline(values: number[]): string {
   const max = Math.max(0, ...values);
   return values.map((v) => (max === 0 || v <= 0 ? SPARKS[0] : SPARKS[Math.min(7, Math.ceil((v / max) * 7))])).join('');
 }
+
+/** A span of milliseconds for people: `850ms`, `12.3s`, `4m 05s`, `2h 10m`. */
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)}m ${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}s`;
+  return `${Math.floor(ms / 3_600_000)}h ${String(Math.floor((ms % 3_600_000) / 60_000)).padStart(2, '0')}m`;
+}

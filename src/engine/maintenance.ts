@@ -76,7 +76,7 @@ export interface Claims {
   listTrusted: boolean;
 }
 
-export type HealMode = 'trusted' | 'scanning' | 'seeded' | 'untrusted';
+export type HealMode = 'trusted' | 'scanning' | 'seeded' | 'untrusted' | 'missing';
 
 /** One glidemq_healListActive call. */
 export interface HealStep {
@@ -99,8 +99,10 @@ export interface HealReport {
   /** Heal calls it took (a re-seed of a large keyspace takes several). */
   calls: number;
   seeded: boolean;
+  /** The set was re-seeded from a scan (check mode: needs to be: marker missing or set short of the counter). */
+  reseeded: boolean;
   consumersRemoved: number;
-  /** Something was (check mode: would be) changed. */
+  /** list-active bookkeeping was (check mode: would be) repaired. Stale consumers are not drift. */
   drift: boolean;
   check: boolean;
 }
@@ -287,6 +289,7 @@ export class Maintenance {
       membersAdded: step.membersAdded,
       calls: 1,
       seeded: step.seeded,
+      reseeded: step.mode === 'scanning' || step.mode === 'seeded' || step.mode === 'untrusted',
       consumersRemoved: 0,
       drift: false,
       check,
@@ -301,11 +304,10 @@ export class Maintenance {
     report.seeded = step.seeded;
     report.consumersRemoved = await this.removeStaleConsumers({ dryRun: check, idleMs: opts.consumerIdleMs });
     report.drift =
-      step.mode !== 'trusted' ||
+      report.reseeded ||
       report.counterBefore !== report.counterAfter ||
       report.membersDropped > 0 ||
-      report.membersAdded > 0 ||
-      report.consumersRemoved > 0;
+      report.membersAdded > 0;
     return report;
   }
 

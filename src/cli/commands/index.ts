@@ -9,7 +9,10 @@ import { register as queues } from './queues.js';
 import { register as pause } from './pause.js';
 import { register as audit } from './audit.js';
 import { register as metrics } from './metrics.js';
+import { register as pel } from './pel.js';
+import { register as reclaim } from './reclaim.js';
+import { register as heal } from './heal.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, metrics, audit];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, metrics, audit, pel, reclaim, heal];

@@ -1,0 +1,69 @@
+/** `glidemq reclaim <queue>`: stalled recovery now, exactly as a worker's scheduler runs it. */
+import type { Command } from 'commander';
+import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { action } from '../context.js';
+import { existingQueue, withMaintenance } from '../maintenance.js';
+import { colour, formatMs, notice, print, printJson } from '../output.js';
+
+interface ReclaimFlags {
+  minIdle: string;
+  maxStalledCount: string;
+  dryRun?: boolean;
+}
+
+function jobs(n: number): string {
+  return `${n} job${n === 1 ? '' : 's'}`;
+}
+
+export function register(program: Command): void {
+  program
+    .command('reclaim <queue>')
+    .description('run stalled recovery now: stream pending entries (XAUTOCLAIM) and claimed priority/LIFO jobs')
+    .option('--min-idle <d>', 'a claim idle this long counts as stalled (the lock duration)', '30s')
+    .option('--max-stalled-count <n>', 'stalls a job may have before it fails instead of being redispatched', '1')
+    .option('--dry-run', 'list the candidates and change nothing')
+    .addHelpText(
+      'after',
+      `
+A stalled job counts a stall and goes back to the queue while its stall count is at most
+--max-stalled-count; past that it fails with "job stalled more than maxStalledCount". The worker
+that lost it can no longer finish it. Nothing is reclaimed while the queue is paused. Consumers that
+hold nothing and have been idle for 5 minutes (10 x the default stalled interval) are removed.
+
+Examples:
+  $ glidemq reclaim emails --dry-run
+  $ glidemq reclaim emails --min-idle 2m
+  $ glidemq reclaim emails --max-stalled-count 3 --json`,
+    )
+    .action(
+      action(async (ctx, queue: string, flags: ReclaimFlags) => {
+        const minIdle = parseDuration(flags.minIdle, '--min-idle');
+        const maxStalledCount = parseInteger(flags.maxStalledCount, '--max-stalled-count', 0, 1_000_000);
+        const dryRun = !!flags.dryRun;
+        const r = await withMaintenance(ctx, async (s) =>
+          (await existingQueue(s, ctx, queue, { lockDuration: minIdle, maxStalledCount })).reclaim({ dryRun }),
+        );
+        if (r.paused) notice(`${queue} is paused: stalled recovery does not run while a queue is paused (glidemq resume ${queue})`);
+        if (ctx.json) {
+          printJson({ redispatched: r.redispatched, failed: r.failed, consumersRemoved: r.consumersRemoved });
+          return 0;
+        }
+        if (r.paused) return 0;
+        const would = dryRun ? 'would ' : '';
+        if (r.redispatched.length + r.failed.length + r.consumersRemoved === 0) {
+          print(colour.dim(`nothing to reclaim in ${queue}: no claim idle for ${formatMs(minIdle)} or longer`));
+        }
+        if (r.redispatched.length > 0) {
+          print(`${dryRun ? 'would redispatch' : 'redispatched'} ${jobs(r.redispatched.length)}: ${r.redispatched.join(' ')}`);
+        }
+        if (r.failed.length > 0) {
+          print(`${would}${dryRun ? 'fail' : colour.red('failed')} ${jobs(r.failed.length)} (stalled more than ${maxStalledCount} times): ${r.failed.join(' ')}`);
+        }
+        if (r.consumersRemoved > 0) {
+          print(`${dryRun ? 'would remove' : 'removed'} ${r.consumersRemoved} idle consumer${r.consumersRemoved === 1 ? '' : 's'} that held nothing`);
+        }
+        if (!dryRun && r.dropped > 0) print(colour.dim(`dropped ${r.dropped} pending entr${r.dropped === 1 ? 'y' : 'ies'} of removed or superseded jobs`));
+        return 0;
+      }),
+    );
+}
