@@ -78,8 +78,9 @@ local function ensureGroup(streamKey)
 end
 
 -- A queue seen for the first time has no claims anywhere: its list-active-ids set is complete.
+-- (createdAt, not the meta hash, marks it: settings such as globalConcurrency may be written first.)
 local function ensureQueue(k)
-  if redis.call('EXISTS', k.meta) == 0 then
+  if redis.call('HEXISTS', k.meta, 'createdAt') == 0 then
     local fresh = redis.call('EXISTS', k.id) == 0
     redis.call('HSET', k.meta, 'createdAt', redis.call('TIME')[1])
     if fresh then redis.call('HSET', k.meta, 'listActiveSeeded', '1') end

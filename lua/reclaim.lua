@@ -181,8 +181,8 @@ redis.register_function('glidemq_reclaimStalledListJobs', function(keys, args)
     source = 'scan'
     local seen = {}
     for _, id in ipairs(ids) do seen[id] = true end
-    local found
-    found, _, steps = scanListClaims(k, '0', LIST_RECLAIM_MAX_STEPS)
+    local found, _, taken = scanListClaims(k, '0', LIST_RECLAIM_MAX_STEPS)
+    steps = taken
     for _, id in ipairs(found) do
       if not seen[id] then
         seen[id] = true

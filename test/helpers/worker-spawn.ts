@@ -2,14 +2,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { WorkerProcessConfig } from './worker-process.js';
+import { fixturePath } from './fixtures.js';
 import { waitFor } from './valkey.js';
 
 const ENTRY = fileURLToPath(new URL('./worker-process.js', import.meta.url));
-const FIXTURES = fileURLToPath(new URL('../../../fixtures/processors/', import.meta.url));
 
 /** Path of a processor in fixtures/processors/. */
 export function processorPath(file: string): string {
-  return FIXTURES + file;
+  return fixturePath('processors', file);
 }
 
 export class WorkerProcess {

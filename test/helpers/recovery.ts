@@ -1,0 +1,37 @@
+/** Conveniences for crash-recovery tests: claims held by a consumer that will never come back, and upkeep objects. */
+import { callFunction } from '../../src/engine/library.js';
+import { Maintenance, DEFAULT_MAINTENANCE, type MaintenanceSettings } from '../../src/engine/maintenance.js';
+import type { Queue } from '../../src/engine/queue.js';
+
+/** Takes up to `count` jobs as `consumer` through glidemq_fetch, like a worker that then dies. Returns their ids and fences. */
+export async function claimAs(q: Queue, consumer: string, count = 1): Promise<{ id: string; fence: string }[]> {
+  await q.waitUntilReady();
+  const r = (await callFunction(q.client, 'glidemq_fetch', q.keys.meta, [consumer, Date.now(), count])) as unknown[];
+  return (r.slice(1) as string[][]).map((fields) => {
+    const h: Record<string, string> = {};
+    for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+    return { id: h.id, fence: h.fence };
+  });
+}
+
+/** A finish call as the worker that held the claim would make it (returns the status). */
+export async function finishAs(q: Queue, consumer: string, id: string, fence: string, value = '"late"'): Promise<string> {
+  const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [id, fence, consumer, Date.now(), 'completed', value, -1, 0, '', '', 1])) as unknown[];
+  return String(r[0]);
+}
+
+export function upkeep(q: Queue, settings: Partial<MaintenanceSettings> = {}): Maintenance {
+  return new Maintenance(q.client, q.keys, { ...DEFAULT_MAINTENANCE, ...settings });
+}
+
+export async function jobHash(q: Queue, id: string): Promise<Record<string, string>> {
+  return q.client.hgetall(q.keys.job(id)) as Promise<Record<string, string>>;
+}
+
+/** Milliseconds since the pending entries of `consumer` were last delivered (the largest idle). */
+export async function pendingIdle(q: Queue): Promise<number> {
+  const pend = (await q.client.xpending(q.keys.stream, 'workers', '-', '+', 100)) as [string, string, number, number][];
+  return pend.reduce((m, p) => Math.max(m, Number(p[2])), 0);
+}
+
+export const STALLED_REASON = 'job stalled more than maxStalledCount';

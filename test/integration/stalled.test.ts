@@ -1,0 +1,254 @@
+/**
+ * Stalled recovery inside one process: claims held by a consumer that never comes back (a worker
+ * that died after glidemq_fetch), the fence that makes a stale worker's late finish a no-op, pause,
+ * removed jobs, dry runs. Crashes of real worker processes are in crash.test.ts.
+ */
+import { expect } from 'chai';
+import type { Job } from '../../src/engine/job.js';
+import { useServer, waitFor } from '../helpers/valkey.js';
+import { Harness, uniqueQueue } from '../helpers/engine.js';
+import { claimAs, finishAs, jobHash, STALLED_REASON, upkeep } from '../helpers/recovery.js';
+
+const LOCK = 300;
+
+describe('stalled recovery (real valkey-server)', () => {
+  const server = useServer();
+  const h = new Harness(server);
+  afterEach(() => h.cleanup());
+
+  for (const kind of ['stream', 'priority', 'lifo'] as const) {
+    const opts = kind === 'priority' ? { priority: 5 } : kind === 'lifo' ? { lifo: true } : {};
+
+    it(`redispatches a stalled ${kind} job once, then fails it with the spec's reason`, async () => {
+      const q = h.queue(uniqueQueue());
+      const job = await q.add('work', { kind }, opts);
+      const m = upkeep(q, { lockDuration: LOCK });
+      const [first] = await claimAs(q, 'dead-1');
+      expect(first.id).to.equal(job.id);
+      // a claim younger than the lock duration is not touched
+      expect((await m.reclaimStalled('reclaimer')).redispatched).to.deep.equal([]);
+      expect((await jobHash(q, job.id)).state).to.equal('active');
+
+      const r1 = await waitFor(async () => {
+        const r = await m.reclaimStalled('reclaimer');
+        return r.redispatched.length ? r : undefined;
+      }, 'the stalled claim to be redispatched');
+      expect(r1!.redispatched).to.deep.equal([job.id]);
+      let hash = await jobHash(q, job.id);
+      expect(hash.state).to.equal(kind === 'priority' ? 'prioritized' : 'waiting');
+      expect(hash.stalledCount).to.equal('1');
+      expect(hash.owner).to.equal(undefined);
+      const counts = await q.getJobCounts();
+      expect(counts.active).to.equal(0);
+      expect(counts.listActive).to.equal(0);
+
+      const [second] = await claimAs(q, 'dead-2');
+      expect(second.id).to.equal(job.id);
+      expect(second.fence).to.not.equal(first.fence);
+      const r2 = await waitFor(async () => {
+        const r = await m.reclaimStalled('reclaimer');
+        return r.failed.length ? r : undefined;
+      }, 'the twice stalled job to fail');
+      expect(r2!.failed).to.deep.equal([job.id]);
+      hash = await jobHash(q, job.id);
+      expect(hash.state).to.equal('failed');
+      expect(hash.failedReason).to.equal(STALLED_REASON);
+      expect(hash.stalledCount).to.equal('2');
+      expect(await q.client.zscore(q.keys.failed, job.id)).to.not.equal(null);
+      const after = await q.getJobCounts();
+      expect(after.active + after.waiting + after.prioritized).to.equal(0);
+    });
+  }
+
+  it('a late finish by the worker that lost the claim is a no-op it can see (stale)', async () => {
+    const q = h.queue(uniqueQueue());
+    const job = await q.add('work', {});
+    const [claim] = await claimAs(q, 'slow-worker');
+    const m = upkeep(q, { lockDuration: LOCK });
+    await waitFor(async () => (await m.reclaimStalled('reclaimer')).redispatched.length === 1, 'redispatch');
+    // the old owner finishes while the job waits again
+    expect(await finishAs(q, 'slow-worker', job.id, claim.fence)).to.equal('stale');
+    expect((await jobHash(q, job.id)).state).to.equal('waiting');
+    // another worker runs it to completion; the old owner's second try changes nothing either
+    const [fresh] = await claimAs(q, 'healthy');
+    expect(await finishAs(q, 'healthy', job.id, fresh.fence, '"by healthy"')).to.equal('completed');
+    expect(await finishAs(q, 'slow-worker', job.id, claim.fence, '"too late"')).to.equal('stale');
+    const hash = await jobHash(q, job.id);
+    expect(hash.state).to.equal('completed');
+    expect(hash.returnvalue).to.equal('"by healthy"');
+    expect(hash.stalledCount).to.equal('1');
+    expect(await q.client.zcard(q.keys.completed)).to.equal(1);
+  });
+
+  it('real workers: the one that stalled cannot complete the job the other one finished', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    // A heartbeats only every 30 s, so B (lock 300 ms) sees its claim as stalled
+    const a = h.worker(name, async () => {
+      await gate;
+      return 'from A';
+    }, { lockDuration: 60_000, stalledInterval: 60_000 });
+    const lost: string[] = [];
+    a.on('lost', (j: Job, status: string) => lost.push(`${j.id}:${status}`));
+    const job = await q.add('work', {});
+    await waitFor(async () => (await jobHash(q, job.id)).state === 'active', 'A to take the job');
+    const b = h.worker(name, async () => 'from B', { lockDuration: LOCK, stalledInterval: LOCK });
+    const stalled: string[] = [];
+    b.on('stalled', (id: string, what: string) => stalled.push(`${id}:${what}`));
+    await waitFor(async () => (await jobHash(q, job.id)).state === 'completed', 'B to complete the reclaimed job');
+    release();
+    await waitFor(() => lost.length === 1, 'A to learn its finish was stale');
+    expect(lost).to.deep.equal([`${job.id}:stale`]);
+    expect(stalled).to.deep.equal([`${job.id}:redispatched`]);
+    const done = await q.getJob(job.id);
+    expect(done!.returnvalue).to.equal('from B');
+    expect(done!.stalledCount).to.equal(1);
+    expect(a.finished.completed).to.equal(0);
+  });
+
+  it('a running job whose worker heartbeats is never reclaimed', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const w = h.worker(name, async () => {
+      await gate;
+      return 'done';
+    }, { lockDuration: LOCK, stalledInterval: 100 });
+    let ticks = 0;
+    const reclaim = w.maintenance.reclaimStalled.bind(w.maintenance);
+    w.maintenance.reclaimStalled = async (c: string) => {
+      const r = await reclaim(c);
+      ticks++;
+      return r;
+    };
+    const job = await q.add('long', {});
+    await waitFor(async () => (await jobHash(q, job.id)).state === 'active', 'job taken');
+    const t0 = ticks;
+    await waitFor(() => ticks >= t0 + 12, 'stalled recovery to run for several lock durations', 15_000);
+    expect((await jobHash(q, job.id)).stalledCount).to.equal(undefined);
+    release();
+    await waitFor(async () => (await jobHash(q, job.id)).state === 'completed', 'job completed');
+  });
+
+  it('does not reclaim while the queue is paused, and does once it is resumed', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const stream = await q.add('s', {});
+    const prio = await q.add('p', {}, { priority: 1 });
+    await claimAs(q, 'dead', 2);
+    await q.pause();
+    const m = upkeep(q, { lockDuration: LOCK });
+    const idle = async () => (await m.listClaims({ minIdle: LOCK })).stream.length === 1;
+    await waitFor(idle, 'the claims to be idle past the lock duration');
+    const r = await m.reclaim();
+    expect(r.paused).to.equal(true);
+    expect(await m.reclaimStalled('reclaimer')).to.deep.equal({ redispatched: [], failed: [], consumersRemoved: 0 });
+    // and a worker's scheduler leaves it alone too
+    const w = h.worker(name, async () => 'ok', { lockDuration: LOCK, stalledInterval: 100 });
+    let ticks = 0;
+    const reclaim = w.maintenance.reclaimStalled.bind(w.maintenance);
+    w.maintenance.reclaimStalled = async (c: string) => {
+      const out = await reclaim(c);
+      ticks++;
+      return out;
+    };
+    await waitFor(() => ticks >= 3, 'the worker to run stalled recovery a few times');
+    for (const id of [stream.id, prio.id]) {
+      const hash = await jobHash(q, id);
+      expect(hash.state).to.equal('active');
+      expect(hash.stalledCount).to.equal(undefined);
+    }
+    await q.resume();
+    await waitFor(async () => (await q.getJobCounts()).completed === 2, 'both jobs reclaimed and completed after resume');
+    expect((await q.getJob(stream.id))!.stalledCount).to.equal(1);
+    expect((await q.getJob(prio.id))!.stalledCount).to.equal(1);
+  });
+
+  it('drops pending entries and list claims of removed jobs without re-creating them', async () => {
+    const q = h.queue(uniqueQueue());
+    const a = await q.add('s', {});
+    const b = await q.add('p', {}, { priority: 1 });
+    await claimAs(q, 'dead', 2);
+    // remove the hashes behind the claims' backs, as a crash halfway through some cleanup would
+    await q.client.del(q.keys.job(a.id), q.keys.job(b.id));
+    const m = upkeep(q, { lockDuration: 0 });
+    const r = await m.reclaim();
+    expect(r.redispatched).to.deep.equal([]);
+    expect(r.failed).to.deep.equal([]);
+    expect(r.dropped).to.equal(1);
+    expect(await q.client.exists(q.keys.job(a.id), q.keys.job(b.id))).to.equal(0);
+    expect(await q.client.xlen(q.keys.stream)).to.equal(0);
+    const pend = (await q.client.xpending(q.keys.stream, 'workers')) as [number];
+    expect(pend[0]).to.equal(0);
+    // the list claim of a vanished job is bookkeeping for heal, never a job to redispatch
+    expect(await q.client.zcard(q.keys.prioritized)).to.equal(0);
+  });
+
+  it('an entry delivered but never activated (a worker died between read and activation) counts a stall', async () => {
+    const q = h.queue(uniqueQueue());
+    const job = await q.add('s', {});
+    await q.waitUntilReady();
+    // a blocking XREADGROUP delivered it; the worker died before glidemq_activate
+    await q.client.xreadgroup('GROUP', 'workers', 'dead', 'COUNT', 1, 'STREAMS', q.keys.stream, '>');
+    const m = upkeep(q, { lockDuration: LOCK });
+    const claims = await m.listClaims();
+    expect(claims.stream.map((c) => [c.jobId, c.state])).to.deep.equal([[job.id, 'waiting']]);
+    await waitFor(async () => (await m.reclaimStalled('reclaimer')).redispatched.length === 1, 'redispatch');
+    const hash = await jobHash(q, job.id);
+    expect(hash.state).to.equal('waiting');
+    expect(hash.stalledCount).to.equal('1');
+    const [claim] = await claimAs(q, 'healthy');
+    expect(claim.id).to.equal(job.id);
+  });
+
+  it('dry run lists the candidates and changes nothing', async () => {
+    const q = h.queue(uniqueQueue());
+    const s1 = await q.add('s', {});
+    const l1 = await q.add('l', {}, { lifo: true });
+    const again = await q.add('again', {}, { priority: 3 });
+    await q.client.hset(q.keys.job(again.id), 'stalledCount', '1');
+    await claimAs(q, 'dead', 3);
+    const m = upkeep(q, { lockDuration: 0 });
+    const before = await snapshot(q);
+    const r = await m.reclaim({ dryRun: true });
+    expect(r.dryRun).to.equal(true);
+    expect([...r.redispatched].sort()).to.deep.equal([s1.id, l1.id].sort());
+    expect(r.failed).to.deep.equal([again.id]);
+    expect(await snapshot(q)).to.deep.equal(before);
+  });
+
+  it('walks a pending entries list longer than one call in bounded steps', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.addBulk(Array.from({ length: 1500 }, (_, i) => ({ name: 'bulk', data: { i } })));
+    await claimAs(q, 'dead', 1500);
+    const m = upkeep(q, { lockDuration: 0 });
+    const first = await m.reclaimStalled('reclaimer');
+    expect(first.redispatched.length).to.equal(1000); // 10 pages of 100 per call
+    const second = await m.reclaimStalled('reclaimer');
+    expect(second.redispatched.length).to.equal(500);
+    const counts = await q.getJobCounts();
+    expect(counts.waiting).to.equal(1500);
+    expect(counts.active).to.equal(0);
+  });
+});
+
+async function snapshot(q: import('../../src/engine/queue.js').Queue) {
+  const k = q.keys;
+  const ids = await q.client.keys(`${k.jobPrefix}*`);
+  const hashes: Record<string, unknown> = {};
+  for (const key of ids.sort()) hashes[key] = await q.client.hgetall(key);
+  return {
+    hashes,
+    // id, consumer and delivery count (idle time moves on by itself)
+    pending: ((await q.client.xpending(k.stream, 'workers', '-', '+', 100)) as unknown[][]).map((p) => [p[0], p[1], p[3]]),
+    stream: await q.client.xrange(k.stream, '-', '+'),
+    set: (await q.client.smembers(k.listActiveIds)).sort(),
+    counter: await q.client.get(k.listActive),
+    failed: await q.client.zrange(k.failed, '0', '-1'),
+    prioritized: await q.client.zrange(k.prioritized, '0', '-1'),
+    lifo: await q.client.lrange(k.lifo, 0, -1),
+  };
+}
