@@ -118,6 +118,8 @@ export class Maintenance {
     private readonly client: Client,
     readonly keys: QueueKeys,
     private readonly settings: MaintenanceSettings = DEFAULT_MAINTENANCE,
+    /** The clock list claims' lockedAt was written with (a worker's `clock` option). */
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** How long a consumer holding nothing must be idle before stalled reclaim deletes it. */
@@ -200,7 +202,7 @@ export class Maintenance {
   private async reclaimStreamPage(consumer: string, cursor: string, o: Required<ReclaimOptions>) {
     const r = (await callFunction(this.client, 'glidemq_reclaimStalled', this.keys.meta, [
       consumer,
-      Date.now(),
+      this.now(),
       o.minIdle,
       o.maxStalledCount,
       o.consumerIdleMs,
@@ -220,7 +222,7 @@ export class Maintenance {
 
   private async reclaimListJobs(o: Required<ReclaimOptions>) {
     const r = (await callFunction(this.client, 'glidemq_reclaimStalledListJobs', this.keys.meta, [
-      Date.now(),
+      this.now(),
       o.minIdle,
       o.maxStalledCount,
       o.dryRun ? '1' : '0',
@@ -231,7 +233,7 @@ export class Maintenance {
 
   /** Claimed but unfinished jobs: the stream's pending entries and the priority/LIFO list claims. */
   async listClaims(opts: { minIdle?: number; limit?: number } = {}): Promise<Claims> {
-    const r = (await callFunction(this.client, 'glidemq_listClaims', this.keys.meta, [Date.now(), opts.minIdle ?? 0, opts.limit ?? 1000])) as [
+    const r = (await callFunction(this.client, 'glidemq_listClaims', this.keys.meta, [this.now(), opts.minIdle ?? 0, opts.limit ?? 1000])) as [
       unknown[][],
       unknown[][],
       number,

@@ -106,7 +106,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.now = opts.clock ?? Date.now;
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
-    this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    this.maintenance = new Maintenance(this.client, this.keys, this.settings, this.now);
     this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.now);
     this.upkeep = new Upkeep(() => this.client, this.keys, this.now);
     this.changes = new ChangeWaiter(this.keys);
@@ -132,7 +132,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.running = true;
     const standalone = this.client;
     if ((await settleTopology(this.acquired)) !== standalone) {
-      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+      this.maintenance = new Maintenance(this.client, this.keys, this.settings, this.now);
     }
     await ensureLibrary(this.client);
     if (this.settings.globalConcurrency > 0) {
