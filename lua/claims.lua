@@ -4,8 +4,9 @@
   Returns  {streamItems, listItems, listTrusted (1|0)}
            streamItem: {entryId, jobId, name, consumer, idleMs, deliveries, attemptsMade, state}
              from the job stream's pending entries list (jobId '' when the entry is gone);
-           listItem: {jobId, name, consumer, idleMs, attemptsMade, src ('p'|'l')} for each member
-             of list-active-ids that is an active priority/LIFO claim (idle = now - lockedAt).
+           listItem: {jobId, name, consumer, idleMs, attemptsMade, src ('p'|'l'|'g')} for each member
+             of list-active-ids that is an active list claim, src 'p' priority, 'l' LIFO or 'g' group
+             (idle = now - lockedAt).
            listTrusted 0 means the set is not seeded or has fewer members than the counter, so the
            list part may be incomplete (heal re-seeds it).
   Errors   ERR_INVALID for a bad minIdle or limit.

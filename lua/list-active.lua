@@ -1,14 +1,15 @@
 --[[ list-active.lua — shared locals for finding claimed priority/LIFO jobs (no registered functions).
-  Priority and LIFO jobs are popped from lists and have no pending entry. Every list claim and
+  Priority, LIFO and group jobs are popped from lists and have no pending entry. Every list claim and
   release keeps the `list-active-ids` set and the `list-active` counter together (helpers.lua);
   the set is trusted once one complete SCAN has seeded it (meta `listActiveSeeded`) and while it
   has at least as many members as the counter. Otherwise claims are found by a SCAN over job hashes.
 ]]
 local SCAN_PAGE = 100 -- COUNT hint of one SCAN step
 
--- True for a job hash that is an active priority/LIFO claim.
+-- True for a job hash that is an active list claim: priority 'p', LIFO 'l' or group 'g' (anything
+-- but a stream claim 's').
 local function isListClaim(state, src)
-  return state == 'active' and (src == 'p' or src == 'l')
+  return state == 'active' and src ~= nil and src ~= false and src ~= 's'
 end
 
 local function listActiveTrusted(k)

@@ -66,7 +66,7 @@ export interface ListClaim {
   consumer: string;
   idleMs: number;
   attemptsMade: number;
-  kind: 'priority' | 'lifo';
+  kind: 'priority' | 'lifo' | 'group';
 }
 
 export interface Claims {
@@ -255,7 +255,7 @@ export class Maintenance {
         consumer: String(e[2]),
         idleMs: Number(e[3]),
         attemptsMade: Number(e[4]),
-        kind: e[5] === 'p' ? 'priority' : 'lifo',
+        kind: e[5] === 'p' ? 'priority' : e[5] === 'g' ? 'group' : 'lifo',
       })),
       listTrusted: r[2] === 1,
     };

@@ -35,12 +35,13 @@ describe('worker processes killed mid-job (real valkey-server)', function () {
     return p;
   }
 
-  for (const kind of ['stream', 'priority', 'lifo'] as const) {
+  for (const kind of ['stream', 'priority', 'lifo', 'group'] as const) {
     it(`a ${kind} job of a killed worker is redispatched and completed by another worker, stalledCount 1`, async () => {
       const name = uniqueQueue(kind);
       const q = h.queue(name);
       const victim = await spawnWorker(name, 'hang.mjs');
-      const job = await q.add('work', { kind }, kind === 'priority' ? { priority: 2 } : kind === 'lifo' ? { lifo: true } : {});
+      const opts = kind === 'priority' ? { priority: 2 } : kind === 'lifo' ? { lifo: true } : kind === 'group' ? { group: { id: 'g', maxConcurrency: 1 } } : {};
+      const job = await q.add('work', { kind }, opts);
       await waitFor(() => victim.started.includes(job.id), 'the worker process to start the job');
       await victim.kill();
       expect((await jobHash(q, job.id)).state).to.equal('active'); // not lost just because its worker died

@@ -16,8 +16,10 @@ describe('stalled recovery (real valkey-server)', () => {
   const h = new Harness(server);
   afterEach(() => h.cleanup());
 
-  for (const kind of ['stream', 'priority', 'lifo'] as const) {
-    const opts = kind === 'priority' ? { priority: 5 } : kind === 'lifo' ? { lifo: true } : {};
+  for (const kind of ['stream', 'priority', 'lifo', 'group'] as const) {
+    // a group of one: the redispatched job can be taken again only if the stall freed its slot
+    const opts =
+      kind === 'priority' ? { priority: 5 } : kind === 'lifo' ? { lifo: true } : kind === 'group' ? { group: { id: 'tenant-1', maxConcurrency: 1 } } : {};
 
     it(`redispatches a stalled ${kind} job once, then fails it with the spec's reason`, async () => {
       const q = h.queue(uniqueQueue());
