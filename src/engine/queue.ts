@@ -4,6 +4,7 @@ import { acquireClient, closeClient, settleTopology, type Acquired, type Connect
 import { invalid } from './errors.js';
 import { Job, type JobState } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
+import { clean, drain, obliterate, type CleanResult, type DrainResult, type ObliterateResult } from './cleanup.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { buildMetrics, MINUTE_MS, resolveRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
@@ -230,6 +231,24 @@ export class Queue extends EventEmitter {
     const { from, to } = resolveRange(range, now);
     const reply = (await this.call('glidemq_getMetrics', [from, to + MINUTE_MS - 1, now])) as number[];
     return buildMetrics(reply, from, to);
+  }
+
+  /** Removes jobs that wait (and delayed ones with `delayed`); active jobs are left to finish. */
+  async drain(opts: { delayed?: boolean; dryRun?: boolean } = {}): Promise<DrainResult> {
+    await this.waitUntilReady();
+    return drain(this.client, this.keys, opts);
+  }
+
+  /** Removes completed or failed jobs that finished more than `graceMs` ago. */
+  async clean(state: 'completed' | 'failed', graceMs: number, opts: { limit?: number; dryRun?: boolean } = {}): Promise<CleanResult> {
+    await this.waitUntilReady();
+    return clean(this.client, this.keys, state, graceMs, { ...opts, now: this.now() });
+  }
+
+  /** Deletes every key of the queue (refused while jobs are active, unless `force`). */
+  async obliterate(opts: { force?: boolean; dryRun?: boolean } = {}): Promise<ObliterateResult> {
+    await this.waitUntilReady();
+    return obliterate(this.client, this.keys, opts);
   }
 
   async close(): Promise<void> {

@@ -7,12 +7,13 @@ import { register as stats } from './stats.js';
 import { register as job } from './job.js';
 import { register as queues } from './queues.js';
 import { register as pause } from './pause.js';
-import { register as audit } from './audit.js';
-import { register as metrics } from './metrics.js';
 import { register as pel } from './pel.js';
 import { register as reclaim } from './reclaim.js';
 import { register as heal } from './heal.js';
+import { register as cleanup } from './cleanup.js';
+import { register as metrics } from './metrics.js';
+import { register as audit } from './audit.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, metrics, audit, pel, reclaim, heal];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, pel, reclaim, heal, cleanup, metrics, audit];

@@ -1,0 +1,106 @@
+/** `glidemq drain`, `clean`, `obliterate`, `remove`: the commands that destroy data. */
+import type { Command } from 'commander';
+import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { invalid } from '../../engine/errors.js';
+import { action, withQueue } from '../context.js';
+import { confirmDestructive } from '../confirm.js';
+import { print, printJson } from '../output.js';
+
+interface Flags {
+  yes?: boolean;
+  dryRun?: boolean;
+  delayed?: boolean;
+  state?: string;
+  grace?: string;
+  limit?: string;
+  force?: boolean;
+}
+
+const SAFETY = `
+Without a terminal these commands refuse unless --yes is given; --dry-run shows what they would do.`;
+
+export function register(program: Command): void {
+  program
+    .command('drain <queue>')
+    .description('remove the jobs that wait (not the active ones); --delayed also removes delayed jobs')
+    .option('--delayed', 'also remove delayed jobs')
+    .option('--dry-run', 'count what would be removed, change nothing')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq drain emails --dry-run\n  $ glidemq drain emails --delayed --yes`)
+    .action(
+      action(async (ctx, queue: string, f: Flags) => {
+        if (!f.dryRun && !(await confirmDestructive(`drain queue ${queue}`, f.yes))) return 1;
+        const r = await withQueue(ctx, queue, (q) => q.drain({ delayed: !!f.delayed, dryRun: !!f.dryRun }));
+        if (ctx.json) printJson({ queue, removed: r.removed, dryRun: r.dryRun });
+        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${r.removed} waiting job${r.removed === 1 ? '' : 's'}`);
+        return 0;
+      }),
+    );
+
+  program
+    .command('clean <queue>')
+    .description('remove completed or failed jobs that finished more than --grace ago')
+    .requiredOption('--state <state>', 'completed or failed')
+    .option('--grace <duration>', 'keep jobs that finished within this long', '0')
+    .option('--limit <n>', 'remove at most this many')
+    .option('--dry-run', 'list what would be removed, change nothing')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq clean emails --state completed --grace 1h --yes\n  $ glidemq clean emails --state failed --dry-run --json`)
+    .action(
+      action(async (ctx, queue: string, f: Flags) => {
+        if (f.state !== 'completed' && f.state !== 'failed') throw invalid(`--state must be completed or failed, got "${f.state}"`);
+        const state = f.state;
+        const grace = parseDuration(f.grace ?? '0', '--grace');
+        const limit = f.limit === undefined ? undefined : parseInteger(f.limit, '--limit', 1);
+        if (!f.dryRun && !(await confirmDestructive(`remove ${state} jobs of ${queue}`, f.yes))) return 1;
+        const r = await withQueue(ctx, queue, (q) => q.clean(state, grace, { limit, dryRun: !!f.dryRun }));
+        if (ctx.json) printJson({ queue, state, removed: r.ids, dryRun: r.dryRun });
+        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${r.ids.length} ${state} job${r.ids.length === 1 ? '' : 's'}`);
+        return 0;
+      }),
+    );
+
+  program
+    .command('obliterate <queue>')
+    .description('delete every key of the queue: jobs, history, schedulers, metrics')
+    .option('--force', 'even while jobs are active')
+    .option('--dry-run', 'count the keys, change nothing')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq obliterate old-queue --dry-run\n  $ glidemq obliterate old-queue --yes`)
+    .action(
+      action(async (ctx, queue: string, f: Flags) => {
+        if (!f.dryRun && !(await confirmDestructive(`obliterate queue ${queue}`, f.yes))) return 1;
+        const r = await withQueue(ctx, queue, (q) => q.obliterate({ force: !!f.force, dryRun: !!f.dryRun }));
+        if (ctx.json) printJson({ queue, keys: r.keys, active: r.active, dryRun: r.dryRun });
+        else {
+          print(`${queue}: ${r.dryRun ? 'would delete' : 'deleted'} ${r.keys} key${r.keys === 1 ? '' : 's'}`);
+          if (r.dryRun && r.active > 0) print(`${r.active} job${r.active === 1 ? ' is' : 's are'} active: obliterate needs --force`);
+        }
+        return 0;
+      }),
+    );
+
+  program
+    .command('remove <queue> <ids...>')
+    .description('remove jobs by id (an active job only with --force)')
+    .option('--force', 'also remove jobs that are being processed')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq remove emails 42 43 --yes`)
+    .action(
+      action(async (ctx, queue: string, ids: string[], f: Flags) => {
+        if (!(await confirmDestructive(`remove ${ids.length} job${ids.length === 1 ? '' : 's'} from ${queue}`, f.yes))) return 1;
+        const removed = await withQueue(ctx, queue, async (q) => {
+          const done: string[] = [];
+          for (const id of ids) if (await q.remove(id, { force: !!f.force })) done.push(id);
+          return done;
+        });
+        const missing = ids.filter((id) => !removed.includes(id));
+        if (ctx.json) printJson({ queue, removed, missing });
+        else {
+          print(`${queue}: removed ${removed.length} job${removed.length === 1 ? '' : 's'}`);
+          if (missing.length) print(`not found: ${missing.join(', ')}`);
+        }
+        return missing.length ? 2 : 0;
+      }),
+    );
+}

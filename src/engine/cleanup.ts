@@ -1,0 +1,93 @@
+/**
+ * Destructive queue operations: drain (waiting jobs), clean (finished jobs past a grace period)
+ * and obliterate (every key of the queue). Each can count instead of removing (dry run).
+ */
+import { connectionFor, type Client } from './connection.js';
+import { JobActiveError } from './errors.js';
+import type { QueueKeys } from './keys.js';
+import { callFunction } from './library.js';
+
+/** Jobs per function call: bounded so a huge queue never blocks the server in one call. */
+const BATCH = 1000;
+
+export interface DrainResult {
+  removed: number;
+  dryRun: boolean;
+}
+
+export async function drain(client: Client, keys: QueueKeys, opts: { delayed?: boolean; dryRun?: boolean } = {}): Promise<DrainResult> {
+  const withDelayed = opts.delayed ? '1' : '0';
+  if (opts.dryRun) {
+    const r = (await callFunction(client, 'glidemq_drain', keys.meta, [withDelayed, BATCH, '1'])) as number[];
+    return { removed: r[0], dryRun: true };
+  }
+  let removed = 0;
+  for (;;) {
+    const r = (await callFunction(client, 'glidemq_drain', keys.meta, [withDelayed, BATCH, '0'])) as number[];
+    removed += r[0];
+    if (r[1] !== 1 || r[0] === 0) return { removed, dryRun: false };
+  }
+}
+
+export interface CleanResult {
+  ids: string[];
+  dryRun: boolean;
+}
+
+/** Removes completed or failed jobs that finished more than `graceMs` ago (at most `limit`). */
+export async function clean(
+  client: Client,
+  keys: QueueKeys,
+  state: 'completed' | 'failed',
+  graceMs: number,
+  opts: { limit?: number; dryRun?: boolean; now?: number } = {},
+): Promise<CleanResult> {
+  const olderThan = (opts.now ?? Date.now()) - graceMs;
+  const limit = opts.limit ?? Number.MAX_SAFE_INTEGER;
+  const ids: string[] = [];
+  while (ids.length < limit) {
+    const want = Math.min(BATCH, limit - ids.length);
+    const batch = (await callFunction(client, 'glidemq_clean', keys.meta, [state, olderThan, want, opts.dryRun ? '1' : '0'])) as string[];
+    ids.push(...batch);
+    if (batch.length < want || opts.dryRun) break;
+  }
+  return { ids, dryRun: !!opts.dryRun };
+}
+
+export interface ObliterateResult {
+  keys: number;
+  /** Jobs active when it ran (a dry run reports them instead of refusing). */
+  active: number;
+  dryRun: boolean;
+}
+
+/**
+ * Deletes every key of the queue. The queue is paused first so no worker takes a job meanwhile;
+ * a queue with active jobs is refused unless `force`.
+ */
+export async function obliterate(
+  client: Client,
+  keys: QueueKeys,
+  opts: { force?: boolean; dryRun?: boolean } = {},
+): Promise<ObliterateResult> {
+  const counts = (await callFunction(client, 'glidemq_getCounts', keys.meta, [])) as number[];
+  if (counts[1] > 0 && !opts.force && !opts.dryRun) {
+    throw new JobActiveError(
+      'ERR_JOB_ACTIVE',
+      `queue ${keys.queue} has ${counts[1]} active job${counts[1] === 1 ? '' : 's'}; stop its workers first, or pass force to obliterate anyway`,
+      true,
+    );
+  }
+  if (!opts.dryRun) await callFunction(client, 'glidemq_pause', keys.meta, []);
+  const node = connectionFor(client, keys.meta);
+  if (!node) throw new Error(`no primary is known yet for queue ${keys.queue}; try again once the cluster is reachable`);
+  let cursor = '0';
+  let total = 0;
+  do {
+    const [next, found] = await node.scan(cursor, 'MATCH', `${keys.base}:*`, 'COUNT', BATCH);
+    cursor = next;
+    total += found.length;
+    if (found.length && !opts.dryRun) await node.unlink(...found);
+  } while (cursor !== '0');
+  return { keys: total, active: counts[1], dryRun: !!opts.dryRun };
+}
