@@ -11,6 +11,7 @@ import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import { valkeyFixture } from '../helpers/fixtures.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';
+import { processorPath, startWorkerProcess } from '../helpers/worker-spawn.js';
 
 const toObject = (list: unknown[]): Record<string, unknown> => {
   const out: Record<string, unknown> = {};
@@ -159,6 +160,56 @@ describe('restart durability (SIGKILL and restart on the same data directory)', 
       const after = await states();
       for (const id of ids) expect(after[id], id).to.equal(id === 'f1' ? 'failed' : 'completed');
       for (const id of ['h1', 'h2', 'hp', 'hl']) expect((await queue.getJob(id))!.attemptsMade, id).to.equal(1);
+    });
+  });
+
+  describe('AOF: a worker process and the server both killed', () => {
+    let server: TestServer;
+    before(async () => {
+      server = await new TestServer({ include: valkeyFixture('aof-always') }).start();
+    });
+    after(() => server?.stop());
+
+    it('after the restart another worker reclaims the dead worker\'s stream, priority and LIFO claims and finishes them', async () => {
+      const queue = new Queue('restart-takeover', { connection: server.url });
+      await queue.add('x', {}, { jobId: 's1' });
+      await queue.add('x', {}, { jobId: 'p1', priority: 2 });
+      await queue.add('x', {}, { jobId: 'l1', lifo: true });
+      const dead = await startWorkerProcess({
+        url: server.url,
+        queue: 'restart-takeover',
+        processor: processorPath('hang.mjs'),
+        options: { concurrency: 3, lockDuration: 1000, stalledInterval: 500, blockTimeout: 500 },
+      });
+      await waitFor(() => dead.started.length === 3, 'the doomed worker to claim all three');
+      await dead.kill();
+      await server.kill();
+      await server.start();
+      expect((await queue.getJobCounts()).active).to.equal(3);
+
+      const done: string[] = [];
+      const healthy = new Worker('restart-takeover', async (job: Job) => void done.push(job.id), {
+        connection: server.url,
+        lockDuration: 1000,
+        stalledInterval: 500,
+        blockTimeout: 500,
+      });
+      healthy.on('error', () => undefined);
+      try {
+        await waitFor(() => done.length === 3, 'the healthy worker to finish the reclaimed jobs', 20000);
+        expect(done.sort()).to.deep.equal(['l1', 'p1', 's1']);
+        for (const id of ['s1', 'p1', 'l1']) {
+          const job = await queue.getJob(id);
+          expect(job?.state, id).to.equal('completed');
+          expect(job?.stalledCount, id).to.equal(1);
+        }
+        const c = await queue.getJobCounts();
+        expect(c.active).to.equal(0);
+        expect(c.listActive).to.equal(0);
+      } finally {
+        await healthy.close(true);
+        await queue.close();
+      }
     });
   });
 
