@@ -106,6 +106,9 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {})
       retryDelayOnClusterDown: 200,
       retryDelayOnTryAgain: 200,
       maxRedirections: 32,
+      // Notice a failover even while idle, so a promoted replica gets the library (library.ts
+      // listens for 'refresh') before the next function call reaches it.
+      slotsRefreshInterval: 5000,
       ...(parsed.tls ? { dnsLookup: (address, cb) => cb(null, address) } : {}),
     };
     return new Cluster([{ host: parsed.host, port: parsed.port }], clusterOpts);

@@ -161,8 +161,11 @@ export class TestCluster {
           const repl = String(await this.call(n.port, 'INFO', 'replication'));
           if (/role:slave/.test(repl) && !/master_link_status:up/.test(repl)) return false;
         }
-        // Every node agrees on who the primaries are (gossip has settled).
+        // Every node agrees on who the primaries are (gossip has settled), and none still flags a
+        // running node as failed (a restarted node is flagged until the others hear from it).
         const views = await Promise.all(this.running().map((n) => this.topology(n.port)));
+        const up = new Set(this.running().map((n) => n.port));
+        if (views.some((v) => v.some((x) => up.has(x.port) && x.flags.some((f) => f.startsWith('fail'))))) return false;
         const sig = (v: NodeInfo[]) =>
           v.filter((x) => x.role === 'master' && x.slots.length > 0).map((x) => x.port).sort().join(',');
         return views.every((v) => sig(v) === sig(views[0]));
