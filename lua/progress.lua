@@ -16,13 +16,21 @@ local function ownedBy(jk, fence)
   return nil
 end
 
+-- A write from a running processor: the job must exist (never re-created) and the claim be current.
+-- Returns the job key, or nil and the reply to give (an error, or 0 for a stale claim).
+local function claimedJob(k, id, fence, what)
+  local jk = jobKey(k, id)
+  if redis.call('EXISTS', jk) == 0 then
+    return nil, fail('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed?): cannot ' .. what)
+  end
+  if not ownedBy(jk, fence) then return nil, 0 end
+  return jk
+end
+
 redis.register_function('glidemq_updateProgress', function(keys, args)
   local k = keysFor(keys[1])
-  local jk = jobKey(k, args[1])
-  if redis.call('EXISTS', jk) == 0 then
-    return fail('ERR_JOB_NOT_FOUND', 'job ' .. args[1] .. ' does not exist (removed?): cannot update progress')
-  end
-  if not ownedBy(jk, args[2]) then return 0 end
+  local jk, refusal = claimedJob(k, args[1], args[2], 'update progress')
+  if not jk then return refusal end
   redis.call('HSET', jk, 'progress', args[3])
   emit(k, 'progress', args[1], 'data', args[3])
   return 1
@@ -30,11 +38,8 @@ end)
 
 redis.register_function('glidemq_addLog', function(keys, args)
   local k = keysFor(keys[1])
-  local jk = jobKey(k, args[1])
-  if redis.call('EXISTS', jk) == 0 then
-    return fail('ERR_JOB_NOT_FOUND', 'job ' .. args[1] .. ' does not exist (removed?): cannot add a log line')
-  end
-  if not ownedBy(jk, args[2]) then return 0 end
+  local jk, refusal = claimedJob(k, args[1], args[2], 'add a log line')
+  if not jk then return refusal end
   local n = redis.call('RPUSH', jk .. ':logs', args[3])
   local keep = toInt(args[4], 0)
   if keep > 0 and n > keep then redis.call('LTRIM', jk .. ':logs', -keep, -1) end

@@ -7,7 +7,7 @@
  *   {"event":"completed"|"failed","id":"7"}            a job finished here
  * The test ends it with SIGKILL (a crash) or SIGTERM (graceful close, then exit 0).
  */
-import { pathToFileURL } from 'node:url';
+import { loadProcessor } from '../../src/cli/load-processor.js';
 import { Worker, type WorkerOptions } from '../../src/engine/worker.js';
 
 export interface WorkerProcessConfig {
@@ -25,11 +25,7 @@ function report(event: string, id?: string): void {
 
 async function main(): Promise<void> {
   const cfg = JSON.parse(process.env.GLIDEMQ_TEST_WORKER ?? '{}') as WorkerProcessConfig;
-  const mod = (await import(pathToFileURL(cfg.processor).href)) as { default?: unknown };
-  const processor = (typeof mod.default === 'function' ? mod.default : (mod.default as { default?: unknown })?.default) as (
-    job: unknown,
-  ) => Promise<unknown>;
-  if (typeof processor !== 'function') throw new Error(`${cfg.processor} exports no function`);
+  const processor = await loadProcessor(cfg.processor);
   const worker = new Worker(cfg.queue, processor, { ...cfg.options, connection: cfg.url, prefix: cfg.prefix, autorun: false });
   worker.on('active', (job: { id: string }) => report('active', job.id));
   worker.on('completed', (job: { id: string }) => report('completed', job.id));
