@@ -13,3 +13,5 @@ export {
   type ListClaim, type HealReport, type HealStep,
 } from './engine/maintenance.js';
 export { listQueues } from './engine/discovery.js';
+export type { SchedulerInfo, SchedulerTemplate, SchedulerTiming } from './engine/schedulers.js';
+export type { DedupOptions, DedupMode } from './engine/options.js';

@@ -6,6 +6,7 @@ import { Job, type JobState } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { clean, drain, obliterate, type CleanResult, type DrainResult, type ObliterateResult } from './cleanup.js';
 import { callFunction, ensureLibrary } from './library.js';
+import { buildRecord, describeRecord, parseRecord, type SchedulerInfo, type SchedulerTemplate, type SchedulerTiming } from './schedulers.js';
 import { buildMetrics, MINUTE_MS, resolveRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
 import { readGroupState, type GroupState } from './groups.js';
@@ -249,6 +250,36 @@ export class Queue extends EventEmitter {
   async obliterate(opts: { force?: boolean; dryRun?: boolean } = {}): Promise<ObliterateResult> {
     await this.waitUntilReady();
     return obliterate(this.client, this.keys, opts);
+  }
+
+  /**
+   * Adds or updates a scheduler that adds a job from `template` at each slot of a cron pattern
+   * (`{pattern, tz}`) or every `{every}` ms. Upserting an unchanged timing keeps its next run.
+   */
+  async upsertScheduler(name: string, timing: SchedulerTiming, template: SchedulerTemplate = {}): Promise<SchedulerInfo> {
+    const now = this.now();
+    const rec = buildRecord(name, timing, template, now);
+    const stored = await this.call('glidemq_upsertScheduler', [name, JSON.stringify(rec), now]);
+    return describeRecord(parseRecord(String(stored)));
+  }
+
+  async removeScheduler(name: string): Promise<boolean> {
+    return (await this.call('glidemq_removeScheduler', [name])) === 1;
+  }
+
+  async getScheduler(name: string): Promise<SchedulerInfo | undefined> {
+    await this.waitUntilReady();
+    const text = await this.client.hget(this.keys.schedulers, name);
+    return text ? describeRecord(parseRecord(text)) : undefined;
+  }
+
+  /** Every scheduler of the queue, the one due first first. */
+  async getSchedulers(): Promise<SchedulerInfo[]> {
+    await this.waitUntilReady();
+    const all = await this.client.hgetall(this.keys.schedulers);
+    return Object.values(all)
+      .map((text) => describeRecord(parseRecord(text)))
+      .sort((a, b) => a.nextRun - b.nextRun || a.name.localeCompare(b.name));
   }
 
   async close(): Promise<void> {

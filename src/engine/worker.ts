@@ -108,7 +108,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings, this.now);
     this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.now);
-    this.upkeep = new Upkeep(() => this.client, this.keys, this.now);
+    this.upkeep = new Upkeep(() => this.client, this.keys, this.now, (err) => this.emitError(err));
     this.changes = new ChangeWaiter(this.keys);
     if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }

@@ -1,0 +1,169 @@
+/** `glidemq schedulers <queue>` (list), `schedulers add`, `schedulers remove`. */
+import type { Command } from 'commander';
+import { invalid } from '../../engine/errors.js';
+import type { SchedulerInfo, SchedulerTiming } from '../../engine/schedulers.js';
+import { confirmDestructive } from '../confirm.js';
+import { action, withQueue } from '../context.js';
+import { parseJsonArgument } from '../input.js';
+import { colour, info, print, printJson, table } from '../output.js';
+import { jobOptionsFromFlags } from './enqueue.js';
+
+interface AddFlags {
+  cron?: string;
+  every?: string;
+  tz?: string;
+  data?: string;
+  jobName?: string;
+  priority?: string;
+  lifo?: boolean;
+  attempts?: string;
+  backoff?: string;
+}
+
+interface RemoveFlags {
+  yes?: boolean;
+  dryRun?: boolean;
+}
+
+export function register(program: Command): void {
+  const cmd = program
+    .command('schedulers')
+    .description('list, add and remove the schedulers of a queue (cron patterns and fixed intervals)')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ glidemq schedulers emails                               list (same as: schedulers list emails)
+  $ glidemq schedulers add emails digest --cron '0 8 * * MON-FRI' --tz Europe/Berlin --data '{"kind":"daily"}'
+  $ glidemq schedulers add emails heartbeat --every 5m
+  $ glidemq schedulers remove emails digest --yes`,
+    );
+
+  cmd
+    .command('list <queue>', { isDefault: true })
+    .description('the schedulers of a queue, the one due first first')
+    .addHelpText('after', `\nExamples:\n  $ glidemq schedulers list emails\n  $ glidemq schedulers emails --json | jq '.[].nextRun'`)
+    .action(
+      action(async (ctx, queue: string) => {
+        const list = await withQueue(ctx, queue, (q) => q.getSchedulers());
+        if (ctx.json) {
+          printJson(list);
+          return 0;
+        }
+        if (list.length === 0) {
+          print(colour.dim(`queue ${queue} has no schedulers`));
+          return 0;
+        }
+        const now = Date.now();
+        print(
+          table({
+            head: ['name', 'schedule', 'next run', 'last run', 'job', 'last job'],
+            rows: list.map((s) => [
+              s.name,
+              schedule(s),
+              `${when(s.nextRun)} (${relative(s.nextRun - now)})`,
+              s.lastRun !== undefined ? when(s.lastRun) : '-',
+              s.template.name,
+              s.lastJobId ?? '-',
+            ]),
+          }),
+        );
+        return 0;
+      }),
+    );
+
+  cmd
+    .command('add <queue> <name>')
+    .description('add a scheduler, or update the one with that name (an unchanged timing keeps its next run)')
+    .option('--cron <pattern>', "five-field cron pattern, e.g. '*/15 9-17 * * MON-FRI' (or @hourly, @daily, ...)")
+    .option('--every <duration>', 'fixed interval (ms, or 30s, 5m, 1h), counted from now')
+    .option('--tz <zone>', 'time zone of the cron pattern (IANA name; default UTC)')
+    .option('--data <json>', 'data of each job (JSON text)', '{}')
+    .option('--job-name <name>', 'name of each job (default: the scheduler name)')
+    .option('--priority <n>', 'priority of each job (1 is served first)')
+    .option('--lifo', 'each job is served before older waiting ones')
+    .option('--attempts <n>', 'attempts of each job')
+    .option('--backoff <spec>', 'delay between attempts: fixed:<ms> or exponential:<ms>')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ glidemq schedulers add reports nightly --cron '30 2 * * *' --tz America/New_York
+  $ glidemq schedulers add emails heartbeat --every 5m --data '{"ping":true}' --json
+
+A worker of the queue fires it from its promotion tick. After downtime a missed run fires once,
+then the next run moves to the next slot after now.`,
+    )
+    .action(
+      action(async (ctx, queue: string, name: string, flags: AddFlags) => {
+        if ((flags.cron === undefined) === (flags.every === undefined)) throw invalid('give exactly one of --cron or --every');
+        if (flags.tz !== undefined && flags.cron === undefined) throw invalid('--tz applies only with --cron');
+        const timing: SchedulerTiming = flags.cron !== undefined ? { pattern: flags.cron, ...(flags.tz ? { tz: flags.tz } : {}) } : { every: flags.every };
+        const data = parseJsonArgument(flags.data ?? '{}', '--data');
+        const opts = jobOptionsFromFlags({ name: name, priority: flags.priority, lifo: flags.lifo, attempts: flags.attempts, backoff: flags.backoff });
+        const s = await withQueue(ctx, queue, (q) => q.upsertScheduler(name, timing, { name: flags.jobName ?? name, data, opts }));
+        if (ctx.json) printJson(s);
+        else print(`scheduler ${s.name} on ${queue}: ${schedule(s)}, next run ${when(s.nextRun)} (${relative(s.nextRun - Date.now())})`);
+        return 0;
+      }),
+    );
+
+  cmd
+    .command('remove <queue> <name>')
+    .description('remove a scheduler (jobs it already added stay)')
+    .option('-y, --yes', 'do not ask for confirmation (needed when there is no terminal)')
+    .option('--dry-run', 'show what would be removed, change nothing')
+    .addHelpText('after', `\nExamples:\n  $ glidemq schedulers remove emails heartbeat\n  $ glidemq schedulers remove emails heartbeat --yes --json`)
+    .action(
+      action(async (ctx, queue: string, name: string, flags: RemoveFlags) =>
+        withQueue(ctx, queue, async (q) => {
+          const s = await q.getScheduler(name);
+          if (!s) throw invalid(`queue ${queue} has no scheduler named "${name}"`);
+          if (flags.dryRun) {
+            if (ctx.json) printJson({ queue, name, removed: false, dryRun: true, scheduler: s });
+            else print(`would remove scheduler ${name} from ${queue} (${schedule(s)}, next run ${when(s.nextRun)})`);
+            return 0;
+          }
+          if (!(await confirmDestructive(`remove scheduler ${name} (${schedule(s)}) from queue ${queue}`, flags.yes))) {
+            info('nothing removed');
+            return 0;
+          }
+          const removed = await q.removeScheduler(name);
+          if (ctx.json) printJson({ queue, name, removed });
+          else print(removed ? `removed scheduler ${name} from ${queue}` : `scheduler ${name} was already gone`);
+          return 0;
+        }),
+      ),
+    );
+}
+
+function schedule(s: SchedulerInfo): string {
+  if (s.pattern !== undefined) return `cron ${s.pattern}${s.tz ? ` (${s.tz})` : ' (UTC)'}`;
+  return `every ${duration(s.every ?? 0)}`;
+}
+
+/** 300000 → 5m, 90000 → 1m30s, 1500 → 1.5s. */
+function duration(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  if (ms < 60_000) return `${Math.round(ms / 100) / 10}s`;
+  const units: [string, number][] = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
+  const parts: string[] = [];
+  let rest = Math.round(ms / 1000) * 1000;
+  for (const [u, size] of units) {
+    if (rest >= size) {
+      parts.push(`${Math.floor(rest / size)}${u}`);
+      rest %= size;
+    }
+  }
+  return parts.slice(0, 2).join('');
+}
+
+function relative(ms: number): string {
+  return ms >= 0 ? `in ${duration(ms)}` : `${duration(-ms)} overdue`;
+}
+
+function when(ms: number): string {
+  const d = new Date(ms);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
