@@ -24,7 +24,7 @@ export interface SchedulerTemplate {
   /** Name of the jobs it adds (default: the scheduler's name). */
   name?: string;
   data?: unknown;
-  /** Options of the jobs it adds (jobId and dedup are not allowed: every run is a new job). */
+  /** Options of the jobs it adds (not jobId, dedup or group: every run is a plain new job). */
   opts?: JobOptions;
 }
 
@@ -75,6 +75,7 @@ export function buildRecord(name: string, timing: SchedulerTiming, template: Sch
   const opts = template.opts ?? {};
   if (opts.jobId !== undefined) throw invalid(`scheduler ${name}: jobs it adds cannot have a fixed jobId (every run adds a new job)`);
   if (opts.dedup !== undefined) throw invalid(`scheduler ${name}: jobs it adds cannot use dedup`);
+  if (opts.group !== undefined) throw invalid(`scheduler ${name}: jobs it adds cannot be group jobs (not supported yet)`);
   const group = encodeJob(template.name ?? name, template.data ?? {}, opts);
   const job = {
     name: String(group[1]),
