@@ -4,8 +4,10 @@
  * also inside the fcall/evalsha line).
  *
  *   node dist/test/bench/profile.js [glidemq|BullMQ] [concurrency] [jobs]
- *   (add --cpu-prof before the script to see the client side too)
+ *   BENCH_CPU_PROFILE=FILE also writes a V8 CPU profile of the client during the processing only.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { TestServer } from '../helpers/valkey.js';
 import { preload, processBacklog, type Sizes } from './figures.js';
 import { commandStats, sentCommands } from './measure.js';
@@ -22,7 +24,19 @@ async function main(): Promise<void> {
   const sizes = { backlog: Number(n), processMaxMs: 20_000 } as Sizes;
   try {
     await preload(sys, server.url, sizes.backlog);
+    const out = process.env.BENCH_CPU_PROFILE;
+    const session = out ? new Session() : undefined;
+    if (session) {
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.start');
+    }
     const r = await processBacklog(sys, server.url, Number(conc), sizes, admin);
+    if (session && out) {
+      const { profile } = await session.post('Profiler.stop');
+      writeFileSync(out, JSON.stringify(profile));
+      session.disconnect();
+    }
     const stats = await commandStats(admin);
     console.log(`${sys.name} c=${conc}: ${r.rate.toFixed(0)} jobs/s over ${r.jobs} jobs`);
     console.log(JSON.stringify(r.cost, null, 1));
