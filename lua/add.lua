@@ -18,24 +18,32 @@ local FIELDS = 12
 
 -- Writes a new job's hash and puts it where it waits (scheduled set, its group, or ready). Shared
 -- with scheduler firing (lua/schedulers.lua). `group` is a spec checked by groupParse, or nil.
+-- The hash is written with one HSET (ready jobs: together with their state and stream entry id).
 local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group)
   local jk = jobKey(k, id)
-  redis.call('HSET', jk, 'name', name, 'data', data, 'ts', now)
-  if priority > 0 then redis.call('HSET', jk, 'priority', priority) end
-  if lifo then redis.call('HSET', jk, 'lifo', '1') end
-  if attempts > 1 then redis.call('HSET', jk, 'attempts', attempts) end
-  if opts ~= '' then redis.call('HSET', jk, 'opts', opts) end
+  local fields = { 'name', name, 'data', data, 'ts', now }
+  local function put(f, v)
+    fields[#fields + 1] = f
+    fields[#fields + 1] = v
+  end
+  if priority > 0 then put('priority', priority) end
+  if lifo then put('lifo', '1') end
+  if attempts > 1 then put('attempts', attempts) end
+  if opts ~= '' then put('opts', opts) end
   if group then
     groupConfigure(k, group, now)
-    redis.call('HSET', jk, 'grp', group.id)
+    put('grp', group.id)
   end
   if delay > 0 then
-    redis.call('HSET', jk, 'delay', delay, 'state', 'delayed')
+    put('delay', delay)
+    put('state', 'delayed')
+    redis.call('HSET', jk, unpack(fields))
     redis.call('ZADD', k.scheduled, now + delay, id)
   elseif group then
+    redis.call('HSET', jk, unpack(fields))
     groupEnqueue(k, id, jk, group.id)
   else
-    enqueueReady(k, id, jk, priority, lifo)
+    enqueueReady(k, id, jk, priority, lifo, fields)
   end
   emit(k, 'added', id)
 end
@@ -47,6 +55,11 @@ local function nextJobId(k)
   return id
 end
 
+-- Names job i (0-based) of a call in an error; built only when there is an error to report.
+local function labelOf(id, i)
+  return id ~= '' and ('job ' .. id) or ('job #' .. (i + 1) .. ' of the call')
+end
+
 redis.register_function('glidemq_add', function(keys, args)
   local k = keysFor(keys[1])
   local now, maxPayload, count = toInt(args[1], 0), toInt(args[2], 0), toInt(args[3], 0)
@@ -54,31 +67,45 @@ redis.register_function('glidemq_add', function(keys, args)
     local o = 3 + i * FIELDS
     local id, data = args[o + 1], args[o + 3]
     local delay, priority, attempts = tonumber(args[o + 4]), tonumber(args[o + 5]), tonumber(args[o + 7])
-    local label = id ~= '' and ('job ' .. id) or ('job #' .. (i + 1) .. ' of the call')
     if maxPayload > 0 and #data > maxPayload then
-      return fail('ERR_TOO_LARGE', label .. ': payload is ' .. #data .. ' bytes, over the limit of ' ..
+      return fail('ERR_TOO_LARGE', labelOf(id, i) .. ': payload is ' .. #data .. ' bytes, over the limit of ' ..
         maxPayload .. ' bytes; store large data elsewhere and enqueue a reference')
     end
-    if not delay or delay < 0 then return fail('ERR_INVALID', label .. ': delay must be >= 0') end
+    if not delay or delay < 0 then return fail('ERR_INVALID', labelOf(id, i) .. ': delay must be >= 0') end
     if not priority or priority < 0 or priority > MAX_PRIORITY or priority ~= math.floor(priority) then
-      return fail('ERR_INVALID', label .. ': priority must be a whole number from 1 to ' .. MAX_PRIORITY)
+      return fail('ERR_INVALID', labelOf(id, i) .. ': priority must be a whole number from 1 to ' .. MAX_PRIORITY)
     end
-    if not attempts or attempts < 1 then return fail('ERR_INVALID', label .. ': attempts must be >= 1') end
+    if not attempts or attempts < 1 then return fail('ERR_INVALID', labelOf(id, i) .. ': attempts must be >= 1') end
     if string.find(id, '[:%s{}]') then
-      return fail('ERR_INVALID', label .. ': a job id may not contain ":", "{", "}" or whitespace')
+      return fail('ERR_INVALID', labelOf(id, i) .. ': a job id may not contain ":", "{", "}" or whitespace')
     end
-    local bad = validateDedup(label, args[o + 9] or '', tonumber(args[o + 10] or '0'), args[o + 11] or '', delay)
-    if bad then return bad end
+    local dedupId, dedupMode = args[o + 9] or '', args[o + 11] or ''
+    if dedupId ~= '' or dedupMode ~= '' then
+      local bad = validateDedup(labelOf(id, i), dedupId, tonumber(args[o + 10] or '0'), dedupMode, delay)
+      if bad then return bad end
+    end
     if args[o + 12] and args[o + 12] ~= '' then
       local spec, why = groupParse(args[o + 12])
-      if not spec then return fail('ERR_INVALID', label .. ': ' .. why) end
+      if not spec then return fail('ERR_INVALID', labelOf(id, i) .. ': ' .. why) end
       if priority > 0 or args[o + 6] == '1' then
-        return fail('ERR_INVALID', label .. ": a group job runs in its group's order: it cannot be prioritized or LIFO")
+        return fail('ERR_INVALID', labelOf(id, i) .. ": a group job runs in its group's order: it cannot be prioritized or LIFO")
       end
     end
   end
 
   ensureQueue(k)
+  -- Jobs that surely take an id from the counter (no custom id, no dedup) get them from one
+  -- INCRBY; one that meets a job a numeric custom id created falls back to nextJobId.
+  local plain = 0
+  for i = 0, count - 1 do
+    local o = 3 + i * FIELDS
+    if args[o + 1] == '' and (args[o + 9] or '') == '' then plain = plain + 1 end
+  end
+  local reserved, lastReserved = 1, 0
+  if plain > 1 then
+    lastReserved = redis.call('INCRBY', k.id, plain)
+    reserved = lastReserved - plain + 1
+  end
   local out = {}
   for i = 0, count - 1 do
     local o = 3 + i * FIELDS
@@ -91,6 +118,10 @@ redis.register_function('glidemq_add', function(keys, args)
     end
     if verdict ~= 'new' then
       id, created = existing, (verdict == 'blocked' and 2 or 3)
+    elseif id == '' and dedupId == '' and reserved <= lastReserved then
+      id = tostring(reserved)
+      reserved = reserved + 1
+      if redis.call('EXISTS', jobKey(k, id)) == 1 then id = nextJobId(k) end
     elseif id == '' then
       id = nextJobId(k)
     elseif redis.call('EXISTS', jobKey(k, id)) == 1 then
