@@ -6,7 +6,7 @@
  * the arguments, walks cursors and shapes the replies.
  */
 import { hostname } from 'node:os';
-import { createClient, closeClient, waitReady, type Client, type ClientSettings } from './connection.js';
+import { acquireClient, closeClient, isCluster, settleTopology, waitReady, type Client, type ClientSettings } from './connection.js';
 import { QueueKeys } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 
@@ -342,18 +342,21 @@ export class MaintenanceSession {
     private readonly prefix: string,
   ) {}
 
-  /** Connects (failing fast with a one-line error naming `label`) and ensures the library. */
+  /**
+   * Connects (failing fast with a one-line error naming `label`; a URL naming a cluster node gets a
+   * cluster client) and ensures the library.
+   */
   static async open(settings: ClientSettings, prefix: string, label = settings.url): Promise<MaintenanceSession> {
-    const client = createClient(settings);
-    client.on('error', () => undefined);
+    const acquired = acquireClient(settings);
     try {
-      await waitReady(client, label);
+      const client = await settleTopology(acquired);
+      await waitReady(client, label, isCluster(client) ? 15_000 : 5_000);
       await ensureLibrary(client);
+      return new MaintenanceSession(client, prefix);
     } catch (err) {
-      client.disconnect();
+      acquired.client.disconnect();
       throw err;
     }
-    return new MaintenanceSession(client, prefix);
   }
 
   queue(name: string, settings: Partial<MaintenanceSettings> = {}): Maintenance {

@@ -4,7 +4,9 @@
  * Steady state costs one function call per job: glidemq_finish stores the outcome and hands back
  * the next job. A slot that finds nothing waits on one blocking XREADGROUP (over the job stream and
  * the wake stream that priority/LIFO adds write to), whose deliveries glidemq_activate turns into
- * claims. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
+ * claims. On a queue with a globalConcurrency limit a free slot instead waits on the queue's
+ * streams without claiming (ChangeWaiter) and takes jobs only through glidemq_fetch, which checks the
+ * limit in the same call. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
  */
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
