@@ -268,4 +268,44 @@ describe('step jobs: durability', function () {
     await worker.close();
     await queue.close();
   });
+
+  for (const kind of ['stream', 'priority', 'lifo'] as const) {
+    it(`a ${kind} step job whose worker is SIGKILLed mid-step is reclaimed and reruns only that step`, async () => {
+      const name = qname();
+      const queue = new Queue(name, { connection: server.url });
+      const c = queue.client;
+      const opts = kind === 'priority' ? { priority: 3 } : kind === 'lifo' ? { lifo: true } : {};
+      const job = await queue.add('crash', { order: 7 }, opts);
+      const traceKey = `trace:${name}`;
+      const child = spawn(process.execPath, [STEP_WORKER, server.url, name], {
+        env: { ...process.env, STEPS: 'one,two,three', PARK_MS: '0', HANG_AT: 'two', TRACE_KEY: traceKey, LOCK_MS: '400' },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      children.push(child);
+      await waitFor(async () => (await c.llen(traceKey)) === 2, 'the child to reach step two');
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+      const held = await queue.getJob(job.id);
+      expect(held?.state).to.equal('active');
+      expect(held?.data).to.deep.equal({ order: 7, step: 'two' });
+
+      const seen: string[] = [];
+      const worker = new Worker(name, stepper(['one', 'two', 'three'], seen, 0), {
+        connection: server.url,
+        lockDuration: 400,
+        stalledInterval: 150,
+      });
+      worker.on('error', () => undefined);
+      const done = await waitFor(async () => {
+        const j = await queue.getJob(job.id);
+        return j?.state === 'completed' && j;
+      }, 'the reclaimed job to complete');
+      expect(await c.lrange(traceKey, 0, -1)).to.deep.equal([`${job.id}:one`, `${job.id}:two`]);
+      expect(seen).to.deep.equal([`${job.id}:two`, `${job.id}:three`]);
+      expect(done && done.stalledCount).to.equal(1);
+      expect(done && done.data).to.deep.equal({ order: 7, step: 'three' });
+      await worker.close();
+      await queue.close();
+    });
+  }
 });
