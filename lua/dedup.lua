@@ -7,9 +7,10 @@
   Modes, as the new add asks:
     simple    blocked while the earlier job is not finished (and, with a ttl, its window is open).
     throttle  blocked while the window (ttl from the first add) is open, whatever the job does.
-    debounce  while the window is open and the earlier job is still delayed, the add replaces
-              that job's data, restarts its delay and restarts the window; otherwise it adds a new
-              job (nothing is dropped). The window defaults to the delay.
+    debounce  while the window is open and the earlier job is still waiting out its first delay
+              (delayed and never run: not a parked step job or a retry), the add replaces that
+              job's data, restarts its delay and restarts the window (name and options stay);
+              otherwise it adds a new job (nothing is dropped). The window defaults to the delay.
 ]]
 local DEDUP_MODES = { simple = 's', throttle = 't', debounce = 'd' }
 local DEDUP_SWEEP_COUNT = 100
@@ -25,6 +26,11 @@ end
 
 local function jobUnfinished(state)
   return state ~= false and state ~= nil and state ~= 'completed' and state ~= 'failed'
+end
+
+-- Delayed and never activated (an activation sets `fence`): data may still be replaced.
+local function debounceable(f)
+  return f[1] == 'delayed' and not f[2]
 end
 
 -- Checks one job's dedup arguments; returns an error reply or nil.
@@ -56,12 +62,12 @@ local function applyDedup(k, now, dedupId, ttl, mode, data, delay)
   local _, expiresAt, existing = parseDedupEntry(v)
   if not existing or not dedupWindowOpen(expiresAt, now) then return 'new' end
   local jk = jobKey(k, existing)
-  local state = redis.call('HGET', jk, 'state')
-  if mode == 'throttle' or (mode == 'simple' and jobUnfinished(state)) then
+  local f = redis.call('HMGET', jk, 'state', 'fence')
+  if mode == 'throttle' or (mode == 'simple' and jobUnfinished(f[1])) then
     emit(k, 'deduplicated', existing, 'dedupId', dedupId)
     return 'blocked', existing
   end
-  if mode == 'debounce' and state == 'delayed' then
+  if mode == 'debounce' and debounceable(f) then
     if ttl == 0 then ttl = delay end
     redis.call('HSET', jk, 'data', data, 'delay', delay)
     redis.call('ZADD', k.scheduled, now + delay, existing)
@@ -84,9 +90,9 @@ local function dedupEntryOver(k, v, now)
   local mode, expiresAt, jobId = parseDedupEntry(v)
   if not mode or not dedupWindowOpen(expiresAt, now) then return true end
   if mode == 't' then return false end
-  local state = redis.call('HGET', jobKey(k, jobId), 'state')
-  if mode == 's' then return not jobUnfinished(state) end
-  return state ~= 'delayed'
+  local f = redis.call('HMGET', jobKey(k, jobId), 'state', 'fence')
+  if mode == 's' then return not jobUnfinished(f[1]) end
+  return not debounceable(f)
 end
 
 -- One bounded HSCAN step over the dedup hash (cursor kept in meta); deletes entries that are over.

@@ -107,6 +107,21 @@ describe('deduplication', function () {
     expect(fresh.id).to.not.equal(first.id);
   });
 
+  it('debounce never replaces the data of a job that already ran (a parked step job or a retry)', async () => {
+    const { q } = queueWithClock('dedup-debounce-ran');
+    const d = { id: 'ran', mode: 'debounce' as const };
+    const first = await q.add('walk', { v: 1 }, { delay: 50, dedup: d });
+    const w = h.worker(q.name, async (job) => {
+      await job.moveToDelayed(Date.now() + 3_600_000, 'two');
+    }, { promotionInterval: 10 });
+    await waitFor(async () => (await q.getJob(first.id))?.data.step === 'two', 'the job to run and park itself');
+    await w.close();
+    const next = await q.add('walk', { v: 2 }, { delay: 50, dedup: d });
+    expect(next.created).to.equal(true);
+    expect(next.id).to.not.equal(first.id);
+    expect((await q.getJob(first.id))?.data).to.deep.equal({ v: 1, step: 'two' });
+  });
+
   it('deduplicates within one bulk call too', async () => {
     const { q } = queueWithClock('dedup-bulk');
     const jobs = await q.addBulk([
