@@ -6,7 +6,7 @@ export type { JobOptions, BackoffOptions, Retention } from './engine/options.js'
 export type { GroupOptions, TokenBucketOptions, GroupState } from './engine/groups.js';
 export * from './engine/errors.js';
 export { LIBRARY_VERSION, LIBRARY_NAME } from './engine/library.js';
-export { QueueKeys } from './engine/keys.js';
+export { QueueKeys, BroadcastKeys } from './engine/keys.js';
 export type { QueueMetrics, MinuteMetrics, MetricsRange } from './engine/metrics.js';
 export {
   Maintenance, MaintenanceSession, type ReclaimResult, type ReclaimReport, type ReclaimOptions, type Claims, type StreamClaim,
@@ -15,3 +15,6 @@ export {
 export { listQueues } from './engine/discovery.js';
 export type { SchedulerInfo, SchedulerTemplate, SchedulerTiming } from './engine/schedulers.js';
 export type { DedupOptions, DedupMode } from './engine/options.js';
+export { Broadcast, type BroadcastOptions, type BroadcastMessage, type SubscriptionInfo } from './engine/broadcast.js';
+export { BroadcastWorker, type BroadcastWorkerOptions, type BroadcastProcessor } from './engine/broadcast-worker.js';
+export { matchSubject, validateSubject, validatePattern } from './engine/subjects.js';

@@ -26,6 +26,7 @@ export class LibraryVersionError extends GlideMQError {}
 export class ConnectionError extends GlideMQError {}
 export class WrongTypeError extends GlideMQError {}
 export class JobActiveError extends GlideMQError {}
+export class SubscriptionNotFoundError extends GlideMQError {}
 /** Thrown by a processor to fail the job at once, without further attempts. */
 export class UnrecoverableError extends Error {}
 
@@ -42,6 +43,7 @@ const LUA_ERRORS: Record<string, [ErrorClass, boolean]> = {
   ERR_PAUSED: [QueuePausedError, false],
   ERR_WRONG_TYPE: [WrongTypeError, true],
   ERR_JOB_ACTIVE: [JobActiveError, true],
+  ERR_NO_SUBSCRIPTION: [SubscriptionNotFoundError, true],
   ERR_LIBRARY_NEWER: [LibraryVersionError, false],
 };
 

@@ -1,0 +1,399 @@
+/**
+ * The consuming side of a broadcast: a worker of one subscription. All workers of a subscription
+ * share one consumer group on the broadcast stream, so each message runs once per subscription;
+ * other subscriptions get their own copy through their own group. A message a worker claimed and
+ * did not finish stays pending in the group and is reclaimed (XAUTOCLAIM) by another worker of the
+ * same subscription; retries and stall counts are kept per (subscription, message).
+ *
+ * One loop does all claiming, so claims never exceed free slots: due retries, then (when the stall
+ * timer asked) stalled reclaim, then one blocking read of new messages that ends in time for the
+ * next due retry. Messages whose subject the filter does not match are acked unprocessed.
+ *
+ * Events: active (message), completed (message, result, durationMs), failed (message, error,
+ * durationMs, willRetry), stalled (entryId, 'reclaimed' | 'failed'), lost (message: its claim was
+ * taken over; its result was not stored), lockLost (entryId), error, closed.
+ */
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import {
+  acquireClient, closeClient, connectionFor, duplicateClient, isCluster, sameServer, settleTopology, waitReady,
+  type Acquired, type Client, type ConnectionInput,
+} from './connection.js';
+import { UnrecoverableError, invalid } from './errors.js';
+import { BroadcastKeys, DEFAULT_PREFIX } from './keys.js';
+import { callFunction, ensureLibrary } from './library.js';
+import { backoffDelay, parseBackoff, type BackoffOptions } from './options.js';
+import { subjectFilter } from './subjects.js';
+import type { BroadcastMessage } from './broadcast.js';
+
+export type BroadcastProcessor<D = any, R = any> = (message: BroadcastMessage<D>) => Promise<R> | R;
+
+export interface BroadcastWorkerOptions {
+  connection?: ConnectionInput;
+  prefix?: string;
+  /** Subject filters (`orders.*`, `orders.>`); none = every subject. */
+  subjects?: string[];
+  concurrency?: number;
+  /** A claim idle this long counts as stalled (ms); running messages heartbeat at half of it. */
+  lockDuration?: number;
+  /** How often stalled recovery runs (ms). */
+  stalledInterval?: number;
+  maxStalledCount?: number;
+  /** Attempts per message for this subscription (default 1: no retry). */
+  attempts?: number;
+  backoff?: number | BackoffOptions | string;
+  /** Where a new subscription starts: 'latest' (default: messages published from now on),
+   * 'earliest' (every kept message) or an entry id. An existing subscription keeps its position. */
+  startFrom?: 'latest' | 'earliest' | string;
+  /** Longest wait of one blocking read (ms). */
+  blockTimeout?: number;
+  /** Longest gap between two looks for due retries that another worker scheduled (ms). */
+  retryInterval?: number;
+  autorun?: boolean;
+  /** How long close() lets running messages finish (ms). */
+  closeGracePeriod?: number;
+  clock?: () => number;
+}
+
+interface Running {
+  message: BroadcastMessage;
+  fence: string;
+}
+
+type Entry = [string, string[]];
+
+export class BroadcastWorker<D = any, R = any> extends EventEmitter {
+  readonly keys: BroadcastKeys;
+  readonly consumer: string;
+  readonly settings: Required<Omit<BroadcastWorkerOptions, 'connection' | 'prefix' | 'subjects' | 'backoff' | 'startFrom' | 'autorun' | 'clock'>>;
+  private readonly acquired: Acquired;
+  private readonly matches: (subject: string) => boolean;
+  private readonly subjects: string[];
+  private readonly backoff: BackoffOptions | undefined;
+  private readonly start: string;
+  private readonly now: () => number;
+  private blocker: Client | undefined;
+  private blockerConn: Redis | undefined;
+  private blockerId: number | undefined;
+  private readonly active = new Map<string, Running>();
+  private running = false;
+  private readerRunning = false;
+  private blocked = false;
+  private closing: Promise<void> | undefined;
+  private reclaimDue = true;
+  private retryCheckAt = 0;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private stalledTimer: NodeJS.Timeout | undefined;
+  private idleWaiters: (() => void)[] = [];
+  readonly finished = { completed: 0, failed: 0 };
+
+  constructor(
+    readonly name: string,
+    readonly subscription: string,
+    private readonly processor: BroadcastProcessor<D, R>,
+    opts: BroadcastWorkerOptions = {},
+  ) {
+    super();
+    this.keys = new BroadcastKeys(name, opts.prefix ?? DEFAULT_PREFIX);
+    this.keys.sub(subscription); // validates the name
+    this.subjects = opts.subjects ?? [];
+    this.matches = subjectFilter(this.subjects);
+    this.backoff = parseBackoff(opts.backoff);
+    this.start = startId(opts.startFrom);
+    this.now = opts.clock ?? Date.now;
+    const lockDuration = positive(opts.lockDuration ?? 30_000, 'lockDuration');
+    this.settings = {
+      concurrency: positive(opts.concurrency ?? 1, 'concurrency'),
+      lockDuration,
+      stalledInterval: positive(opts.stalledInterval ?? 30_000, 'stalledInterval'),
+      maxStalledCount: whole(opts.maxStalledCount ?? 1, 'maxStalledCount'),
+      attempts: positive(opts.attempts ?? 1, 'attempts'),
+      blockTimeout: positive(opts.blockTimeout ?? 5_000, 'blockTimeout'),
+      retryInterval: positive(opts.retryInterval ?? 1_000, 'retryInterval'),
+      closeGracePeriod: whole(opts.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
+    };
+    this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
+    if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
+  }
+
+  private get client(): Client {
+    return this.acquired.client;
+  }
+
+  get activeCount(): number {
+    return this.active.size;
+  }
+
+  private call(fn: string, args: (string | number)[]): Promise<unknown> {
+    return callFunction(this.client, fn, this.keys.meta, args);
+  }
+
+  /** Creates the subscription if needed and starts the loop; resolves once it is running. */
+  async run(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    await settleTopology(this.acquired);
+    await ensureLibrary(this.client);
+    await this.subscribe();
+    this.blocker = duplicateClient(this.acquired, { maxRetriesPerRequest: null });
+    this.blocker.on('ready', () => void this.learnBlockerId());
+    if (isCluster(this.blocker)) await waitReady(this.blocker, 'the cluster', 15000);
+    await this.learnBlockerId();
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
+    this.stalledTimer = setInterval(() => {
+      this.reclaimDue = true;
+      void this.nudgeReader();
+    }, this.settings.stalledInterval);
+    this.kickReader();
+  }
+
+  private async subscribe(): Promise<void> {
+    await this.call('glidemq_bcSubscribe', [this.subscription, this.start, JSON.stringify(this.subjects), this.now()]);
+  }
+
+  private async learnBlockerId(): Promise<void> {
+    try {
+      const conn = connectionFor(this.blocker as Client, this.keys.stream);
+      if (!conn) return;
+      this.blockerId = (await conn.client('ID')) as number;
+      this.blockerConn = conn;
+    } catch {
+      /* reconnecting; the next ready event tries again */
+    }
+  }
+
+  private freeSlots(): number {
+    return this.settings.concurrency - this.active.size;
+  }
+
+  private kickReader(): void {
+    if (this.running && !this.closing && !this.readerRunning && this.freeSlots() > 0) void this.readLoop();
+  }
+
+  private async readLoop(): Promise<void> {
+    this.readerRunning = true;
+    let failures = 0;
+    try {
+      while (this.running && !this.closing && this.freeSlots() > 0) {
+        if (this.now() >= this.retryCheckAt) await this.claimRetries();
+        if (this.reclaimDue && this.freeSlots() > 0) {
+          this.reclaimDue = false;
+          await this.reclaim();
+        }
+        const want = this.freeSlots();
+        if (want <= 0 || this.closing) break;
+        const block = Math.max(1, Math.min(this.settings.blockTimeout, this.retryCheckAt - this.now()));
+        let delivered: [string, Entry[]][] | null;
+        this.blocked = true;
+        try {
+          delivered = (await (this.blocker as Redis).xreadgroup(
+            'GROUP', this.subscription, this.consumer, 'COUNT', want, 'BLOCK', block, 'STREAMS', this.keys.stream, '>',
+          )) as [string, Entry[]][] | null;
+        } finally {
+          this.blocked = false;
+        }
+        failures = 0;
+        if (delivered?.[0]) await this.activate(delivered[0][1]);
+      }
+    } catch (err) {
+      if (this.running && !this.closing) {
+        failures++;
+        if (/NOGROUP/.test(String(err))) await this.subscribe().catch(() => undefined);
+        else this.emitError(err);
+        await delay(Math.min(1000, 50 * 2 ** failures));
+      }
+    } finally {
+      this.readerRunning = false;
+    }
+    this.kickReader();
+  }
+
+  private async activate(entries: Entry[]): Promise<void> {
+    const run: Entry[] = [];
+    const skip: string[] = [];
+    for (const e of entries) {
+      const f = fieldsOf(e[1]);
+      if (this.matches(f.subject ?? '')) run.push(e);
+      else skip.push(e[0]);
+    }
+    const r = (await this.call('glidemq_bcActivate', [this.subscription, this.consumer, run.length, ...run.map((e) => e[0]), ...skip])) as
+      (string | number)[][];
+    const claimed = new Map(r.map((c) => [String(c[0]), c]));
+    for (const [sid, fields] of run) {
+      const c = claimed.get(sid);
+      if (c) this.dispatch(sid, String(c[1]), Number(c[2]), Number(c[3]), fieldsOf(fields));
+    }
+  }
+
+  private async claimRetries(): Promise<void> {
+    const r = (await this.call('glidemq_bcRetries', [this.subscription, this.consumer, this.now(), this.freeSlots()])) as unknown[];
+    const nextDue = Number(r[0]);
+    this.retryCheckAt = this.now() + this.settings.retryInterval;
+    if (nextDue >= 0) this.retryCheckAt = Math.min(this.retryCheckAt, nextDue);
+    await this.runClaimed(r.slice(1) as (string | number)[][]);
+  }
+
+  private async reclaim(): Promise<void> {
+    const r = (await this.call('glidemq_bcReclaim', [
+      this.subscription, this.consumer, this.now(), this.settings.lockDuration, this.settings.maxStalledCount, this.freeSlots(),
+    ])) as [(string | number)[][], string[]];
+    for (const id of r[1]) this.emit('stalled', id, 'failed');
+    for (const e of r[0]) this.emit('stalled', String(e[0]), 'reclaimed');
+    await this.runClaimed(r[0]);
+  }
+
+  /** Entries claimed by bcRetries/bcReclaim: {id, fence, attemptsMade, stalledCount, subject, data, ts}. */
+  private async runClaimed(entries: (string | number)[][]): Promise<void> {
+    const skip: string[] = [];
+    for (const e of entries) {
+      const f = { subject: String(e[4]), data: String(e[5]), ts: String(e[6]) };
+      if (this.matches(f.subject)) this.dispatch(String(e[0]), String(e[1]), Number(e[2]), Number(e[3]), f);
+      else skip.push(String(e[0]));
+    }
+    if (skip.length) await this.call('glidemq_bcActivate', [this.subscription, this.consumer, 0, ...skip]);
+  }
+
+  private dispatch(id: string, fence: string, attemptsMade: number, stalledCount: number, f: Record<string, string>): void {
+    const message: BroadcastMessage<D> = {
+      id,
+      subject: f.subject ?? '',
+      data: parseJson(f.data) as D,
+      timestamp: Number(f.ts) || 0,
+      subscription: this.subscription,
+      attemptsMade,
+      stalledCount,
+    };
+    this.active.set(id, { message, fence });
+    void this.execute(message, fence);
+  }
+
+  private async execute(message: BroadcastMessage<D>, fence: string): Promise<void> {
+    this.emit('active', message);
+    const started = Date.now();
+    let outcome: 'completed' | 'failed' = 'completed';
+    let result: R | undefined;
+    let error: Error | undefined;
+    let retryDelay = -1;
+    try {
+      result = await this.processor(message);
+    } catch (err) {
+      error = err instanceof Error ? err : new Error(String(err));
+      outcome = 'failed';
+      if (!(error instanceof UnrecoverableError)) retryDelay = backoffDelay(this.backoff, message.attemptsMade + 1);
+    }
+    let status: string;
+    try {
+      status = String(await this.call('glidemq_bcFinish', [
+        this.subscription, this.consumer, message.id, fence, this.now(), outcome,
+        error ? error.message || error.name || 'processor failed' : '', retryDelay, this.settings.attempts,
+      ]));
+    } catch (err) {
+      // the claim stays pending: stalled recovery hands it to a healthy worker
+      this.emitError(err);
+      status = 'error';
+    }
+    this.active.delete(message.id);
+    const durationMs = Date.now() - started;
+    if (status === 'completed') {
+      this.finished.completed++;
+      this.emit('completed', message, result, durationMs);
+    } else if (status === 'failed' || status === 'retrying') {
+      if (status === 'failed') this.finished.failed++;
+      else {
+        this.retryCheckAt = Math.min(this.retryCheckAt, this.now() + retryDelay);
+        void this.nudgeReader();
+      }
+      this.emit('failed', message, error, durationMs, status === 'retrying');
+    } else if (status === 'stale') {
+      this.emit('lost', message);
+    }
+    if (this.active.size === 0) this.idleWaiters.splice(0).forEach((w) => w());
+    this.kickReader();
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.active.size === 0) return;
+    const pairs: string[] = [];
+    for (const [id, r] of this.active) pairs.push(id, r.fence);
+    try {
+      const lost = (await this.call('glidemq_bcExtend', [this.subscription, this.consumer, ...pairs])) as string[];
+      for (const id of lost) this.emit('lockLost', id);
+    } catch (err) {
+      if (this.running && !this.closing) this.emitError(err);
+    }
+  }
+
+  /** Ends the blocking read early so the loop looks again (a retry came due, stall check, close). */
+  private async nudgeReader(): Promise<void> {
+    const server = this.blockerConn && sameServer(this.client, this.blockerConn);
+    if (this.blocked && this.blockerId !== undefined && server) {
+      await server.client('UNBLOCK', this.blockerId).catch(() => undefined);
+    }
+  }
+
+  private whenIdle(): Promise<void> {
+    if (this.active.size === 0) return Promise.resolve();
+    return new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  /** Graceful stop: claim nothing more, let running messages finish (up to the grace period), leave. */
+  close(force = false): Promise<void> {
+    this.closing ??= (async () => {
+      clearInterval(this.stalledTimer);
+      await this.nudgeReader();
+      if (!force && this.active.size > 0) await Promise.race([this.whenIdle(), delay(this.settings.closeGracePeriod)]);
+      clearInterval(this.heartbeatTimer);
+      this.running = false;
+      if (this.active.size === 0) {
+        await this.call('glidemq_bcRemoveIdleConsumer', [this.subscription, this.consumer]).catch(() => undefined);
+      }
+      this.blocker?.disconnect();
+      if (this.acquired.owned) await closeClient(this.client);
+      this.emit('closed');
+    })();
+    return this.closing;
+  }
+
+  private emitError(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+  }
+}
+
+function startId(s: BroadcastWorkerOptions['startFrom']): string {
+  if (s === undefined || s === 'latest') return '$';
+  if (s === 'earliest') return '0';
+  if (typeof s === 'string' && /^\d+(-\d+)?$/.test(s)) return s;
+  throw invalid(`startFrom must be "latest", "earliest" or a stream entry id, got ${String(s)}`);
+}
+
+function fieldsOf(list: string[]): Record<string, string> {
+  const h: Record<string, string> = {};
+  for (let i = 0; i + 1 < list.length; i += 2) h[list[i]] = list[i + 1];
+  return h;
+}
+
+function parseJson(text: string | undefined): unknown {
+  if (text === undefined || text === '') return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function positive(n: number, what: string): number {
+  if (!Number.isFinite(n) || n <= 0) throw invalid(`${what} must be a positive number, got ${n}`);
+  return Math.floor(n);
+}
+
+function whole(n: number, what: string): number {
+  if (!Number.isFinite(n) || n < 0) throw invalid(`${what} must be a number >= 0, got ${n}`);
+  return Math.floor(n);
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

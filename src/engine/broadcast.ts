@@ -1,0 +1,133 @@
+/**
+ * The publishing side of a broadcast: every subscription (a consumer group on the broadcast's one
+ * stream) gets every message, and each subscription's workers share its messages between them.
+ * Messages are not deleted after processing; `maxMessages` caps the stream by trimming the oldest
+ * entries on publish, read or not.
+ */
+import { acquireClient, closeClient, settleTopology, type Acquired, type Client, type ConnectionInput } from './connection.js';
+import { invalid } from './errors.js';
+import { BroadcastKeys, DEFAULT_PREFIX } from './keys.js';
+import { callFunction, ensureLibrary } from './library.js';
+import { DEFAULT_MAX_PAYLOAD } from './options.js';
+import { validateSubject } from './subjects.js';
+
+export interface BroadcastOptions {
+  connection?: ConnectionInput;
+  prefix?: string;
+  /** Hard cap on kept messages: each publish trims the oldest beyond it (0 = no cap). */
+  maxMessages?: number;
+  /** Largest accepted message data, in bytes of JSON (default 512 KiB). */
+  maxPayloadBytes?: number;
+  /** The clock (ms) whose times are stored with messages; tests move it. */
+  clock?: () => number;
+}
+
+export interface SubscriptionInfo {
+  name: string;
+  /** Entry id up to which the subscription has read. */
+  lastDeliveredId: string;
+  /** Messages claimed by its workers and not finished (running, or waiting out a retry). */
+  pending: number;
+  /** Messages kept in the stream that it has not read yet (null when the server cannot tell). */
+  lag: number | null;
+  consumers: number;
+}
+
+/** A message as a processor sees it. */
+export interface BroadcastMessage<D = unknown> {
+  /** The stream entry id. */
+  id: string;
+  subject: string;
+  data: D;
+  /** Publish time (ms, the publisher's clock). */
+  timestamp: number;
+  subscription: string;
+  /** Failed attempts so far for this subscription. */
+  attemptsMade: number;
+  /** Times this subscription's claim on the message stalled. */
+  stalledCount: number;
+}
+
+export class Broadcast {
+  readonly keys: BroadcastKeys;
+  private readonly acquired: Acquired;
+  private readonly maxMessages: number;
+  private readonly maxPayload: number;
+  private readonly now: () => number;
+  private ready: Promise<void> | undefined;
+
+  constructor(
+    readonly name: string,
+    opts: BroadcastOptions = {},
+  ) {
+    this.keys = new BroadcastKeys(name, opts.prefix ?? DEFAULT_PREFIX);
+    const max = opts.maxMessages ?? 0;
+    if (!Number.isInteger(max) || max < 0) throw invalid(`maxMessages must be a whole number >= 0, got ${String(opts.maxMessages)}`);
+    this.maxMessages = max;
+    this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
+    this.now = opts.clock ?? Date.now;
+    this.acquired = acquireClient(opts.connection);
+  }
+
+  get client(): Client {
+    return this.acquired.client;
+  }
+
+  waitUntilReady(): Promise<void> {
+    this.ready ??= (async () => {
+      await settleTopology(this.acquired);
+      await ensureLibrary(this.client);
+    })();
+    return this.ready;
+  }
+
+  /** Adds a message for every subscription; resolves to its entry id. */
+  async publish(subject: string, data: unknown = {}): Promise<string> {
+    validateSubject(subject);
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(data === undefined ? {} : data);
+    } catch (err) {
+      throw invalid(`message data cannot be serialised to JSON: ${(err as Error).message}`);
+    }
+    if (json === undefined) throw invalid('message data cannot be serialised to JSON');
+    const size = Buffer.byteLength(json);
+    if (this.maxPayload > 0 && size > this.maxPayload) {
+      throw invalid(`message data is ${size} bytes, over the limit of ${this.maxPayload} bytes; store large data elsewhere and publish a reference`);
+    }
+    await this.waitUntilReady();
+    return String(await callFunction(this.client, 'glidemq_bcPublish', this.keys.meta, [this.now(), this.maxMessages, subject, json]));
+  }
+
+  /** Messages kept in the stream. */
+  async length(): Promise<number> {
+    await this.waitUntilReady();
+    return this.client.xlen(this.keys.stream);
+  }
+
+  /** The subscriptions (consumer groups) of this broadcast and where each one is. */
+  async subscriptions(): Promise<SubscriptionInfo[]> {
+    await this.waitUntilReady();
+    let groups: unknown[][];
+    try {
+      groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
+    } catch {
+      return [];
+    }
+    return groups.map((g) => {
+      const h: Record<string, unknown> = {};
+      for (let i = 0; i + 1 < g.length; i += 2) h[String(g[i])] = g[i + 1];
+      return {
+        name: String(h.name),
+        lastDeliveredId: String(h['last-delivered-id']),
+        pending: Number(h.pending),
+        lag: h.lag === null || h.lag === undefined ? null : Number(h.lag),
+        consumers: Number(h.consumers),
+      };
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.acquired.owned) await closeClient(this.client);
+  }
+}

@@ -1,0 +1,208 @@
+import { expect } from 'chai';
+import type { Redis } from 'ioredis';
+import { Broadcast } from '../../src/engine/broadcast.js';
+import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../../src/engine/broadcast-worker.js';
+import { InvalidArgumentError } from '../../src/engine/errors.js';
+import { useServer, waitFor } from '../helpers/valkey.js';
+import { uniqueQueue } from '../helpers/engine.js';
+
+describe('Broadcast (real valkey-server)', () => {
+  const server = useServer();
+  const open: { close(): Promise<void> }[] = [];
+  let raw: Redis;
+  before(() => {
+    raw = server().client();
+  });
+  after(() => raw.quit());
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((o) => (o instanceof BroadcastWorker ? o.close(true) : o.close())));
+  });
+
+  function broadcast(name: string, maxMessages = 0): Broadcast {
+    const b = new Broadcast(name, { connection: server().url, maxMessages });
+    open.push(b);
+    return b;
+  }
+
+  function worker(name: string, sub: string, fn: BroadcastProcessor, opts: BroadcastWorkerOptions = {}): BroadcastWorker {
+    const w = new BroadcastWorker(name, sub, fn, { connection: server().url, blockTimeout: 1000, startFrom: 'earliest', ...opts });
+    w.on('error', () => undefined);
+    open.push(w);
+    return w;
+  }
+
+  /** Per-message state fields (fence, attempts, stalls) a subscription still keeps. */
+  async function messageState(b: Broadcast, sub: string): Promise<string[]> {
+    return Object.keys(await raw.hgetall(b.keys.sub(sub))).filter((f) => /^[nas]:/.test(f));
+  }
+
+  /** Starts a subscription's group without processing (so it exists before messages arrive). */
+  async function subscribe(name: string, sub: string, opts: BroadcastWorkerOptions = {}): Promise<void> {
+    const w = new BroadcastWorker(name, sub, () => undefined, { connection: server().url, autorun: false, startFrom: 'earliest', ...opts });
+    await w.run();
+    await w.close();
+  }
+
+  it('every subscription gets every message once; workers of one subscription share them', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    const seen: Record<string, string[]> = { billing: [], audit: [] };
+    for (let i = 0; i < 30; i++) await b.publish('orders.created', { i });
+    const track = (sub: string) => async (m: { data: { i: number } }) => void seen[sub].push(String(m.data.i));
+    worker(name, 'billing', track('billing'), { concurrency: 3 });
+    worker(name, 'billing', track('billing'), { concurrency: 3 });
+    worker(name, 'audit', track('audit'));
+    await waitFor(() => seen.billing.length === 30 && seen.audit.length === 30, 'both subscriptions to see all 30');
+    expect(new Set(seen.billing).size).to.equal(30);
+    expect(new Set(seen.audit).size).to.equal(30);
+    // entries are kept after processing (no XDEL), and nothing is left pending
+    expect(await b.length()).to.equal(30);
+    const subs = await b.subscriptions();
+    expect(subs.map((s) => [s.name, s.pending, s.lag]).sort()).to.deep.equal([['audit', 0, 0], ['billing', 0, 0]]);
+    expect(await messageState(b, 'billing')).to.deep.equal([]);
+  });
+
+  it('subject filters: * is one token, > one or more trailing; others are acked unprocessed', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    const star: string[] = [];
+    const tail: string[] = [];
+    await subscribe(name, 'star', { subjects: ['orders.*'] });
+    await subscribe(name, 'tail', { subjects: ['orders.>'] });
+    for (const s of ['orders', 'orders.created', 'orders.eu.created', 'invoices.paid', 'orders.updated']) await b.publish(s, { s });
+    worker(name, 'star', async (m) => void star.push(m.subject), { subjects: ['orders.*'] });
+    worker(name, 'tail', async (m) => void tail.push(m.subject), { subjects: ['orders.>'] });
+    await waitFor(async () => (await b.subscriptions()).every((s) => s.lag === 0 && s.pending === 0), 'both to read everything');
+    expect(star.sort()).to.deep.equal(['orders.created', 'orders.updated']);
+    expect(tail.sort()).to.deep.equal(['orders.created', 'orders.eu.created', 'orders.updated']);
+  });
+
+  it('refuses bad subjects, filters, names and options', async () => {
+    const b = broadcast(uniqueQueue('bc'));
+    for (const s of ['', 'a..b', 'orders.*', 'orders.>']) {
+      let err: unknown;
+      try {
+        await b.publish(s, {});
+      } catch (e) {
+        err = e;
+      }
+      expect(err, s).to.be.instanceOf(InvalidArgumentError);
+    }
+    expect(() => new BroadcastWorker('x', 'a:b', () => undefined, { autorun: false })).to.throw(InvalidArgumentError);
+    expect(() => new BroadcastWorker('x', 's', () => undefined, { autorun: false, subjects: ['a.>.b'] })).to.throw(InvalidArgumentError);
+    expect(() => new BroadcastWorker('x', 's', () => undefined, { autorun: false, startFrom: 'yesterday' })).to.throw(InvalidArgumentError);
+    expect(() => new Broadcast('x', { maxMessages: -1 })).to.throw(InvalidArgumentError);
+  });
+
+  it('maxMessages trims the oldest on publish even when a subscription has not read them', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name, 5);
+    await subscribe(name, 'slow');
+    for (let i = 0; i < 12; i++) await b.publish('t.x', { i });
+    expect(await b.length()).to.equal(5);
+    const got: number[] = [];
+    worker(name, 'slow', async (m) => void got.push((m.data as { i: number }).i));
+    await waitFor(() => got.length === 5, 'the five kept messages');
+    expect(got).to.deep.equal([7, 8, 9, 10, 11]);
+  });
+
+  it('a subscription resumes from its last acknowledged message and sees what came while it was down', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    const got: number[] = [];
+    await subscribe(name, 'late', { startFrom: 'latest' });
+    for (let i = 0; i < 3; i++) await b.publish('e', { i });
+    const w = worker(name, 'late', async (m) => void got.push((m.data as { i: number }).i));
+    await waitFor(() => got.length === 3, 'the first three');
+    await w.close();
+    for (let i = 3; i < 6; i++) await b.publish('e', { i });
+    worker(name, 'late', async (m) => void got.push((m.data as { i: number }).i), { startFrom: 'latest' });
+    await waitFor(() => got.length === 6, 'the three published while it was down');
+    expect(got).to.deep.equal([0, 1, 2, 3, 4, 5]);
+  });
+
+  it('retries with backoff are per subscription; exhausted attempts go to that subscription only', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    await subscribe(name, 'flaky');
+    await subscribe(name, 'steady');
+    const flaky: string[] = [];
+    const steady: string[] = [];
+    const id1 = await b.publish('job', { v: 'retry-once' });
+    const id2 = await b.publish('job', { v: 'always-fails' });
+    worker(
+      name,
+      'flaky',
+      async (m) => {
+        flaky.push(`${(m.data as { v: string }).v}#${m.attemptsMade}`);
+        const v = (m.data as { v: string }).v;
+        if (v === 'always-fails' || m.attemptsMade === 0) throw new Error(`no ${v}`);
+      },
+      { attempts: 3, backoff: 40, retryInterval: 5000 },
+    );
+    worker(name, 'steady', async (m) => void steady.push((m.data as { v: string }).v));
+    await waitFor(async () => (await raw.xlen(b.keys.dead('flaky'))) === 1 && flaky.length === 5, 'the flaky subscription to give up');
+    expect(flaky.sort()).to.deep.equal(['always-fails#0', 'always-fails#1', 'always-fails#2', 'retry-once#0', 'retry-once#1']);
+    expect(steady.sort()).to.deep.equal(['always-fails', 'retry-once']);
+    const dead = (await raw.xrange(b.keys.dead('flaky'), '-', '+')) as [string, string[]][];
+    expect(dead[0][1]).to.deep.equal(['id', id2, 'subject', 'job', 'reason', 'no always-fails', 'attempts', '3']);
+    expect(await raw.exists(b.keys.dead('steady'), b.keys.retry('steady'))).to.equal(0);
+    for (const sub of ['flaky', 'steady']) {
+      const h = await raw.hgetall(b.keys.sub(sub));
+      expect(Object.keys(h).filter((f) => f.includes(id1) || f.includes(id2)), sub).to.deep.equal([]);
+    }
+    expect((await b.subscriptions()).every((s) => s.pending === 0)).to.equal(true);
+  });
+
+  it("a claim a worker stopped heartbeating is reclaimed by another worker of the same subscription only", async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    await subscribe(name, 'a');
+    await subscribe(name, 'b');
+    let releaseHung!: () => void;
+    const hung = new Promise<void>((r) => (releaseHung = r));
+    const runs: string[] = [];
+    const first = worker(name, 'a', async (m) => {
+      runs.push(`first:${m.stalledCount}`);
+      await hung;
+    }, { lockDuration: 60_000, stalledInterval: 60_000 });
+    const bRuns: number[] = [];
+    worker(name, 'b', async (m) => void bRuns.push(m.stalledCount));
+    const lost: string[] = [];
+    first.on('lost', (m) => lost.push(m.id));
+    const id = await b.publish('x', {});
+    await waitFor(() => runs.length === 1 && bRuns.length === 1, 'the first worker to hold it');
+    const closing = first.close(true); // stops heartbeats; its claim stays pending, as after a crash
+    const second = worker(name, 'a', async (m) => void runs.push(`second:${m.stalledCount}`), { lockDuration: 200, stalledInterval: 100 });
+    const stalled: string[] = [];
+    second.on('stalled', (sid, what) => stalled.push(`${sid}:${what}`));
+    await waitFor(() => runs.length === 2, 'the second worker to reclaim and run it');
+    expect(runs).to.deep.equal(['first:0', 'second:1']);
+    expect(stalled).to.deep.equal([`${id}:reclaimed`]);
+    expect(bRuns).to.deep.equal([0]); // the other subscription ran it once and was never touched
+    releaseHung();
+    await closing;
+    await waitFor(async () => (await b.subscriptions()).every((s) => s.pending === 0), 'nothing pending');
+    expect(await messageState(b, 'a')).to.deep.equal([]);
+    expect(await messageState(b, 'b')).to.deep.equal([]);
+  });
+
+  it('a message that stalls more than maxStalledCount is given up for that subscription', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    await subscribe(name, 's');
+    const id = await b.publish('x', {});
+    // a consumer that read the message and died before running it
+    await raw.xreadgroup('GROUP', 's', 'dead-consumer', 'COUNT', 1, 'STREAMS', b.keys.stream, '>');
+    await raw.hset(b.keys.sub('s'), `s:${id}`, '1'); // it already stalled once
+    const runs: string[] = [];
+    const w = worker(name, 's', async (m) => void runs.push(m.id), { lockDuration: 50, stalledInterval: 50, maxStalledCount: 1 });
+    const stalled: string[] = [];
+    w.on('stalled', (sid, what) => stalled.push(`${sid}:${what}`));
+    await waitFor(async () => (await raw.xlen(b.keys.dead('s'))) === 1, 'the message to be given up');
+    expect(runs).to.deep.equal([]);
+    expect(stalled).to.deep.equal([`${id}:failed`]);
+    const dead = (await raw.xrange(b.keys.dead('s'), '-', '+')) as [string, string[]][];
+    expect(dead[0][1][5]).to.match(/stalled more than maxStalledCount/);
+  });
+});
