@@ -13,8 +13,9 @@ import { register as heal } from './heal.js';
 import { register as cleanup } from './cleanup.js';
 import { register as metrics } from './metrics.js';
 import { register as schedulers } from './schedulers.js';
+import { register as publish } from './publish.js';
 import { register as audit } from './audit.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, pel, reclaim, heal, cleanup, metrics, schedulers, audit];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, pel, reclaim, heal, cleanup, metrics, schedulers, publish, audit];

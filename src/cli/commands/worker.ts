@@ -7,9 +7,10 @@ import { Queue } from '../../engine/queue.js';
 import { Worker, type WorkerOptions } from '../../engine/worker.js';
 import { action, type CommandContext } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
+import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
 import { colour, print, printError, printJsonLine } from '../output.js';
 
-interface WorkerFlags {
+interface WorkerFlags extends BroadcastFlags {
   queue?: string;
   concurrency: string;
   lockDuration?: string;
@@ -56,6 +57,12 @@ export function register(program: Command): void {
     .option('--max-jobs <n>', 'exit 0 after this many jobs finished')
     .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
     .option('--fail-fast', 'stop at the first job that fails for good, and exit 1')
+    .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
+    .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')
+    .option('--subjects <filters>', 'with --broadcast: comma-separated subject filters (* one token, > the rest)')
+    .option('--attempts <n>', 'with --broadcast: attempts per message (default 1)')
+    .option('--backoff <spec>', 'with --broadcast: delay between attempts, fixed:<ms> or exponential:<ms>')
+    .option('--start-from <where>', 'with --broadcast: where a new subscription starts: latest (default) or earliest')
     .addHelpText(
       'after',
       `
@@ -66,15 +73,25 @@ remain). SIGINT/SIGTERM stop taking jobs and let running ones finish; a second s
 Examples:
   $ glidemq worker ./send-email.js --queue emails --concurrency 10
   $ glidemq worker ./resize.mjs -q images --exit-when-idle --json
-  $ glidemq worker ./job.js -q nightly --max-jobs 100 --fail-fast`,
+  $ glidemq worker ./job.js -q nightly --max-jobs 100 --fail-fast
+  $ glidemq worker ./audit.js --broadcast orders --subscription audit --subjects 'orders.*,refunds.>'`,
     )
     .action(
       action(async (ctx, script: string, flags: WorkerFlags) => {
-        if (!flags.queue) throw invalid('--queue <name> is required');
+        const broadcast = flags.broadcast !== undefined || flags.subscription !== undefined;
+        if (broadcast && flags.queue) throw invalid('give either --queue or --broadcast with --subscription, not both');
+        if (!broadcast && !flags.queue) throw invalid('--queue <name> is required (or --broadcast <name> --subscription <name>)');
+        const only = (['subjects', 'attempts', 'backoff', 'startFrom'] as const).find((k) => !broadcast && flags[k] !== undefined);
+        if (only) throw invalid(`--${only.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only with --broadcast`);
         const opts = workerOptions(ctx, flags);
         const maxJobs = flags.maxJobs === undefined ? undefined : parseInteger(flags.maxJobs, '--max-jobs', 1);
+        const limits = { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast };
+        if (broadcast) {
+          const bopts = broadcastWorkerOptions(opts, flags);
+          return runBroadcastWorker(ctx, await loadProcessor(script), flags, bopts, limits);
+        }
         const processor = await loadProcessor(script);
-        return runWorker(ctx, flags.queue, processor, opts, { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast });
+        return runWorker(ctx, flags.queue as string, processor, opts, limits);
       }),
     );
 }
