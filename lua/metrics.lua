@@ -6,7 +6,9 @@
   Retention: the 1440 minutes up to and including the current one (24 hours). recordMetrics
   trims when a new minute gets its first bucket (at most once a minute); the promotion tick trims
   too (glidemq_upkeep), so a quiet queue is trimmed as well. Both take `now` from the caller, so
-  tests can move the clock.
+  tests can move the clock. As a backstop for a queue that no worker serves any more, each key
+  gets a TTL of the retention window plus a minute whenever a minute gets its first bucket: by the
+  time Valkey expires a key, every bucket in it is out of the window.
 
   glidemq_getMetrics  KEYS[1] meta. ARGV: fromMs, toMs, now(ms).
     Returns a flat list minute, completed, failed, processingMs for each minute in [from, to]
@@ -14,6 +16,7 @@
 ]]
 local METRICS_RETENTION_MINUTES = 1440
 local METRICS_TRIM_BATCH = 500
+local METRICS_KEY_TTL_MS = (METRICS_RETENTION_MINUTES + 1) * 60000
 
 local function metricsKeys(k)
   local m = k.base .. ':metrics:'
@@ -38,10 +41,16 @@ end
 local function recordMetrics(k, now, completed, durationMs, attempts)
   local m = metricsKeys(k)
   local minute = math.floor(now / 60000)
-  local n = redis.call('HINCRBY', completed and m.completed or m.failed, minute, attempts or 1)
+  local counter = completed and m.completed or m.failed
+  local n = redis.call('HINCRBY', counter, minute, attempts or 1)
   redis.call('HINCRBY', m.time, minute, durationMs)
-  if n == (attempts or 1) and redis.call('ZADD', m.minutes, minute, minute) == 1 then
-    trimMetrics(k, now, METRICS_TRIM_BATCH)
+  if n == (attempts or 1) then
+    redis.call('PEXPIRE', counter, METRICS_KEY_TTL_MS)
+    if redis.call('ZADD', m.minutes, minute, minute) == 1 then
+      redis.call('PEXPIRE', m.time, METRICS_KEY_TTL_MS)
+      redis.call('PEXPIRE', m.minutes, METRICS_KEY_TTL_MS)
+      trimMetrics(k, now, METRICS_TRIM_BATCH)
+    end
   end
 end
 

@@ -131,6 +131,18 @@ describe('metrics', function () {
     expect((await metricKeys(q)).minutes).to.have.length(1); // still stored: no worker ticked since
   });
 
+  it('gives each metrics key a TTL of the window plus a minute, for a queue no worker serves any more', async () => {
+    const name = uniqueQueue('metrics-ttl');
+    const q = h.queue(name);
+    const w = h.worker(name, processor);
+    await q.addBulk([{ name: 'ok', data: {} }, { name: 'bad', data: { fail: true } }]);
+    await waitFor(() => w.finished.completed + w.finished.failed === 2, 'two jobs to finish');
+    for (const kind of ['completed', 'failed', 'time', 'minutes']) {
+      const ttl = await q.client.pttl(q.keys.metrics(kind));
+      expect(ttl, kind).to.be.within(DAY + MIN - 30_000, DAY + MIN);
+    }
+  });
+
   it('refuses a range that runs backwards', async () => {
     const q = h.queue(uniqueQueue('metrics-bad'));
     let err: unknown;
