@@ -11,7 +11,8 @@ import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { jobHash, STALLED_REASON } from '../helpers/recovery.js';
 import { processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 
-const FAST = { lockDuration: 500, stalledInterval: 500, blockTimeout: 1000 };
+// short enough for fast tests, long enough that a healthy worker's heartbeat (every 500 ms) is never late on a busy machine
+const FAST = { lockDuration: 1000, stalledInterval: 500, blockTimeout: 1000 };
 
 describe('worker processes killed mid-job (real valkey-server)', function () {
   this.timeout(60_000);

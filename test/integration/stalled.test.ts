@@ -118,7 +118,7 @@ describe('stalled recovery (real valkey-server)', () => {
     const w = h.worker(name, async () => {
       await gate;
       return 'done';
-    }, { lockDuration: LOCK, stalledInterval: 100 });
+    }, { lockDuration: 800, stalledInterval: 100 });
     let ticks = 0;
     const reclaim = w.maintenance.reclaimStalled.bind(w.maintenance);
     w.maintenance.reclaimStalled = async (c: string) => {
@@ -129,7 +129,7 @@ describe('stalled recovery (real valkey-server)', () => {
     const job = await q.add('long', {});
     await waitFor(async () => (await jobHash(q, job.id)).state === 'active', 'job taken');
     const t0 = ticks;
-    await waitFor(() => ticks >= t0 + 12, 'stalled recovery to run for several lock durations', 15_000);
+    await waitFor(() => ticks >= t0 + 25, 'stalled recovery to run for several lock durations', 20_000);
     expect((await jobHash(q, job.id)).stalledCount).to.equal(undefined);
     release();
     await waitFor(async () => (await jobHash(q, job.id)).state === 'completed', 'job completed');
