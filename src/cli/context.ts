@@ -37,11 +37,16 @@ export function contextFrom(cmd: Command): CommandContext {
   };
 }
 
-/** A CLI should fail fast when the server is unreachable instead of retrying forever. */
+/**
+ * A CLI should fail fast when the server is unreachable instead of retrying forever. A server that
+ * accepts the connection but never answers (hung, partitioned) counts as unreachable after
+ * socketTimeout without a reply, so a one-shot command gives up within about 5 s.
+ */
 function cliClientOptions() {
   return {
     connectTimeout: 3000,
-    maxRetriesPerRequest: 2,
+    socketTimeout: 2000,
+    maxRetriesPerRequest: 1,
     retryStrategy: (times: number) => (times > 3 ? null : Math.min(times * 200, 1000)),
   };
 }

@@ -3,7 +3,7 @@
  * construction of ioredis clients (standalone or cluster) from a URL, options or an instance.
  */
 import { readFileSync } from 'node:fs';
-import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
+import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } from 'ioredis';
 import { ConnectionError, invalid } from './errors.js';
 
 export type Client = Redis | Cluster;
@@ -26,6 +26,14 @@ export interface ParsedUrl {
 }
 
 export const DEFAULT_URL = 'redis://127.0.0.1:6379';
+
+/**
+ * A connection that has commands outstanding but receives nothing for this long is treated as
+ * dead (a partition, a hung server, a connection a middlebox forgot) and is reconnected; its
+ * unanswered commands are sent again on the new connection. Blocking reads add their own block
+ * time on top. Override with the ioredis option `socketTimeout`.
+ */
+export const DEFAULT_SOCKET_TIMEOUT = 15_000;
 
 export function parseUrl(raw: string): ParsedUrl {
   const rewritten = raw.replace(/^valkey(s?):\/\//i, (_m, s: string) => `redis${s}://`);
@@ -93,7 +101,7 @@ export function redisOptionsFromUrl(parsed: ParsedUrl, password?: string): Redis
 /** Creates a new ioredis client for the settings. Callers own it and must `quit()` it. */
 export function createClient(settings: ClientSettings, extra: RedisOptions = {}): Client {
   const parsed = parseUrl(settings.url);
-  const base = { ...redisOptionsFromUrl(parsed, settings.password), ...settings.options, ...extra };
+  const base = { socketTimeout: DEFAULT_SOCKET_TIMEOUT, ...redisOptionsFromUrl(parsed, settings.password), ...settings.options, ...extra };
   if (settings.cluster) {
     const clusterOpts: ClusterOptions = {
       redisOptions: (({ host: _h, port: _p, db: _d, retryStrategy: _r, ...rest }) => rest)(base),
@@ -206,11 +214,15 @@ export function settleTopology(a: Acquired): Promise<Client> {
   return p;
 }
 
-/** True when the node says cluster_enabled:1; an unreachable server is left to the first command to report. */
+/**
+ * True when the node says cluster_enabled:1. A server reply other than a refusal means standalone;
+ * no reply at all (unreachable, not answering) is reported now, so a caller does not wait twice.
+ */
 async function answersAsClusterNode(c: Redis): Promise<boolean> {
   try {
     return /cluster_enabled:1/.test(String(await c.call('INFO', 'cluster')));
   } catch (err) {
+    if (!(err instanceof ReplyError)) throw err;
     if (!isCommandRefused(err)) return false;
   }
   try {
@@ -274,6 +286,14 @@ export function acquireClient(input: ConnectionInput | undefined, extra: RedisOp
   // Errors surface on the commands that fail; an unhandled 'error' event must not kill the process.
   client.on('error', () => undefined);
   return { client, owned: true, settings: s };
+}
+
+/** How long the acquired connection waits for a reply before it counts as dead (see DEFAULT_SOCKET_TIMEOUT). */
+export function socketTimeoutOf(a: Acquired): number {
+  const fromSettings = a.settings?.options?.socketTimeout;
+  if (a.settings) return fromSettings ?? DEFAULT_SOCKET_TIMEOUT;
+  const own = isCluster(a.client) ? a.client.options.redisOptions?.socketTimeout : (a.client as Redis).options.socketTimeout;
+  return own ?? DEFAULT_SOCKET_TIMEOUT;
 }
 
 /** A second connection like the first (for blocking reads), always owned by the caller. */

@@ -61,7 +61,14 @@ export class Queue extends EventEmitter {
 
   /** Resolves once the library is on the server (also re-ensured on every reconnect). */
   waitUntilReady(): Promise<void> {
-    this.ready ??= settleTopology(this.acquired).then((c) => ensureLibrary(c));
+    if (!this.ready) {
+      const ready = settleTopology(this.acquired).then((c) => ensureLibrary(c));
+      // A failure (server down at the first call) is reported once; the next call tries again.
+      ready.catch(() => {
+        if (this.ready === ready) this.ready = undefined;
+      });
+      this.ready = ready;
+    }
     return this.ready;
   }
 

@@ -13,7 +13,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import {
-  acquireClient, closeClient, connectionFor, duplicateClient, isCluster, sameServer, settleTopology, waitReady,
+  acquireClient, closeClient, connectionFor, duplicateClient, isCluster, sameServer, settleTopology, socketTimeoutOf, waitReady,
   type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
 import { UnrecoverableError } from './errors.js';
@@ -88,6 +88,11 @@ export class Worker<D = any, R = any> extends EventEmitter {
   /** The queue has a globalConcurrency limit: take jobs only through glidemq_fetch/finish (see limitedStep). */
   private limited = false;
   private readonly changes: ChangeWaiter;
+  /** Timer work still waiting for its reply: a dead connection must not pile up more of it. */
+  private heartbeatBusy = false;
+  private stalledBusy = false;
+  /** Consecutive failed rounds of the read loop (the backoff grows with it). */
+  private readFailures = 0;
   private idleWaiters: (() => void)[] = [];
   maintenance: Maintenance;
   /** Jobs this worker finished, by outcome. */
@@ -140,7 +145,11 @@ export class Worker<D = any, R = any> extends EventEmitter {
     if (this.settings.globalConcurrency > 0) {
       await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
     }
-    this.blocker = duplicateClient(this.acquired, { maxRetriesPerRequest: null });
+    // A blocking read is silent for up to blockTimeout by design; only silence beyond that is a dead link.
+    this.blocker = duplicateClient(this.acquired, {
+      maxRetriesPerRequest: null,
+      socketTimeout: this.settings.blockTimeout + socketTimeoutOf(this.acquired),
+    });
     this.blocker.on('ready', () => void this.learnBlockerId());
     if (isCluster(this.blocker)) await waitReady(this.blocker, 'the cluster', 15000);
     await this.learnBlockerId();
@@ -306,7 +315,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     if (this.readerRunning) return;
     this.readerRunning = true;
     let paused = startPaused;
-    let failures = 0;
+    let failed = false;
     try {
       while (this.running && !this.closing) {
         if (paused) {
@@ -316,6 +325,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
           paused = r.status === 'paused';
           this.limited = r.status === 'limited';
           r.jobs.forEach((f) => this.dispatch(f));
+          this.readFailures = 0;
           continue;
         }
         const want = this.freeSlots();
@@ -337,28 +347,33 @@ export class Worker<D = any, R = any> extends EventEmitter {
         } finally {
           this.readerReserved = 0;
         }
-        failures = 0;
-        if (!delivered) continue;
+        if (!delivered) {
+          this.readFailures = 0;
+          continue;
+        }
         const { streamPairs, wakeIds } = splitDelivery(delivered as [string, [string, string[]][]][], this.keys.stream);
         const args: (string | number)[] = [this.consumer, this.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
         const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
+        this.readFailures = 0;
         paused = r.status === 'paused';
         this.limited = r.status === 'limited';
         r.jobs.forEach((f) => this.dispatch(f));
       }
     } catch (err) {
       if (this.running && !this.closing) {
-        failures++;
-        if (!/NOGROUP/.test(String(err))) this.emitError(err);
-        else await this.fetch(0).catch(() => undefined); // glidemq_fetch recreates the groups
-        await delay(Math.min(1000, 50 * 2 ** failures));
+        failed = true;
+        this.readFailures++;
+        // NOGROUP: the stream or its group was deleted under us; glidemq_fetch recreates both.
+        if (/NOGROUP/.test(String(err))) await this.fetch(0).catch(() => undefined);
+        else this.emitError(err);
+        // A lasting fault (a key of the wrong type, a refused command) must not become a busy loop.
+        await delay(Math.min(5000, 50 * 2 ** Math.min(this.readFailures, 7)));
       }
     } finally {
       this.readerRunning = false;
       this.changes.reset();
     }
-    if (this.running && !this.closing && failures > 0) this.kickReader();
-    else if (this.running && !this.closing && this.freeSlots() > 0 && !paused) this.kickReader();
+    if (this.running && !this.closing && (failed || (this.freeSlots() > 0 && !paused))) this.kickReader();
   }
 
   /**
@@ -414,25 +429,32 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private async heartbeat(): Promise<void> {
-    if (this.active.size === 0 && this.buffered.length === 0) return;
+    if ((this.active.size === 0 && this.buffered.length === 0) || this.heartbeatBusy) return;
     const pairs: string[] = [];
     for (const job of [...this.active.values(), ...this.buffered]) if (!job.moved) pairs.push(job.id, job.claim?.fence ?? '');
     if (pairs.length === 0) return;
+    this.heartbeatBusy = true;
     try {
       const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, this.now(), ...pairs])) as string[];
       for (const id of lost) this.emit('lockLost', id);
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
+    } finally {
+      this.heartbeatBusy = false;
     }
   }
 
   private async stalledTick(): Promise<void> {
+    if (this.stalledBusy) return;
+    this.stalledBusy = true;
     try {
       const r = await this.maintenance.reclaimStalled(this.consumer);
       for (const id of r.failed) this.emit('stalled', id, 'failed');
       for (const id of r.redispatched) this.emit('stalled', id, 'redispatched');
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
+    } finally {
+      this.stalledBusy = false;
     }
   }
 

@@ -1,5 +1,6 @@
 /** `glidemq worker <script>`: runs a processor module against a queue until stopped. */
 import type { Command } from 'commander';
+import { DEFAULT_SOCKET_TIMEOUT } from '../../engine/connection.js';
 import { parseDuration, parseInteger } from '../../engine/duration.js';
 import { invalid } from '../../engine/errors.js';
 import type { Job } from '../../engine/job.js';
@@ -26,7 +27,7 @@ interface WorkerFlags extends BroadcastFlags {
 function workerOptions(ctx: CommandContext, f: WorkerFlags): WorkerOptions {
   return {
     // A worker is a service: it rides out server restarts instead of giving up like one-shot commands.
-    connection: { ...ctx.connection, options: { ...ctx.connection.options, maxRetriesPerRequest: null, retryStrategy: (n: number) => Math.min(n * 200, 2000) } },
+    connection: { ...ctx.connection, options: { ...ctx.connection.options, maxRetriesPerRequest: null, socketTimeout: DEFAULT_SOCKET_TIMEOUT, retryStrategy: (n: number) => Math.min(n * 200, 2000) } },
     prefix: ctx.prefix,
     concurrency: parseInteger(f.concurrency, '--concurrency', 1, 10_000),
     ...(f.lockDuration ? { lockDuration: positiveDuration(f.lockDuration, '--lock-duration') } : {}),

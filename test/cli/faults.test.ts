@@ -1,0 +1,38 @@
+/**
+ * The CLI against a server that accepts connections but never answers: every one-shot command
+ * gives up within a few seconds with exit 2 and one line naming the server (password hidden).
+ */
+import { expect } from 'chai';
+import { useServer } from '../helpers/valkey.js';
+import { FaultProxy } from '../helpers/proxy.js';
+import { runCli } from '../helpers/cli.js';
+
+describe('cli: a server that does not answer', function () {
+  this.timeout(60000);
+  const server = useServer();
+  let proxy: FaultProxy;
+  before(async () => {
+    proxy = await new FaultProxy(server().port).start();
+    proxy.blackhole();
+  });
+  after(async () => {
+    await proxy.stop();
+  });
+
+  const commands: string[][] = [['stats', 'q'], ['enqueue', 'q', '{}'], ['queues'], ['job', 'q', '1'], ['audit']];
+  for (const args of commands) {
+    it(`${args[0]} exits 2 with one line`, async () => {
+      const url = `redis://app:s3cret-pw@127.0.0.1:${proxy.port}`;
+      const started = Date.now();
+      const r = await runCli(['--url', url, ...args], { timeoutMs: 20000 });
+      const elapsed = Date.now() - started;
+      expect(r.code, r.stderr).to.equal(2);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines, r.stderr).to.have.length(1);
+      expect(lines[0]).to.match(/cannot reach|no answer|timeout/i);
+      expect(lines[0]).to.contain(`app:***@127.0.0.1:${proxy.port}`);
+      expect(r.stderr + r.stdout).not.to.contain('s3cret-pw');
+      expect(elapsed, 'a safety net: the command must not hang').to.be.below(12000);
+    });
+  }
+});

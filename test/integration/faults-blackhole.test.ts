@@ -1,0 +1,105 @@
+/**
+ * A server that stops answering (the proxy black-holes every byte), added latency, and the
+ * library deleted on the server while the clients are cut off: workers and producers carry on
+ * once the server answers again, and every job added ends completed.
+ */
+import { expect } from 'chai';
+import type { RedisOptions } from 'ioredis';
+import { Queue } from '../../src/engine/queue.js';
+import { Worker } from '../../src/engine/worker.js';
+import { LIBRARY_NAME } from '../../src/engine/library.js';
+import { useServer, waitFor } from '../helpers/valkey.js';
+import { FaultProxy } from '../helpers/proxy.js';
+import { Ledger } from '../helpers/ledger.js';
+import { uniqueQueue } from '../helpers/engine.js';
+
+describe('faults: a server that stops answering', function () {
+  this.timeout(60000);
+  const server = useServer();
+  let proxy: FaultProxy;
+  const closers: (() => Promise<void>)[] = [];
+
+  beforeEach(async () => {
+    proxy = await new FaultProxy(server().port).start();
+  });
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+    await proxy.stop();
+  });
+
+  /** Connection options through the proxy; a short socket timeout so dead links show quickly. */
+  function via(): RedisOptions {
+    return { host: '127.0.0.1', port: proxy.port, socketTimeout: 1000 };
+  }
+
+  function open(name: string, ledger: Ledger, concurrency = 3) {
+    const queue = new Queue(name, { connection: via() });
+    const worker = new Worker(
+      name,
+      async (job) => {
+        ledger.ran(job.id);
+        await new Promise((r) => setTimeout(r, 2));
+        return job.id;
+      },
+      { connection: via(), concurrency, lockDuration: 2000, stalledInterval: 500, blockTimeout: 300, maxStalledCount: 100 },
+    );
+    worker.on('error', () => undefined);
+    closers.push(() => queue.close(), () => worker.close(true));
+    return { queue, worker };
+  }
+
+  for (const keepZombies of [false, true]) {
+    const how = keepZombies ? 'its dead connections stay open and silent' : 'its dead connections are cut';
+    it(`recovers when the server answers again after a silence and ${how}`, async () => {
+      const ledger = new Ledger();
+      const { queue } = open(uniqueQueue('bh'), ledger);
+      let stop = false;
+      const producing = ledger.produce(queue, () => stop);
+      await waitFor(() => ledger.runs.size >= 30, 'jobs flowing before the fault');
+      proxy.blackhole();
+      const before = ledger.runs.size;
+      await new Promise((r) => setTimeout(r, 2500));
+      // nothing can pass while the server is silent
+      expect(ledger.runs.size - before).to.be.at.most(3);
+      proxy.recover({ keepZombies });
+      const after = ledger.runs.size;
+      await waitFor(() => ledger.runs.size > after + 20, 'jobs flowing after the fault', 20000);
+      stop = true;
+      await producing;
+      await ledger.settle(queue);
+      ledger.expectDuplicatesWithin(1, 3);
+    });
+  }
+
+  it('re-ensures the library deleted on the server while the clients were cut off', async () => {
+    const ledger = new Ledger();
+    const { queue } = open(uniqueQueue('fdel'), ledger);
+    for (let i = 0; i < 20; i++) ledger.added.add((await queue.add('fault', { i })).id);
+    await waitFor(() => ledger.runs.size === 20, 'first batch');
+    proxy.blackhole();
+    const admin = server().client();
+    closers.push(async () => void admin.disconnect());
+    await admin.call('FUNCTION', 'DELETE', LIBRARY_NAME);
+    // adds issued while the library is gone and the link is dead wait, then go through
+    const late = (async () => {
+      for (let i = 0; i < 20; i++) ledger.added.add((await queue.add('fault', { late: i })).id);
+    })();
+    await new Promise((r) => setTimeout(r, 1500));
+    proxy.recover({ keepZombies: true });
+    await late;
+    await ledger.settle(queue);
+    const libs = (await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME)) as unknown[];
+    expect(libs).to.have.length(1);
+    expect(ledger.duplicates).to.equal(0);
+  });
+
+  it('works through added latency in both directions, each job once', async () => {
+    proxy.setLatency(15, 25);
+    const ledger = new Ledger();
+    const { queue } = open(uniqueQueue('lat'), ledger, 4);
+    const jobs = await queue.addBulk(Array.from({ length: 150 }, (_, i) => ({ name: 'fault', data: { i } })));
+    for (const j of jobs) ledger.added.add(j.id);
+    await ledger.settle(queue);
+    expect(ledger.duplicates).to.equal(0);
+  });
+});
