@@ -80,7 +80,14 @@ export interface ProcessResult {
   rate: number;
   jobs: number;
   /** Set when `admin` was given: the server's cost over the run. */
-  cost?: { clientCommandsPerJob: number; serverCallsPerJob: number; cpuUsPerJob: number; scriptUsPerJob: number; sent: Record<string, number> };
+  cost?: {
+    clientCommandsPerJob: number;
+    serverCallsPerJob: number;
+    cpuUsPerJob: number;
+    clientCpuUsPerJob: number;
+    scriptUsPerJob: number;
+    sent: Record<string, number>;
+  };
 }
 
 /**
@@ -106,10 +113,12 @@ export async function processBacklog(
     if (done >= s.backlog || tLast - tFirst >= s.processMaxMs) finish();
   };
   let cpu0 = 0;
+  let client0: NodeJS.CpuUsage | undefined;
   if (admin) {
     await admin.config('RESETSTAT');
     cpu0 = await serverCpuSeconds(admin);
     sentCommands.start();
+    client0 = process.cpuUsage();
   }
   const w = await sys.worker(url, QUEUE, concurrency, onCompleted);
   const guard = setTimeout(finish, s.processMaxMs + 10_000);
@@ -118,6 +127,7 @@ export async function processBacklog(
   let cost: ProcessResult['cost'];
   if (admin) {
     sentCommands.stop();
+    const client = process.cpuUsage(client0);
     const jobsSeen = done;
     const cpu1 = await serverCpuSeconds(admin);
     const stats = await commandStats(admin);
@@ -132,6 +142,7 @@ export async function processBacklog(
       clientCommandsPerJob: sentCommands.total / jobsSeen,
       serverCallsPerJob: calls / jobsSeen,
       cpuUsPerJob: ((cpu1 - cpu0) * 1e6) / jobsSeen,
+      clientCpuUsPerJob: (client.user + client.system) / jobsSeen,
       scriptUsPerJob: scriptUsec / jobsSeen,
       sent: Object.fromEntries(sentCommands.byName),
     };

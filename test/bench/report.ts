@@ -24,6 +24,7 @@ export const ROWS: Row[] = [
   { key: 'lat.p99', label: 'latency p99 at 500 jobs/s, c=10', unit: 'ms', better: 'lower', target: { ratio: 1, text: '<= 1x' }, digits: 2 },
   { key: 'cost.cmds', label: 'client commands per job (c=10)', unit: 'cmds', better: 'lower', target: { max: 1.05, text: '~1 (glidemq)' }, digits: 2 },
   { key: 'cost.cpu', label: 'server CPU per job (c=10, INFO cpu)', unit: 'µs', better: 'lower', target: { ratio: 0.5, text: '<= 0.5x' }, digits: 1 },
+  { key: 'cost.client', label: 'client CPU per job (c=10, worker process)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'cost.script', label: 'function/script time per job (commandstats)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'cost.calls', label: 'server-side calls per job (incl. inside scripts)', unit: 'calls', better: 'lower', digits: 1 },
   { key: 'mem.job', label: 'memory per waiting job (100-byte payload)', unit: 'bytes', better: 'lower', target: { ratio: 1, text: '<= 1x' } },

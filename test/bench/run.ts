@@ -129,6 +129,7 @@ async function main(): Promise<void> {
           if (r.cost) {
             put('cost.cmds', sys, r.cost.clientCommandsPerJob, 'client commands/job');
             put('cost.cpu', sys, r.cost.cpuUsPerJob, 'server CPU µs/job');
+            put('cost.client', sys, r.cost.clientCpuUsPerJob, 'client CPU µs/job');
             put('cost.script', sys, r.cost.scriptUsPerJob, 'script µs/job');
             put('cost.calls', sys, r.cost.serverCallsPerJob, 'server calls/job');
             breakdown[sys.name] = r.cost.sent;
