@@ -15,19 +15,25 @@ local function pick(fields, a, b, c)
   return va, vb, vc
 end
 
+-- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
+local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true }
+
 -- Claims a job for `consumer` given its HGETALL reply (read by the caller, which checked it) and
--- returns the fields for the worker: the values this claim changes are appended, and later pairs
--- win where the worker reads the list, so the hash is read once and written once.
+-- returns the fields for the worker: the claim's own values first, then the job's stored fields
+-- without the bookkeeping ones, so the hash is read once and written once and the reply stays small.
 local function claimJob(k, id, jk, fields, consumer, now, src)
   local fence = tostring((tonumber((pick(fields, 'fence'))) or 0) + 1)
   redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
   if src ~= 's' then listClaim(k, id) end
-  local n, t = #fields, tostring(now)
-  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'fence', fence, 'state', 'active'
-  fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] = 'processedOn', t, 'owner', consumer
-  fields[n + 9], fields[n + 10], fields[n + 11], fields[n + 12] = 'src', src, 'lockedAt', t
-  fields[n + 13], fields[n + 14] = 'id', id
-  return fields
+  local out = { 'id', id, 'fence', fence, 'state', 'active', 'processedOn', tostring(now) }
+  for i = 1, #fields, 2 do
+    local f = fields[i]
+    if not CLAIM_REPLY_SKIPS[f] then
+      out[#out + 1] = f
+      out[#out + 1] = fields[i + 1]
+    end
+  end
+  return out
 end
 
 -- Marks the job active for `consumer` and returns its fields for the worker.
