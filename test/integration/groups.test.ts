@@ -124,6 +124,8 @@ describe('Group state (real valkey-server)', () => {
     };
     for (let w = 0; w < 3; w++) h.worker(name, processor, { concurrency: 4 });
     await waitFor(() => done === 60, 'all 60 group jobs');
+    // `done` counts processors that returned; their results reach the server a moment later
+    await waitFor(async () => (await q.getJobCounts()).completed === 60, 'all 60 results stored');
     expect(peak).to.deep.equal({ a: 1, b: 2, c: 3 });
     expect(overStored, 'stored active count above the limit').to.equal(false);
     for (const g of Object.keys(limits)) {
@@ -153,6 +155,7 @@ describe('Group state (real valkey-server)', () => {
       { concurrency: 4, promotionInterval: 20 },
     );
     await waitFor(() => done === 8, 'eight ordered jobs');
+    await waitFor(async () => (await q.getJobCounts()).completed === 8, 'all eight results stored');
     expect(started).to.deep.equal([0, 1, 2, 2, 3, 4, 5, 6, 7]);
     expect(await q.getGroup('k')).to.include({ active: 0, heldBy: null, seq: 8 });
   });
