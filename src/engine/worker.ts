@@ -11,56 +11,22 @@
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import {
-  acquireClient, closeClient, connectionFor, duplicateClient, isCluster, sameServer, settleTopology, socketTimeoutOf, waitReady,
-  type Acquired, type Client, type ConnectionInput,
-} from './connection.js';
+import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
 import { UnrecoverableError } from './errors.js';
 import { Job, type Claim } from './job.js';
-import { QueueKeys, DEFAULT_PREFIX, CONSUMER_GROUP } from './keys.js';
+import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { backoffDelay, encodeRetention } from './options.js';
-import { Maintenance, type MaintenanceSettings } from './maintenance.js';
+import { Maintenance } from './maintenance.js';
+import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
 import { FinishBatcher } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
 import { ChangeWaiter } from './change-waiter.js';
+import { BlockingReader } from './blocking-reader.js';
+
+export type { WorkerOptions } from './worker-options.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
-
-export interface WorkerOptions {
-  connection?: ConnectionInput;
-  prefix?: string;
-  concurrency?: number;
-  /** Jobs claimed ahead beyond concurrency, so a free slot starts at once (default 0). */
-  prefetch?: number;
-  /** A claim idle this long counts as stalled (ms). Running jobs heartbeat at half of it. */
-  lockDuration?: number;
-  /** How often stalled recovery runs (ms). */
-  stalledInterval?: number;
-  maxStalledCount?: number;
-  /** How long one blocking read waits for new jobs (ms). */
-  blockTimeout?: number;
-  /** Limit on jobs active at once across all workers of the queue (stored in the queue's meta). */
-  globalConcurrency?: number;
-  /** Longest gap between two promotion ticks (ms). */
-  promotionInterval?: number;
-  /** Start processing in the constructor (default true). */
-  autorun?: boolean;
-  /** How long close() lets running jobs finish before giving up on them (ms). */
-  closeGracePeriod?: number;
-  /** The clock (ms) whose times the worker writes; tests move it. Default Date.now. */
-  clock?: () => number;
-}
-
-interface Settings extends MaintenanceSettings {
-  concurrency: number;
-  prefetch: number;
-  blockTimeout: number;
-  globalConcurrency: number;
-  promotionInterval: number;
-  closeGracePeriod: number;
-}
 
 type FieldList = string[];
 
@@ -69,10 +35,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   readonly consumer: string;
   readonly settings: Settings;
   private readonly acquired: Acquired;
-  private blocker: Client | undefined;
-  private blockerId: number | undefined;
-  /** The server connection the blocking read uses (a cluster node's, which changes on failover). */
-  private blockerConn: Redis | undefined;
+  private reader: BlockingReader | undefined;
   private readonly active = new Map<string, Job<D, R>>();
   private readerReserved = 0;
   /** Prefetched claims waiting for a slot (heartbeated like running jobs, given back at close). */
@@ -145,14 +108,8 @@ export class Worker<D = any, R = any> extends EventEmitter {
     if (this.settings.globalConcurrency > 0) {
       await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
     }
-    // A blocking read is silent for up to blockTimeout by design; only silence beyond that is a dead link.
-    this.blocker = duplicateClient(this.acquired, {
-      maxRetriesPerRequest: null,
-      socketTimeout: this.settings.blockTimeout + socketTimeoutOf(this.acquired),
-    });
-    this.blocker.on('ready', () => void this.learnBlockerId());
-    if (isCluster(this.blocker)) await waitReady(this.blocker, 'the cluster', 15000);
-    await this.learnBlockerId();
+    this.reader = new BlockingReader(this.acquired, this.keys, this.consumer, this.settings.blockTimeout);
+    await this.reader.start();
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
@@ -162,17 +119,6 @@ export class Worker<D = any, R = any> extends EventEmitter {
     else {
       first.jobs.forEach((f) => this.dispatch(f));
       this.kickReader();
-    }
-  }
-
-  private async learnBlockerId(): Promise<void> {
-    try {
-      const conn = connectionFor(this.blocker as Client, this.keys.stream);
-      if (!conn) return;
-      this.blockerId = (await conn.client('ID')) as number;
-      this.blockerConn = conn;
-    } catch {
-      /* reconnecting; the next ready event tries again */
     }
   }
 
@@ -319,7 +265,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     try {
       while (this.running && !this.closing) {
         if (paused) {
-          await this.waitForEvent(this.settings.blockTimeout, this.pausedSince);
+          await this.reader!.waitForEvent(this.settings.blockTimeout, this.pausedSince);
           if (this.closing || !this.running) break;
           const r = await this.fetch(Math.max(0, this.freeSlots()));
           paused = r.status === 'paused';
@@ -335,15 +281,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
           continue;
         }
         this.readerReserved = want;
-        if (isCluster(this.blocker!) && connectionFor(this.blocker!, this.keys.stream) !== this.blockerConn) {
-          await this.learnBlockerId(); // the queue's slot moved (failover): the read runs on another node
-        }
-        let delivered: unknown;
+        let delivered;
         try {
-          delivered = await (this.blocker as Redis).xreadgroup(
-            'GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', want, 'BLOCK', this.settings.blockTimeout,
-            'STREAMS', this.keys.stream, this.keys.wake, '>', '>',
-          );
+          delivered = await this.reader!.read(want);
         } finally {
           this.readerReserved = 0;
         }
@@ -351,7 +291,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
           this.readFailures = 0;
           continue;
         }
-        const { streamPairs, wakeIds } = splitDelivery(delivered as [string, [string, string[]][]][], this.keys.stream);
+        const { streamPairs, wakeIds } = delivered;
         const args: (string | number)[] = [this.consumer, this.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
         const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
         this.readFailures = 0;
@@ -392,18 +332,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
       this.limited = false;
       this.changes.reset();
     } else if (r.jobs.length < want) {
-      await this.changes.wait(this.blocker as Client, this.settings.blockTimeout, () => this.running && !this.closing);
+      await this.changes.wait(this.reader!.client, this.settings.blockTimeout, () => this.running && !this.closing);
     }
     return r.status;
-  }
-
-  /** Blocks on the events stream until something happens there (e.g. resumed, completed). */
-  private async waitForEvent(maxMs = this.settings.blockTimeout, after = '$'): Promise<void> {
-    try {
-      await (this.blocker as Redis).xread('BLOCK', maxMs, 'STREAMS', this.keys.events, after);
-    } catch {
-      await delay(100);
-    }
   }
 
   private schedulePromotion(inMs: number): void {
@@ -472,7 +403,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.closing ??= (async () => {
       clearTimeout(this.promotionTimer);
       clearInterval(this.stalledTimer);
-      await this.unblockReader();
+      await this.reader?.unblock(this.client);
       await this.releaseBuffered();
       if (!force && this.active.size > 0) {
         await Promise.race([this.whenIdle(), delay(this.settings.closeGracePeriod)]);
@@ -480,7 +411,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
       clearInterval(this.heartbeatTimer);
       this.running = false;
       if (this.active.size === 0) await this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined);
-      if (this.blocker) this.blocker.disconnect();
+      this.reader?.close();
       if (this.acquired.owned) await closeClient(this.client);
       this.emit('closed');
     })();
@@ -495,55 +426,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
     await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, ...pairs]).catch((err) => this.emitError(err));
   }
 
-  private async unblockReader(): Promise<void> {
-    const server = this.blockerConn && sameServer(this.client, this.blockerConn);
-    if (this.blockerId !== undefined && this.readerRunning && server) {
-      await server.client('UNBLOCK', this.blockerId).catch(() => undefined);
-    }
-  }
-
   private emitError(err: unknown): void {
     if (this.listenerCount('error') > 0) this.emit('error', err);
   }
-}
-
-function resolveSettings(o: WorkerOptions): Settings {
-  const lockDuration = o.lockDuration ?? 30_000;
-  const stalledInterval = o.stalledInterval ?? 30_000;
-  const blockTimeout = o.blockTimeout ?? 5_000;
-  return {
-    concurrency: positive(o.concurrency ?? 1, 'concurrency'),
-    prefetch: nonNegative(o.prefetch ?? 0, 'prefetch'),
-    lockDuration: positive(lockDuration, 'lockDuration'),
-    stalledInterval: positive(stalledInterval, 'stalledInterval'),
-    maxStalledCount: o.maxStalledCount ?? 1,
-    blockTimeout: positive(blockTimeout, 'blockTimeout'),
-    globalConcurrency: o.globalConcurrency ?? 0,
-    promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
-    closeGracePeriod: o.closeGracePeriod ?? Math.max(lockDuration, 5_000),
-  };
-}
-
-function nonNegative(n: number, what: string): number {
-  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${what} must be a whole number >= 0, got ${n}`);
-  return n;
-}
-
-function positive(n: number, what: string): number {
-  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${what} must be a positive number, got ${n}`);
-  return Math.floor(n);
-}
-
-function splitDelivery(delivered: [string, [string, string[]][]][], streamKey: string) {
-  const streamPairs: string[] = [];
-  const wakeIds: string[] = [];
-  for (const [key, entries] of delivered) {
-    for (const [sid, fields] of entries) {
-      if (key === streamKey) streamPairs.push(sid, fields?.[1] ?? '');
-      else wakeIds.push(sid);
-    }
-  }
-  return { streamPairs, wakeIds };
 }
 
 /** The stored return value: JSON text. A value JSON cannot hold fails the job with that reason. */
