@@ -81,7 +81,7 @@ export class Queue extends EventEmitter {
     const group = encodeJob(name, data, opts);
     const now = this.now();
     const r = (await this.call('glidemq_add', [now, this.maxPayload, 1, ...group])) as (string | number)[];
-    return this.describeAdded(String(r[0]), name, data, opts, now, Number(r[1]));
+    return this.describeAdded(String(r[0]), name, String(group[2]), opts, now, Number(r[1]));
   }
 
   /** Adds many jobs; validated all before any is written, then written in pipelined chunks. */
@@ -100,16 +100,19 @@ export class Queue extends EventEmitter {
     for (const reply of replies) {
       for (let r = 0; r < reply.length; r += 2, i++) {
         const j = jobs[i];
-        results.push(this.describeAdded(String(reply[r]), j.name, j.data, j.opts ?? {}, now, Number(reply[r + 1])));
+        results.push(this.describeAdded(String(reply[r]), j.name, String(groups[i][2]), j.opts ?? {}, now, Number(reply[r + 1])));
       }
     }
     return results;
   }
 
-  /** `code` is glidemq_add's: 1 created, 0 custom id existed, 2 deduplicated, 3 debounced. */
-  private describeAdded(id: string, name: string, data: unknown, opts: JobOptions, now: number, code: number): Job {
+  /**
+   * `code` is glidemq_add's: 1 created, 0 custom id existed, 2 deduplicated, 3 debounced.
+   * `dataJson` is the JSON text that was sent (the job's data as stored).
+   */
+  private describeAdded(id: string, name: string, dataJson: string, opts: JobOptions, now: number, code: number): Job {
     const created = code === 1;
-    const job = Job.fromFields({ id, name, data: JSON.stringify(data ?? {}), ts: String(now) });
+    const job = Job.fromFields({ id, name, data: dataJson, ts: String(now) });
     job.opts = { ...job.opts, attempts: opts.attempts ?? 1, delay: Number(opts.delay ?? 0) || 0, priority: opts.priority ?? 0, lifo: !!opts.lifo };
     job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
     job.created = created;
