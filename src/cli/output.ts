@@ -23,6 +23,11 @@ export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }
 
+/** Many lines with one write (a big NDJSON enqueue prints an id per job). */
+export function printLines(lines: string[]): void {
+  if (lines.length) process.stdout.write(lines.join('\n') + '\n');
+}
+
 /** One JSON object per line, for commands that stream. */
 export function printJsonLine(value: unknown): void {
   process.stdout.write(JSON.stringify(value) + '\n');

@@ -5,7 +5,7 @@ import { invalid } from '../../engine/errors.js';
 import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/options.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
-import { info, print, printJsonLine } from '../output.js';
+import { info, print, printJsonLine, printLines } from '../output.js';
 
 interface EnqueueFlags {
   name: string;
@@ -89,10 +89,10 @@ its number, and nothing is enqueued.`,
               if (index !== undefined) throw invalid(`line ${lines[index - 1].line}: ${(err as { reason?: string }).reason}`);
               throw err;
             }
-            for (const j of jobs) {
-              if (ctx.json) printJsonLine({ id: j.id, queue, name: j.name, created: j.created, ...dedupField(j) });
-              else print(j.id);
-            }
+            const out = jobs.map((j) =>
+              ctx.json ? JSON.stringify({ id: j.id, queue, name: j.name, created: j.created, ...dedupField(j) }) : j.id,
+            );
+            for (let i = 0; i < out.length; i += 10_000) printLines(out.slice(i, i + 10_000));
             info(`enqueued ${jobs.length} job${jobs.length === 1 ? '' : 's'} to ${queue}`);
           });
           return 0;
