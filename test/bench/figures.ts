@@ -11,6 +11,9 @@ export interface Sizes {
   bulkJobs: number;
   backlog: number;
   processMaxMs: number;
+  /** Backlog and time bound of the durability and proxy runs (several per round). */
+  sideBacklog: number;
+  sideMaxMs: number;
   latencyMs: number;
   latencyRate: number;
   memJobs: number;
