@@ -99,7 +99,7 @@ export function redisOptionsFromUrl(parsed: ParsedUrl, password?: string): Redis
 }
 
 /** Creates a new ioredis client for the settings. Callers own it and must `quit()` it. */
-export function createClient(settings: ClientSettings, extra: RedisOptions = {}): Client {
+export function createClient(settings: ClientSettings, extra: RedisOptions = {}, seeds?: Seed[]): Client {
   const parsed = parseUrl(settings.url);
   const base = { socketTimeout: DEFAULT_SOCKET_TIMEOUT, ...redisOptionsFromUrl(parsed, settings.password), ...settings.options, ...extra };
   if (settings.cluster) {
@@ -119,9 +119,33 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {})
       slotsRefreshInterval: 5000,
       ...(parsed.tls ? { dnsLookup: (address, cb) => cb(null, address) } : {}),
     };
-    return new Cluster([{ host: parsed.host, port: parsed.port }], clusterOpts);
+    const seed = { host: parsed.host, port: parsed.port };
+    const cluster = new Cluster([seed, ...(seeds ?? []).filter((n) => n.host !== seed.host || n.port !== seed.port)], clusterOpts);
+    rememberNodes(cluster, seed);
+    return cluster;
   }
   return new Redis(base);
+}
+
+type Seed = { host: string; port: number };
+
+/** Every node a cluster client knows of (for seeding another client, or reconnecting). */
+export function knownNodes(c: Cluster): Seed[] {
+  return c.nodes('all').map((n) => ({ host: n.options.host ?? '127.0.0.1', port: n.options.port ?? 6379 }));
+}
+
+/**
+ * ioredis reconnects a cluster client through its startup nodes only; with just the URL's node, a
+ * client whose every connection dropped could never come back once that node is gone (a failed-over
+ * primary). After each slot-map refresh the startup list becomes the URL's node plus every node seen.
+ */
+function rememberNodes(cluster: Cluster, seed: Seed): void {
+  cluster.on('refresh', () => {
+    const holder = cluster as unknown as { startupNodes?: unknown };
+    if (!Array.isArray(holder.startupNodes)) return;
+    const others = knownNodes(cluster).filter((n) => n.host !== seed.host || n.port !== seed.port);
+    if (others.length > 0) holder.startupNodes = [seed, ...others];
+  });
 }
 
 /** Normalises any accepted connection input into settings that can make more clients. */
@@ -299,17 +323,25 @@ export function socketTimeoutOf(a: Acquired): number {
 /** A second connection like the first (for blocking reads), always owned by the caller. */
 export function duplicateClient(a: Acquired, extra: RedisOptions = {}): Client {
   let c: Client;
-  if (a.settings) c = createClient(a.settings, extra);
+  // A cluster duplicate is seeded with every node the first client knows: the URL's node may be down.
+  if (a.settings) c = createClient(a.settings, extra, isCluster(a.client) ? knownNodes(a.client) : undefined);
   else if (isCluster(a.client)) c = a.client.duplicate();
   else c = (a.client as Redis).duplicate(extra);
   c.on('error', () => undefined);
   return c;
 }
 
-export async function closeClient(c: Client): Promise<void> {
+/** QUIT, or a plain disconnect when the server does not answer soon (a cluster still reconnecting). */
+export async function closeClient(c: Client, graceMs = 2000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await c.quit();
+    const gaveUp = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
+    const quit = c.quit();
+    quit.catch(() => undefined); // settled by the disconnect below when it times out
+    if ((await Promise.race([quit, gaveUp])) === 'timeout') c.disconnect();
   } catch {
     c.disconnect();
+  } finally {
+    clearTimeout(timer);
   }
 }

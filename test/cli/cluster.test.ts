@@ -4,6 +4,7 @@ import { Queue } from '../../src/engine/queue.js';
 import { keySlot } from '../../src/engine/connection.js';
 import { QueueKeys } from '../../src/engine/keys.js';
 import { runCli } from '../helpers/cli.js';
+import { claimAs } from '../helpers/recovery.js';
 import { useCluster } from '../helpers/cluster.js';
 import { fixturePath } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/valkey.js';
@@ -96,6 +97,60 @@ describe('glidemq CLI on a cluster', function () {
       expect(w.code, w.stderr).to.equal(0);
       const st = await runCli([...g, '--json', 'stats', queues[1]]);
       expect(JSON.parse(st.stdout), st.stderr).to.include({ waiting: 0, completed: 1 });
+    });
+  });
+
+  describe('pel, reclaim, heal', function () {
+    this.timeout(120000);
+
+    it('show and reclaim the claims of a dead consumer, and heal, on a queue of each primary', async () => {
+      const c = cluster();
+      const prefix = 'clir';
+      const queues = await queuePerPrimary(c, prefix);
+      const g = ['--cluster', '-u', c.url, '--prefix', prefix];
+      for (const name of queues) {
+        const q = new Queue(name, { connection: { url: c.url, cluster: true }, prefix });
+        try {
+          await q.add('s', {});
+          await q.add('p', {}, { priority: 1 });
+          expect(await claimAs(q, 'dead-consumer', 2)).to.have.length(2);
+        } finally {
+          await q.close();
+        }
+      }
+      await Promise.all(
+        queues.map(async (name) => {
+          const pel = await runCli([...g, '--json', 'pel', name]);
+          expect(pel.code, pel.stderr).to.equal(0);
+          const claims = JSON.parse(pel.stdout) as { stream: { jobId: string; consumer: string }[]; list: { jobId: string }[] };
+          expect(claims.stream.map((x) => [x.jobId, x.consumer]), name).to.deep.equal([['1', 'dead-consumer']]);
+          expect(claims.list.map((x) => x.jobId), name).to.deep.equal(['2']);
+
+          const dry = await runCli([...g, '--json', 'reclaim', name, '--min-idle', '0', '--dry-run']);
+          expect(dry.code, dry.stderr).to.equal(0);
+          const r = await runCli([...g, '--json', 'reclaim', name, '--min-idle', '0']);
+          expect(r.code, r.stderr).to.equal(0);
+          expect((JSON.parse(r.stdout) as { redispatched: string[] }).redispatched.sort(), name).to.deep.equal(['1', '2']);
+          const st = JSON.parse((await runCli([...g, '--json', 'stats', name])).stdout);
+          expect(st, name).to.include({ active: 0, waiting: 1, prioritized: 1 });
+        }),
+      );
+      const healed = await runCli([...g, '--json', 'heal', '--all', '--verbose']);
+      expect(healed.code, healed.stderr).to.equal(0);
+      const reports = healed.stdout.trim().split('\n').map((l) => JSON.parse(l) as { queue: string; counterAfter: number });
+      expect(reports.map((x) => x.queue).sort()).to.deep.equal([...queues].sort());
+      expect(reports.every((x) => x.counterAfter === 0)).to.equal(true);
+      const check = await runCli([...g, 'heal', ...queues, '--check']);
+      expect(check.code, check.stderr).to.equal(0);
+
+      // obliterate walks the keys of one queue with SCAN on the primary that serves its slot.
+      const gone = await runCli([...g, 'obliterate', queues[1], '--yes']);
+      expect(gone.code, gone.stderr).to.equal(0);
+      const port = await c.primaryForSlot(keySlot(new QueueKeys(queues[1], prefix).meta));
+      const left = (await c.call(port, 'SCAN', '0', 'MATCH', `${prefix}:{${queues[1]}}:*`, 'COUNT', '10000')) as [string, string[]];
+      expect(left[1]).to.deep.equal([]);
+      const after = JSON.parse((await runCli([...g, '--json', 'queues'])).stdout) as { name: string }[];
+      expect(after.map((r) => r.name).sort()).to.deep.equal([queues[0], queues[2]].sort());
     });
   });
 
