@@ -132,7 +132,7 @@ export class TestCluster {
   }
 
   async primaries(): Promise<NodeInfo[]> {
-    return (await this.topology()).filter((n) => n.role === 'master' && !n.flags.includes('fail'));
+    return (await this.topology()).filter((n) => n.role === 'master' && n.slots.length > 0 && !n.flags.includes('fail'));
   }
 
   /** The port of the primary that serves a slot. */
@@ -166,6 +166,8 @@ export class TestCluster {
         const views = await Promise.all(this.running().map((n) => this.topology(n.port)));
         const up = new Set(this.running().map((n) => n.port));
         if (views.some((v) => v.some((x) => up.has(x.port) && x.flags.some((f) => f.startsWith('fail'))))) return false;
+        // A restarted old primary first comes back as a primary without slots, then turns replica.
+        if (views.some((v) => v.some((x) => up.has(x.port) && (x.role === 'replica' ? !x.masterId : x.slots.length === 0)))) return false;
         const sig = (v: NodeInfo[]) =>
           v.filter((x) => x.role === 'master' && x.slots.length > 0).map((x) => x.port).sort().join(',');
         return views.every((v) => sig(v) === sig(views[0]));
