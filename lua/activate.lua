@@ -70,7 +70,14 @@ end
 local function activateEntry(k, sid, id, consumer, now)
   local jk = jobKey(k, id)
   local fields = redis.call('HGETALL', jk)
-  local state, esid = pick(fields, 'state', 'sid')
+  local state, esid, owner = pick(fields, 'state', 'sid', 'owner')
+  if state == 'active' and esid == sid then
+    -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
+    -- Claimed by this same consumer means a call repeated after its reply was lost on the way
+    -- (a client resends unanswered commands on reconnect): hand the claim to the worker again.
+    if owner == consumer then return claimJob(k, id, jk, fields, consumer, now, 's') end
+    return nil
+  end
   if state ~= 'waiting' or esid ~= sid then
     -- removed job, or an entry superseded by a redispatch: never re-create or double-run it
     redis.call('XACK', k.stream, GROUP, sid)
@@ -82,10 +89,13 @@ end
 
 -- Gives a delivered but not activated entry back to the queue (paused, or no global slot).
 local function handBack(k, sid, id)
+  local jk = jobKey(k, id)
+  local st = redis.call('HMGET', jk, 'state', 'sid')
+  -- the pending entry of a live claim (a repeated call) stays for stalled recovery
+  if st[1] == 'active' and st[2] == sid then return end
   redis.call('XACK', k.stream, GROUP, sid)
   redis.call('XDEL', k.stream, sid)
-  local jk = jobKey(k, id)
-  if redis.call('HGET', jk, 'state') == 'waiting' then
+  if st[1] == 'waiting' then
     local nsid = redis.call('XADD', k.stream, '*', 'id', id)
     redis.call('HSET', jk, 'sid', nsid)
   end

@@ -50,6 +50,25 @@ export class Ledger {
 
   /** Waits until every job the queue holds is finished, then checks no added job was lost. */
   async settle(queue: Queue, timeoutMs = 30000): Promise<void> {
+    try {
+      await this.waitSettled(queue, timeoutMs);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; ${await this.describeMissing(queue)}`);
+    }
+    const ids = [...this.added];
+    const states = await Promise.all(ids.map(async (id) => (await queue.getJob(id))?.state));
+    ids.forEach((id, i) => expect(states[i], `job ${id}`).to.equal('completed'));
+  }
+
+  /** What the queue holds for the jobs that never ran, for a failure message. */
+  async describeMissing(queue: Queue): Promise<string> {
+    const counts = await queue.getJobCounts().catch((e) => String(e));
+    const missing = [...this.added].filter((id) => !this.runs.has(id)).slice(0, 5);
+    const raw = await Promise.all(missing.map((id) => queue.client.hgetall(queue.keys.job(id)).catch(() => ({}))));
+    return `counts ${JSON.stringify(counts)}; never ran: ${missing.map((id, i) => `${id} ${JSON.stringify(raw[i])}`).join(', ')}`;
+  }
+
+  private async waitSettled(queue: Queue, timeoutMs: number): Promise<void> {
     await waitFor(
       async () => {
         const c = await queue.getJobCounts();
@@ -59,9 +78,6 @@ export class Ledger {
       timeoutMs,
       50,
     );
-    const ids = [...this.added];
-    const states = await Promise.all(ids.map(async (id) => (await queue.getJob(id))?.state));
-    ids.forEach((id, i) => expect(states[i], `job ${id}`).to.equal('completed'));
   }
 
   /** Each fault may re-run the jobs that were in flight when it hit: at most `perFault` of them. */

@@ -8,12 +8,14 @@ import type { RedisOptions } from 'ioredis';
 import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
-import { FaultProxy } from '../helpers/proxy.js';
+import { FaultProxy, type CutOptions } from '../helpers/proxy.js';
 import { Ledger } from '../helpers/ledger.js';
 import { uniqueQueue } from '../helpers/engine.js';
 
+const ROUNDS = Number(process.env.GLIDEMQ_CUT_ROUNDS ?? 12);
+
 describe('faults: connections cut mid-call', function () {
-  this.timeout(90000);
+  this.timeout(60000 + ROUNDS * 4000);
   const server = useServer();
   let proxy: FaultProxy;
   const closers: (() => Promise<void>)[] = [];
@@ -29,6 +31,52 @@ describe('faults: connections cut mid-call', function () {
   function via(): RedisOptions {
     return { host: '127.0.0.1', port: proxy.port, socketTimeout: 2000 };
   }
+
+  // A lost reply can leave a claim nobody runs (a job a finish call fetched, entries a read
+  // delivered): stalled recovery gives those back after the lock duration.
+  for (const forward of [false, true]) {
+    const how = forward ? 'the server runs the request and its reply is lost' : 'the request never reaches the server';
+    it(`loses no job when connections are cut mid-FCALL and mid-XREADGROUP (${how})`, async () => {
+      const name = uniqueQueue('cut');
+      const ledger = new Ledger();
+      const queue = new Queue(name, { connection: via() });
+      const worker = new Worker(
+        name,
+        async (job) => {
+          ledger.ran(job.id);
+          await delay(Math.random() * 4);
+          return job.id;
+        },
+        // short lock: a claim whose reply was lost is reclaimed quickly; many stalls allowed
+        { connection: via(), concurrency: 4, lockDuration: 1000, stalledInterval: 300, blockTimeout: 250, maxStalledCount: 1000 },
+      );
+      worker.on('error', () => undefined);
+      closers.push(() => queue.close(), () => worker.close(true));
+      let stop = false;
+      const producing = ledger.produce(queue, () => stop);
+      const cuts = await cutRepeatedly(ROUNDS, { forward });
+      stop = true;
+      await producing;
+      await ledger.settle(queue, 45000);
+      expect(cuts).to.be.greaterThan(6);
+      expect(proxy.stats.cutConnections).to.be.at.least(cuts);
+      // a cut can re-run what was in flight on the worker (its 4 slots) at that moment
+      ledger.expectDuplicatesWithin(cuts, 4);
+    });
+  }
+
+  async function cutRepeatedly(rounds: number, opts: CutOptions): Promise<number> {
+    let cuts = 0;
+    for (let round = 0; round < rounds; round++) {
+      const command = round % 2 === 0 ? 'FCALL' : 'XREADGROUP';
+      const hit = await Promise.race([proxy.cutOn(command, opts).then(() => true), delay(3000).then(() => false)]);
+      proxy.disarm();
+      if (hit) cuts++;
+      await delay(60);
+    }
+    return cuts;
+  }
+
 
   it('a blocking read cut while it waits is re-issued and still wakes for new jobs', async () => {
     const name = uniqueQueue('cutblock');

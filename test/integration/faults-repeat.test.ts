@@ -1,0 +1,83 @@
+/**
+ * A client resends the commands that were unanswered when its connection dropped, so every
+ * function may run twice for one request. A repeated call must never break the claim the first
+ * run made: the pending entry stays, so the job is run or reclaimed, never lost.
+ */
+import { expect } from 'chai';
+import { Queue } from '../../src/engine/queue.js';
+import { callFunction } from '../../src/engine/library.js';
+import { CONSUMER_GROUP } from '../../src/engine/keys.js';
+import { useServer } from '../helpers/valkey.js';
+import { uniqueQueue } from '../helpers/engine.js';
+
+describe('faults: a call repeated after its reply was lost', function () {
+  const server = useServer();
+  let queue: Queue;
+  beforeEach(async () => {
+    queue = new Queue(uniqueQueue('rep'), { connection: server().url });
+    await queue.waitUntilReady();
+  });
+  afterEach(async () => {
+    await queue.close();
+  });
+
+  async function delivered(consumer: string): Promise<[string, string]> {
+    await callFunction(queue.client, 'glidemq_fetch', queue.keys.meta, [consumer, Date.now(), 0]); // creates the group
+    const job = await queue.add('t', {});
+    const r = (await queue.client.xreadgroup('GROUP', CONSUMER_GROUP, consumer, 'COUNT', 1, 'STREAMS', queue.keys.stream, '>')) as [string, [string, string[]][]][];
+    const [sid] = r[0][1][0];
+    return [sid, job.id];
+  }
+
+  async function pendingIds(): Promise<string[]> {
+    const p = (await queue.client.xpending(queue.keys.stream, CONSUMER_GROUP, '-', '+', 10)) as [string][];
+    return p.map((e) => e[0]);
+  }
+
+  it('glidemq_activate repeated by the same worker keeps the pending entry and hands the claim over again', async () => {
+    const [sid, id] = await delivered('w1');
+    const args = ['w1', Date.now(), 1, 1, sid, id];
+    const first = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, args)) as unknown[];
+    expect(first).to.have.length(2);
+    const again = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, args)) as unknown[];
+    expect(again, 'the repeat returns the claim, since the worker never saw the first reply').to.have.length(2);
+    expect(await pendingIds()).to.deep.equal([sid]);
+    const h = await queue.client.hgetall(queue.keys.job(id));
+    expect(h.state).to.equal('active');
+    expect(h.owner).to.equal('w1');
+    expect(h.sid).to.equal(sid);
+  });
+
+  it('glidemq_activate for another consumer leaves a live claim and its entry alone', async () => {
+    const [sid, id] = await delivered('w1');
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id]);
+    const other = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w2', Date.now(), 1, 1, sid, id])) as unknown[];
+    expect(other).to.have.length(1);
+    expect(await pendingIds()).to.deep.equal([sid]);
+    expect((await queue.client.hgetall(queue.keys.job(id))).owner).to.equal('w1');
+  });
+
+  it('a repeated activate while paused does not hand back (and so drop) the live claim', async () => {
+    const [sid, id] = await delivered('w1');
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id]);
+    await queue.pause();
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id]);
+    expect(await pendingIds()).to.deep.equal([sid]);
+    expect((await queue.client.hgetall(queue.keys.job(id))).state).to.equal('active');
+  });
+
+  it('glidemq_finish repeated after it completed the job changes nothing (stale)', async () => {
+    const [sid, id] = await delivered('w1');
+    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id])) as string[][];
+    const fields = act[1];
+    let fence = '';
+    for (let i = 0; i < fields.length; i += 2) if (fields[i] === 'fence') fence = fields[i + 1];
+    const args = [id, fence, 'w1', Date.now(), 'completed', '"ok"', -1, 0, '', '', 1];
+    const first = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
+    const again = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
+    expect(first[0]).to.equal('completed');
+    expect(again[0]).to.equal('stale');
+    const c = await queue.getJobCounts();
+    expect([c.completed, c.active, c.waiting]).to.deep.equal([1, 0, 0]);
+  });
+});
