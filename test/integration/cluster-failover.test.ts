@@ -9,7 +9,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { keySlot } from '../../src/engine/connection.js';
 import type { Job } from '../../src/engine/job.js';
 import { QueueKeys } from '../../src/engine/keys.js';
-import { LIBRARY_VERSION, serverLibrary } from '../../src/engine/library.js';
+import { LIBRARY_CODE, LIBRARY_VERSION, serverLibrary } from '../../src/engine/library.js';
 import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import { useCluster, type TestCluster } from '../helpers/cluster.js';
@@ -196,27 +196,31 @@ describe('cluster failover', function () {
     }
   });
 
-  it('a promoted replica without the library gets it from an idle client, and a function call works at once', async () => {
-    const c = cluster();
-    const [, victim] = await c.primaries();
-    const replica = (await c.replicaOf(victim.port))!;
-    const name = await queueOn(c, victim.port, 'relib');
-    const q = new Queue(name, { connection: connection(c) });
-    closers.push(() => q.close());
-    await q.add('before', {});
-    // Replicas refuse writes, FUNCTION DELETE included, unless told otherwise: make this one diverge.
-    await c.call(replica, 'CONFIG', 'SET', 'replica-read-only', 'no');
-    await c.call(replica, 'FUNCTION', 'DELETE', 'glidemq');
-    await c.call(replica, 'CONFIG', 'SET', 'replica-read-only', 'yes');
-    expect(await withNode(c, replica, (n) => serverLibrary(n))).to.equal(undefined);
+  for (const held of ['no library', 'an older library'] as const) {
+    it(`a promoted replica holding ${held} gets this one from an idle client, and a function call works at once`, async () => {
+      const c = cluster();
+      const [, victim] = await c.primaries();
+      const replica = (await c.replicaOf(victim.port))!;
+      const name = await queueOn(c, victim.port, held === 'no library' ? 'relib' : 'oldlib');
+      const q = new Queue(name, { connection: connection(c) });
+      closers.push(() => q.close());
+      await q.add('before', {});
+      // Replicas refuse writes (FUNCTION DELETE / LOAD included) unless told otherwise: make this one diverge.
+      await c.call(replica, 'CONFIG', 'SET', 'replica-read-only', 'no');
+      if (held === 'no library') await c.call(replica, 'FUNCTION', 'DELETE', 'glidemq');
+      else await c.call(replica, 'FUNCTION', 'LOAD', 'REPLACE', LIBRARY_CODE.replaceAll(LIBRARY_VERSION, '0000older000000'));
+      await c.call(replica, 'CONFIG', 'SET', 'replica-read-only', 'yes');
+      const before = await withNode(c, replica, (n) => serverLibrary(n));
+      expect(before?.version).to.equal(held === 'no library' ? undefined : '0000older000000');
 
-    await killPrimary(c, victim.port);
-    await c.waitPromoted(replica);
-    // No call is made: the client's own slot refresh notices the new primary and loads the library.
-    await waitFor(async () => (await withNode(c, replica, (n) => serverLibrary(n)))?.version === LIBRARY_VERSION, 'the library on the promoted replica', 20000);
-    const job = await q.add('after', {});
-    expect(job.id).to.equal('2');
-  });
+      await killPrimary(c, victim.port);
+      await c.waitPromoted(replica);
+      // No call is made: the client's own slot refresh notices the new primary and loads the library.
+      await waitFor(async () => (await withNode(c, replica, (n) => serverLibrary(n)))?.version === LIBRARY_VERSION, 'this library on the promoted replica', 20000);
+      const job = await q.add('after', {});
+      expect(job.id).to.equal('2');
+    });
+  }
 
   it('a promoted replica without the library: the first function call loads it and retries once', async () => {
     const c = cluster();

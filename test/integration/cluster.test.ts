@@ -7,6 +7,8 @@ import { Cluster } from 'ioredis';
 import { isCluster, keySlot } from '../../src/engine/connection.js';
 import { QueueKeys } from '../../src/engine/keys.js';
 import { LIBRARY_VERSION, serverLibrary } from '../../src/engine/library.js';
+import { Broadcast } from '../../src/engine/broadcast.js';
+import { BroadcastWorker } from '../../src/engine/broadcast-worker.js';
 import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import { useCluster } from '../helpers/cluster.js';
@@ -124,5 +126,73 @@ describe('cluster: queues spread over every primary', function () {
     } finally {
       await client.quit();
     }
+  });
+
+  it('broadcasts on three primaries: every subscription sees every message', async () => {
+    const c = cluster();
+    const names: string[] = [];
+    const owners = new Set<number>();
+    for (let i = 0; owners.size < 3; i++) {
+      const name = `bc-${i}`;
+      const b = new Broadcast(name, { connection: c.url });
+      const port = await c.primaryForSlot(keySlot(b.keys.meta));
+      await b.close();
+      if (!owners.has(port)) {
+        owners.add(port);
+        names.push(name);
+      }
+    }
+    const seen = new Map<string, number[]>();
+    for (const name of names) {
+      for (const sub of ['a', 'b']) {
+        seen.set(`${name}/${sub}`, []);
+        const w = track(new BroadcastWorker(name, sub, async (m: { data: { i: number } }) => void seen.get(`${name}/${sub}`)!.push(m.data.i), { connection: c.url, startFrom: 'earliest', blockTimeout: 500, autorun: false }));
+        w.on('error', () => undefined);
+        await w.run();
+      }
+      const b = track(new Broadcast(name, { connection: c.url }));
+      for (let i = 0; i < 5; i++) await b.publish('tick', { i });
+    }
+    await waitFor(() => [...seen.values()].every((v) => v.length === 5), 'every subscription on every primary to see all five');
+    for (const [key, v] of seen) expect(v.sort(), key).to.deep.equal([0, 1, 2, 3, 4]);
+  });
+
+  it('group jobs, a scheduler, dedup and metrics work on a queue of each primary', async () => {
+    const c = cluster();
+    const names: string[] = [];
+    const owners = new Set<number>();
+    for (let i = 0; owners.size < 3; i++) {
+      const name = `feat-${i}`;
+      const port = await c.primaryForSlot(keySlot(new QueueKeys(name).meta));
+      if (!owners.has(port)) {
+        owners.add(port);
+        names.push(name);
+      }
+    }
+    for (const name of names) {
+      const q = track(new Queue(name, { connection: c.url }));
+      await q.add('g', { n: 1 }, { group: { id: 'tenant-a', maxConcurrency: 1 } });
+      await q.add('g', { n: 2 }, { group: { id: 'tenant-a', maxConcurrency: 1 } });
+      await q.add('d', {}, { dedup: { id: 'once' } });
+      const again = await q.add('d', {}, { dedup: { id: 'once' } });
+      expect((again as { created?: boolean }).created, `dedup on ${name}`).to.equal(false);
+      await q.upsertScheduler('tick', { every: 1000 }, { name: 'tick', data: {} });
+      track(new Worker(name, async () => 'ok', { connection: c.url, concurrency: 4, blockTimeout: 300, promotionInterval: 50 }));
+    }
+    await waitFor(async () => {
+      for (const name of names) {
+        const q = new Queue(name, { connection: c.url });
+        try {
+          const k = await q.getJobCounts();
+          if (k.completed < 4) return false; // two group jobs, one deduplicated job, and the first tick
+        } finally {
+          await q.close();
+        }
+      }
+      return true;
+    }, 'group, dedup and scheduled jobs to complete on every primary');
+    const q = track(new Queue(names[0], { connection: c.url }));
+    const metrics = await q.getMetrics();
+    expect(JSON.stringify(metrics)).to.match(/\d/);
   });
 });
