@@ -122,12 +122,21 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {},
     const seed = { host: parsed.host, port: parsed.port };
     const cluster = new Cluster([seed, ...(seeds ?? []).filter((n) => n.host !== seed.host || n.port !== seed.port)], clusterOpts);
     rememberNodes(cluster, seed);
+    seedLabels.set(cluster, `the cluster at ${host(seed)}`);
     return cluster;
   }
   return new Redis(base);
 }
 
 type Seed = { host: string; port: number };
+
+const seedLabels = new WeakMap<Cluster, string>();
+const host = (n: Seed) => (n.host.includes(':') ? `[${n.host}]:${n.port}` : `${n.host}:${n.port}`);
+
+/** How messages name a cluster client: by the node its URL named, when glidemq made it. */
+export function clusterLabel(c: Cluster): string {
+  return seedLabels.get(c) ?? 'the cluster';
+}
 
 /** Every node a cluster client knows of (for seeding another client, or reconnecting). */
 export function knownNodes(c: Cluster): Seed[] {
@@ -180,26 +189,39 @@ export function describeSettings(s: ClientSettings): string {
 export async function waitReady(client: Client, label: string, timeoutMs = 5000): Promise<void> {
   if (client.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
+    let lastError: string | undefined;
+    const fail = (what: string) => {
       cleanup();
-      reject(new ConnectionError('ERR_CONNECTION', `cannot reach ${label}: no answer within ${timeoutMs} ms`));
-    }, timeoutMs);
+      reject(new ConnectionError('ERR_CONNECTION', `cannot reach ${label}: ${what}${lastError ? ` (${explain(lastError)})` : ''}`));
+    };
+    const timer = setTimeout(() => fail(`no answer within ${timeoutMs} ms`), timeoutMs);
     const onReady = () => {
       cleanup();
       resolve();
     };
-    const onEnd = () => {
-      cleanup();
-      reject(new ConnectionError('ERR_CONNECTION', `cannot reach ${label}: connection closed`));
+    const onEnd = () => fail('connection closed');
+    // A cluster client says why in 'node error' (the node's own reply); a plain client in 'error'.
+    const onError = (err: Error) => {
+      const said = err.message.replace(/^Failed to refresh slots cache\.\s*/, '').trim();
+      if (said && !/^Connection is closed/.test(said)) lastError = said;
     };
     const cleanup = () => {
       clearTimeout(timer);
       client.off('ready', onReady);
       client.off('end', onEnd);
+      client.off('error', onError);
+      client.off('node error', onError);
     };
     client.on('ready', onReady);
     client.on('end', onEnd);
+    client.on('error', onError);
+    client.on('node error', onError);
   });
+}
+
+function explain(message: string): string {
+  if (/cluster support disabled/i.test(message)) return `${message}: the server is not a cluster node, run without --cluster`;
+  return message;
 }
 
 export interface Acquired {

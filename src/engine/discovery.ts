@@ -1,6 +1,6 @@
 /** Finds the queues under a prefix: a SCAN for their meta keys, on every primary of a cluster. */
 import type { Redis } from 'ioredis';
-import { type Client, isCluster, waitReady } from './connection.js';
+import { type Client, clusterLabel, isCluster, waitReady } from './connection.js';
 import { metaPattern, queueFromKey } from './keys.js';
 
 async function scanNode(node: Redis, pattern: string, found: Set<string>, prefix: string): Promise<void> {
@@ -19,7 +19,7 @@ async function scanNode(node: Redis, pattern: string, found: Set<string>, prefix
 export async function listQueues(client: Client, prefix: string): Promise<string[]> {
   const found = new Set<string>();
   // A cluster client knows its primaries only once the slot map is loaded.
-  if (isCluster(client) && client.status !== 'ready') await waitReady(client, 'the cluster', 15000);
+  if (isCluster(client) && client.status !== 'ready') await waitReady(client, clusterLabel(client), 15000);
   const nodes = isCluster(client) ? client.nodes('master') : [client as Redis];
   await Promise.all(nodes.map((n) => scanNode(n, metaPattern(prefix), found, prefix)));
   return [...found].sort();

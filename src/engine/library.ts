@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { type Client, isCluster, isMovedError, nodeForKey, waitReady } from './connection.js';
+import { type Client, clusterLabel, isCluster, isMovedError, nodeForKey, waitReady } from './connection.js';
 import { ConnectionError, fromServerError, LibraryVersionError } from './errors.js';
 
 export const LIBRARY_NAME = 'glidemq';
@@ -127,7 +127,7 @@ function reportEnsureError(client: Client, err: unknown): void {
 }
 
 async function ensureOnCluster(cluster: Cluster, all: boolean): Promise<void> {
-  if (cluster.status !== 'ready') await waitReady(cluster, 'the cluster', 15000);
+  if (cluster.status !== 'ready') await waitReady(cluster, clusterLabel(cluster), 15000);
   let done = ensuredNodes.get(cluster);
   if (!done || all) ensuredNodes.set(cluster, (done = new WeakSet()));
   const primaries = cluster.nodes('master').filter((n) => !done.has(n));

@@ -7,7 +7,7 @@ import { runCli } from '../helpers/cli.js';
 import { claimAs } from '../helpers/recovery.js';
 import { useCluster } from '../helpers/cluster.js';
 import { fixturePath } from '../helpers/fixtures.js';
-import { waitFor } from '../helpers/valkey.js';
+import { freePort, useServer, waitFor } from '../helpers/valkey.js';
 
 interface AuditNode {
   address: string;
@@ -227,3 +227,24 @@ describe('glidemq CLI on a cluster', function () {
     });
   });
 });
+
+describe('glidemq --cluster errors', function () {
+  this.timeout(30000);
+  const server = useServer();
+
+  it('an unreachable seed: exit 2, one line naming it, no password', async () => {
+    const port = await freePort();
+    const r = await runCli(['--cluster', '-u', `redis://:hunter2@127.0.0.1:${port}`, 'stats', 'q']);
+    expect(r.code).to.equal(2);
+    expect(r.stderr.trim().split('\n')).to.have.length(1);
+    expect(r.stderr).to.include(`cannot reach the cluster at 127.0.0.1:${port}`);
+    expect(r.stderr).to.not.include('hunter2');
+  });
+
+  it('--cluster naming a standalone server says so', async () => {
+    const r = await runCli(['--cluster', '-u', server().url, 'queues']);
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/cluster support disabled: the server is not a cluster node, run without --cluster/);
+  });
+});
+
