@@ -13,7 +13,7 @@ export interface CliResult {
 export interface CliOptions {
   cwd?: string;
   env?: Record<string, string | undefined>;
-  input?: string;
+  input?: string | Buffer;
   timeoutMs?: number;
 }
 
