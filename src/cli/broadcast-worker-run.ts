@@ -11,6 +11,7 @@ import { invalid } from '../engine/errors.js';
 import type { WorkerOptions } from '../engine/worker.js';
 import type { CommandContext } from './context.js';
 import { colour, print, printError, printJsonLine } from './output.js';
+import { exitWhenIdle, manageLifecycle, whenClosed } from './worker-lifecycle.js';
 
 export interface BroadcastFlags {
   broadcast?: string;
@@ -61,8 +62,8 @@ export async function runBroadcastWorker(
   const worker = new BroadcastWorker(name, sub, processor as unknown as BroadcastProcessor, { ...opts, autorun: false });
   let finished = 0;
   let failedForGood = 0;
-  let stopping: Promise<void> | undefined;
-  const stop = () => (stopping ??= worker.close());
+  const life = manageLifecycle(worker);
+  const stop = () => life.stop();
 
   const report = (m: BroadcastMessage, status: 'completed' | 'failed', durationMs: number, err?: Error, willRetry = false) => {
     if (ctx.json) {
@@ -93,37 +94,16 @@ export async function runBroadcastWorker(
   });
   worker.on('error', (err: Error) => printError(`worker: ${err.message}`));
 
-  let signals = 0;
-  const onSignal = () => {
-    signals++;
-    if (signals > 1) process.exit(130);
-    void stop();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
   await worker.run();
-  let idleWatch: NodeJS.Timeout | undefined;
   if (limits.exitWhenIdle) {
     // idle: this subscription has read every kept message and holds none unfinished
     const b = new Broadcast(name, { connection: opts.connection, prefix: opts.prefix });
-    const check = async () => {
-      if (stopping) return;
-      if (worker.activeCount === 0) {
-        const s = (await b.subscriptions().catch(() => [])).find((x) => x.name === sub);
-        if (s && s.lag === 0 && s.pending === 0 && worker.activeCount === 0) {
-          void stop();
-          return;
-        }
-      }
-      idleWatch = setTimeout(() => void check(), 200);
+    const nothingLeft = async () => {
+      const s = (await b.subscriptions()).find((x) => x.name === sub);
+      return !!s && s.lag === 0 && s.pending === 0;
     };
-    idleWatch = setTimeout(() => void check(), 100);
-    worker.once('closed', () => {
-      clearTimeout(idleWatch);
-      void b.close();
-    });
+    exitWhenIdle(worker, life, nothingLeft, () => b.close());
   }
-  await new Promise<void>((resolve) => worker.once('closed', () => resolve()));
+  await whenClosed(worker);
   return limits.failFast && failedForGood > 0 ? 1 : 0;
 }

@@ -10,6 +10,7 @@ import { action, type CommandContext } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
 import { colour, print, printError, printJsonLine } from '../output.js';
+import { exitWhenIdle, manageLifecycle, whenClosed } from '../worker-lifecycle.js';
 
 interface WorkerFlags extends BroadcastFlags {
   queue?: string;
@@ -113,8 +114,8 @@ async function runWorker(
   const worker = new Worker(queueName, processor, { ...opts, autorun: false });
   let finished = 0;
   let failedForGood = 0;
-  let stopping: Promise<void> | undefined;
-  const stop = () => (stopping ??= worker.close());
+  const life = manageLifecycle(worker);
+  const stop = () => life.stop();
 
   const report = (job: Job, status: 'completed' | 'failed', durationMs: number, willRetry = false) => {
     if (ctx.json) {
@@ -139,36 +140,15 @@ async function runWorker(
   });
   worker.on('error', (err: Error) => printError(`worker: ${err.message}`));
 
-  let signals = 0;
-  const onSignal = () => {
-    signals++;
-    if (signals > 1) process.exit(130);
-    void stop();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
   await worker.run();
-  let idleWatch: NodeJS.Timeout | undefined;
   if (limits.exitWhenIdle) {
     const q = new Queue(queueName, { connection: opts.connection, prefix: opts.prefix });
-    const check = async () => {
-      if (stopping) return;
-      if (worker.activeCount === 0) {
-        const c = await q.getJobCounts().catch(() => undefined);
-        if (c && c.waiting + c.active + c.delayed + c.prioritized === 0 && worker.activeCount === 0) {
-          void stop();
-          return;
-        }
-      }
-      idleWatch = setTimeout(() => void check(), 200);
+    const nothingLeft = async () => {
+      const c = await q.getJobCounts();
+      return c.waiting + c.active + c.delayed + c.prioritized === 0;
     };
-    idleWatch = setTimeout(() => void check(), 100);
-    worker.once('closed', () => {
-      clearTimeout(idleWatch);
-      void q.close();
-    });
+    exitWhenIdle(worker, life, nothingLeft, () => q.close());
   }
-  await new Promise<void>((resolve) => worker.once('closed', () => resolve()));
+  await whenClosed(worker);
   return limits.failFast && failedForGood > 0 ? 1 : 0;
 }
