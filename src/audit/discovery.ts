@@ -44,7 +44,7 @@ export function formatAddress(host: string, port: number): string {
 export async function connectNode(settings: ClientSettings, host?: string, port?: number): Promise<Redis> {
   const parsed = parseUrl(settings.url);
   const options: RedisOptions = {
-    ...redisOptionsFromUrl(parsed, settings.password),
+    ...redisOptionsFromUrl(parsed, settings.password, settings.tlsCa ?? process.env.GLIDEMQ_TLS_CA),
     ...settings.options,
     host: host ?? parsed.host,
     port: port ?? parsed.port,

@@ -3,14 +3,15 @@
  * wrapper that turns a command's outcome (a code, or an error) into an exit code and one line.
  */
 import type { Command } from 'commander';
-import { DEFAULT_URL, type ClientSettings, parseUrl, redactUrl } from '../engine/connection.js';
-import { ConnectionError, GlideMQError } from '../engine/errors.js';
+import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
+import { ConnectionError, GlideMQError, invalid } from '../engine/errors.js';
 import { Queue } from '../engine/queue.js';
 import { printError } from './output.js';
 
 export interface GlobalOptions {
   url?: string;
   cluster?: boolean;
+  tlsCa?: string;
   prefix: string;
   json?: boolean;
 }
@@ -27,10 +28,13 @@ export interface CommandContext {
 export function contextFrom(cmd: Command): CommandContext {
   const globals = cmd.optsWithGlobals() as GlobalOptions;
   const url = globals.url ?? process.env.GLIDEMQ_URL ?? DEFAULT_URL;
-  parseUrl(url); // validates early: a bad URL is a usage error before any connection attempt
+  const parsed = parseUrl(url); // validates early: a bad URL is a usage error before any connection attempt
+  if (globals.tlsCa && !parsed.tls) throw invalid(`--tls-ca is for TLS servers: use a rediss:// or valkeys:// URL, not ${redactUrl(url)}`);
+  const tlsCa = globals.tlsCa ?? process.env.GLIDEMQ_TLS_CA;
+  if (parsed.tls && tlsCa) redisOptionsFromUrl(parsed, undefined, tlsCa); // an unreadable CA file is a usage error too
   return {
     globals,
-    connection: { url, cluster: !!globals.cluster, password: process.env.GLIDEMQ_PASSWORD, options: cliClientOptions() },
+    connection: { url, cluster: !!globals.cluster, password: process.env.GLIDEMQ_PASSWORD, tlsCa, options: cliClientOptions() },
     prefix: globals.prefix ?? 'glide',
     json: !!globals.json,
     where: redactUrl(url),
@@ -84,9 +88,12 @@ export function describeError(err: unknown, where = 'the server'): string {
       return `cannot reach ${where}: ${e.code}`;
     }
     if (/Connection is closed|Reached the max retries|ECONNREFUSED|connect ETIMEDOUT|Stream isn't writeable/.test(e.message)) {
-      return `cannot reach ${where}: no connection could be made (is the server running, and is the URL right?)`;
+      const why = lastConnectionProblem();
+      if (why?.startsWith('authentication failed')) return `${why} at ${where}`;
+      return `cannot reach ${where}: ${why ?? 'no connection could be made (is the server running, and is the URL right?)'}`;
     }
-    if (/^NOAUTH|WRONGPASS|invalid password/i.test(e.message)) return `authentication failed: ${e.message}`;
+    if (/^WRONGPASS|invalid password/i.test(e.message)) return `authentication failed at ${where}: wrong user name or password`;
+    if (/^NOAUTH/.test(e.message)) return `authentication failed at ${where}: the server wants a password (in the URL or $GLIDEMQ_PASSWORD)`;
     return e.message;
   }
   return String(err);

@@ -8,11 +8,12 @@ export function buildProgram(): Command {
     .description('A durable job queue on Valkey: enqueue, run workers, inspect and heal queues, audit durability.')
     .option('-u, --url <url>', 'server URL (redis://, rediss://, valkey://, valkeys://); default $GLIDEMQ_URL or redis://127.0.0.1:6379')
     .option('--cluster', 'the URL names a seed node of a Valkey cluster')
+    .option('--tls-ca <file>', 'PEM file of the CA that signed a rediss:// server\'s certificate; default $GLIDEMQ_TLS_CA')
     .option('--prefix <p>', 'key prefix (keys are <prefix>:{<queue>}:...)', 'glide')
     .option('--json', 'machine-readable output on stdout')
-    .showHelpAfterError('(run with --help for usage and examples)')
     .exitOverride()
-    .configureOutput({ outputError: (str) => printError(str.replace(/^error: /, '')) });
+    // A usage error is one line (CLI.md): the hint to --help goes on the same line.
+    .configureOutput({ outputError: (str) => printError(`${str.replace(/^error: /, '').trim()} (run with --help for usage and examples)`) });
   program.addHelpText(
     'after',
     `
@@ -21,7 +22,8 @@ Examples:
   $ glidemq enqueue emails '{"to":"a@b.c"}'   add a job
   $ glidemq worker ./send.js --queue emails  process jobs
   $ glidemq stats emails                     counts per state
-  $ glidemq audit                            check the server's durability settings`,
+  $ glidemq audit                            check the server's durability settings
+  $ GLIDEMQ_PASSWORD=... glidemq -u rediss://app@db:6380 --tls-ca ca.pem stats emails`,
   );
   for (const register of COMMANDS) register(program);
   for (const cmd of program.commands) cmd.exitOverride();

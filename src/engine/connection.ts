@@ -3,6 +3,7 @@
  * construction of ioredis clients (standalone or cluster) from a URL, options or an instance.
  */
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } from 'ioredis';
 import { ConnectionError, invalid } from './errors.js';
 
@@ -12,7 +13,7 @@ export type ConnectionInput =
   | string
   | RedisOptions
   | Client
-  | { url: string; cluster?: boolean; password?: string; options?: RedisOptions };
+  | { url: string; cluster?: boolean; password?: string; tlsCa?: string; options?: RedisOptions };
 
 export interface ParsedUrl {
   /** The URL rewritten to a redis scheme (ioredis reads the db number only for those). */
@@ -76,11 +77,16 @@ export interface ClientSettings {
   url: string;
   cluster: boolean;
   password?: string;
+  /**
+   * PEM file of the certificate authority a `rediss://` server's certificate is checked against
+   * (default `$GLIDEMQ_TLS_CA`; without one, the system's trusted authorities).
+   */
+  tlsCa?: string;
   /** Extra ioredis options (tests use these for retry behaviour). */
   options?: RedisOptions;
 }
 
-export function redisOptionsFromUrl(parsed: ParsedUrl, password?: string): RedisOptions {
+export function redisOptionsFromUrl(parsed: ParsedUrl, password?: string, tlsCa = process.env.GLIDEMQ_TLS_CA): RedisOptions {
   const opts: RedisOptions = {
     host: parsed.host,
     port: parsed.port,
@@ -90,18 +96,28 @@ export function redisOptionsFromUrl(parsed: ParsedUrl, password?: string): Redis
   };
   if (parsed.tls) {
     opts.tls = {
-      servername: parsed.host,
+      // SNI takes host names only; an IP address is checked against the certificate's IP entries
+      ...(isIP(parsed.host) ? {} : { servername: parsed.host }),
       rejectUnauthorized: process.env.GLIDEMQ_TLS_INSECURE !== '1',
-      ca: process.env.GLIDEMQ_TLS_CA ? [readFileSync(process.env.GLIDEMQ_TLS_CA)] : undefined,
+      ...(tlsCa ? { ca: [readCa(tlsCa)] } : {}),
     };
   }
   return opts;
 }
 
+function readCa(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw invalid(`cannot read the TLS certificate authority file "${path}" (--tls-ca or $GLIDEMQ_TLS_CA): ${code}`);
+  }
+}
+
 /** Creates a new ioredis client for the settings. Callers own it and must `quit()` it. */
 export function createClient(settings: ClientSettings, extra: RedisOptions = {}, seeds?: Seed[]): Client {
   const parsed = parseUrl(settings.url);
-  const base = { socketTimeout: DEFAULT_SOCKET_TIMEOUT, ...redisOptionsFromUrl(parsed, settings.password), ...settings.options, ...extra };
+  const base = { socketTimeout: DEFAULT_SOCKET_TIMEOUT, ...redisOptionsFromUrl(parsed, settings.password, settings.tlsCa ?? process.env.GLIDEMQ_TLS_CA), ...settings.options, ...extra };
   if (settings.cluster) {
     const clusterOpts: ClusterOptions = {
       redisOptions: (({ host: _h, port: _p, db: _d, retryStrategy: _r, ...rest }) => rest)(base),
@@ -163,8 +179,14 @@ export function settingsFrom(input: ConnectionInput | undefined): ClientSettings
   if (typeof input === 'string') return { url: input, cluster: false, password: process.env.GLIDEMQ_PASSWORD };
   if (input instanceof Redis || input instanceof Cluster) return input;
   if ('url' in input && typeof input.url === 'string') {
-    const withOpts = input as { options?: RedisOptions };
-    return { url: input.url, cluster: !!input.cluster, password: input.password ?? process.env.GLIDEMQ_PASSWORD, options: withOpts.options };
+    const withOpts = input as { options?: RedisOptions; tlsCa?: string };
+    return {
+      url: input.url,
+      cluster: !!input.cluster,
+      password: input.password ?? process.env.GLIDEMQ_PASSWORD,
+      tlsCa: withOpts.tlsCa,
+      options: withOpts.options,
+    };
   }
   const o = input as RedisOptions;
   const scheme = o.tls ? 'rediss' : 'redis';
@@ -250,7 +272,7 @@ export function settleTopology(a: Acquired): Promise<Client> {
       const standalone = a.client;
       a.settings = { ...settings, cluster: true };
       a.client = createClient(a.settings);
-      a.client.on('error', () => undefined);
+      a.client.on('error', rememberSocketError);
       standalone.disconnect();
       return a.client;
     })();
@@ -324,13 +346,53 @@ export function nodeForKey(c: Cluster, key: string): Redis | undefined {
   return c.nodes('all').find((n) => `${n.options.host}:${n.options.port}` === owner);
 }
 
+let lastSocketError: Error | undefined;
+
+function rememberSocketError(err: Error): void {
+  lastSocketError = err;
+}
+
+/**
+ * Why the connections glidemq made last failed (a refused connection, an untrusted certificate, a
+ * rejected password), in one sentence, or undefined. A command that fails only with ioredis's
+ * generic "Connection is closed" / "max retries" uses this to say what really went wrong.
+ */
+export function lastConnectionProblem(): string | undefined {
+  const e = lastSocketError as (Error & { code?: string }) | undefined;
+  if (!e) return undefined;
+  if (TLS_TRUST_CODES.has(e.code ?? '') || /certificate/i.test(e.message)) {
+    return `the server's TLS certificate is not trusted (${e.message}); give the CA that signed it with --tls-ca <file> or $GLIDEMQ_TLS_CA`;
+  }
+  if (e.code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `the server's TLS certificate does not name this host (${e.message})`;
+  if (/^WRONGPASS/.test(e.message)) return 'authentication failed: wrong user name or password';
+  if (/^NOAUTH/.test(e.message)) return 'authentication failed: the server wants a password (in the URL or $GLIDEMQ_PASSWORD)';
+  if (/wrong version number|packet length too long|unknown protocol/i.test(e.message)) {
+    return `TLS handshake failed (${e.message}); is this a TLS port? rediss:// speaks TLS, redis:// does not`;
+  }
+  if (e.code === 'ECONNRESET') return 'the server closed the connection (ECONNRESET); a TLS-only port needs rediss://';
+  if (/Socket timeout/.test(e.message)) return `the server accepted the connection but did not answer (${e.message.replace(/\.$/, '')})`;
+  if (e.code) return e.code;
+  return undefined;
+}
+
+const TLS_TRUST_CODES = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+]);
+
 /** Resolves a connection input into a client: a given instance is shared, anything else is created. */
 export function acquireClient(input: ConnectionInput | undefined, extra: RedisOptions = {}): Acquired {
   const s = settingsFrom(input);
   if (s instanceof Redis || s instanceof Cluster) return { client: s, owned: false };
   const client = createClient(s, extra);
   // Errors surface on the commands that fail; an unhandled 'error' event must not kill the process.
-  client.on('error', () => undefined);
+  client.on('error', rememberSocketError);
   return { client, owned: true, settings: s };
 }
 
@@ -349,7 +411,7 @@ export function duplicateClient(a: Acquired, extra: RedisOptions = {}): Client {
   if (a.settings) c = createClient(a.settings, extra, isCluster(a.client) ? knownNodes(a.client) : undefined);
   else if (isCluster(a.client)) c = a.client.duplicate();
   else c = (a.client as Redis).duplicate(extra);
-  c.on('error', () => undefined);
+  c.on('error', rememberSocketError);
   return c;
 }
 
