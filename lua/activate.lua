@@ -43,6 +43,18 @@ local function activateJob(k, id, consumer, now, src, sid)
   return claimJob(k, id, jk, redis.call('HGETALL', jk), consumer, now, src)
 end
 
+-- A job hash another program replaced by another type (a string, a list...): reading it must not
+-- fail the whole call, or that one key would stop every worker of the queue. Returns the fields,
+-- or nil for such a key (which is then skipped and left as it is).
+local function readJob(k, id, jk)
+  local fields = redis.pcall('HGETALL', jk)
+  if fields.err then
+    emit(k, 'skipped', id, 'reason', 'the job key holds another type than a hash (written by another program)')
+    return nil
+  end
+  return fields
+end
+
 -- Pops one priority job, else one LIFO job, else one group job, and activates it. Returns fields or nil.
 local function popListJob(k, consumer, now)
   while true do
@@ -61,15 +73,15 @@ local function popListJob(k, consumer, now)
     end
     -- A job removed while it waited leaves only its id behind; skip such leftovers.
     local jk = jobKey(k, id)
-    local fields = redis.call('HGETALL', jk)
-    if fields[1] then return claimJob(k, id, jk, fields, consumer, now, src) end
+    local fields = readJob(k, id, jk)
+    if fields and fields[1] then return claimJob(k, id, jk, fields, consumer, now, src) end
   end
 end
 
 -- Activates one stream entry delivered to `consumer`; returns fields, or nil for a leftover entry.
 local function activateEntry(k, sid, id, consumer, now)
   local jk = jobKey(k, id)
-  local fields = redis.call('HGETALL', jk)
+  local fields = readJob(k, id, jk) or {}
   local state, esid, owner = pick(fields, 'state', 'sid', 'owner')
   if state == 'active' and esid == sid then
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
@@ -90,7 +102,8 @@ end
 -- Gives a delivered but not activated entry back to the queue (paused, or no global slot).
 local function handBack(k, sid, id)
   local jk = jobKey(k, id)
-  local st = redis.call('HMGET', jk, 'state', 'sid')
+  local st = redis.pcall('HMGET', jk, 'state', 'sid')
+  if st.err then st = {} end
   -- the pending entry of a live claim (a repeated call) stays for stalled recovery
   if st[1] == 'active' and st[2] == sid then return end
   redis.call('XACK', k.stream, GROUP, sid)

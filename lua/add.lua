@@ -11,7 +11,8 @@
            custom id already existed and nothing was written for it; 2 = deduplicated: the id is
            the earlier job's and nothing was written; 3 = debounced: the id is the earlier delayed
            job's, which took this add's data and delay).
-  Errors   ERR_INVALID (bad priority/delay/attempts/id/dedup/group), ERR_TOO_LARGE (payload over maxPayload).
+  Errors   ERR_INVALID (bad priority/delay/attempts/id/dedup/group), ERR_TOO_LARGE (payload over maxPayload),
+           ERR_WRONG_TYPE (a key the call writes holds another type: another program wrote to it).
            Every job of the call is validated before the first write: a refused call adds nothing.
 ]]
 local FIELDS = 12
@@ -76,8 +77,8 @@ redis.register_function('glidemq_add', function(keys, args)
       return fail('ERR_INVALID', labelOf(id, i) .. ': priority must be a whole number from 1 to ' .. MAX_PRIORITY)
     end
     if not attempts or attempts < 1 then return fail('ERR_INVALID', labelOf(id, i) .. ': attempts must be >= 1') end
-    if string.find(id, '[:%s{}]') then
-      return fail('ERR_INVALID', labelOf(id, i) .. ': a job id may not contain ":", "{", "}" or whitespace')
+    if string.find(id, '[:%s%c{}]') then
+      return fail('ERR_INVALID', labelOf(id, i) .. ': a job id may not contain ":", "{", "}" , whitespace or control characters')
     end
     local dedupId, dedupMode = args[o + 9] or '', args[o + 11] or ''
     if dedupId ~= '' or dedupMode ~= '' then
@@ -92,6 +93,35 @@ redis.register_function('glidemq_add', function(keys, args)
       end
     end
   end
+
+  -- The keys written after a job's hash must be glidemq's, or a refused call would leave a
+  -- half-added job. (A wrong-type meta or id key fails the first command that touches it, before
+  -- any write, and the client names the key.)
+  local spec = { 'events', 'stream', 'stream', 'stream' }
+  local seen = {}
+  for i = 0, count - 1 do
+    local o = 3 + i * FIELDS
+    local kind = toInt(args[o + 4], 0) > 0 and 'scheduled' or toInt(args[o + 5], 0) > 0 and 'prioritized'
+      or args[o + 6] == '1' and 'lifo' or 'stream'
+    if not seen[kind] then
+      seen[kind] = true
+      if kind == 'prioritized' or kind == 'lifo' then
+        spec[#spec + 1], spec[#spec + 2] = kind, kind == 'lifo' and 'list' or 'zset'
+        if not seen.wake then
+          seen.wake = true
+          spec[#spec + 1], spec[#spec + 2] = 'wake', 'stream'
+        end
+      elseif kind == 'scheduled' then
+        spec[#spec + 1], spec[#spec + 2] = kind, 'zset'
+      end
+    end
+    if (args[o + 9] or '') ~= '' and not seen.dedup then
+      seen.dedup = true
+      spec[#spec + 1], spec[#spec + 2] = 'dedup', 'hash'
+    end
+  end
+  local bad = wrongType(k, spec)
+  if bad then return bad end
 
   ensureQueue(k)
   -- Jobs that surely take an id from the counter (no custom id, no dedup) get them from one

@@ -2,7 +2,8 @@
 
   glidemq_fetch: takes up to `count` jobs for a worker without blocking (priority, then LIFO,
   then stream). Used when a worker starts or a slot frees up outside a finish call.
-    KEYS[1] meta key.  ARGV: consumer, now(ms), count.
+    KEYS[1] meta key.  ARGV: consumer, now(ms), count (0: fetch nothing, recreate missing
+            consumer groups).
     Returns {status, job1, job2, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
             globalConcurrency limit: the worker takes jobs only through this function and
             glidemq_finish, which check the limit, and waits on events instead of a blocking
@@ -25,6 +26,12 @@
 redis.register_function('glidemq_fetch', function(keys, args)
   local k = keysFor(keys[1])
   ensureQueue(k)
+  if toInt(args[3], 1) <= 0 then
+    -- count 0: a worker whose read found no consumer group (the stream was deleted or its group
+    -- destroyed by hand) has both groups created again
+    ensureGroup(k.stream)
+    ensureGroup(k.wake)
+  end
   if isPaused(k) then return { 'paused', lastEventId(k) } end
   local jobs = fetchNext(k, args[1], toInt(args[2], 0), toInt(args[3], 1))
   table.insert(jobs, 1, globalLimit(k) > 0 and 'limited' or 'ok')

@@ -16,6 +16,21 @@ local function fail(code, msg)
   return redis.error_reply(code .. ' ' .. msg)
 end
 
+-- Refuses a call before its first write when a key it would write holds another type than glidemq
+-- keeps there (another program wrote to it). `spec` lists key names of `k` and their types:
+-- { 'stream', 'stream', 'scheduled', 'zset', ... }. Returns an error reply, or nil.
+local function wrongType(k, spec)
+  for i = 1, #spec, 2 do
+    local key = k[spec[i]]
+    local t = redis.call('TYPE', key)['ok']
+    if t ~= 'none' and t ~= spec[i + 1] then
+      return fail('ERR_WRONG_TYPE', 'key ' .. key .. ' holds a ' .. t .. ', where glidemq keeps a ' .. spec[i + 1] ..
+        ': another program wrote to it (rename or delete the key)')
+    end
+  end
+  return nil
+end
+
 local function baseOf(metaKey)
   return string.sub(metaKey, 1, #metaKey - 5) -- strip ':meta'
 end

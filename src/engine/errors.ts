@@ -68,6 +68,15 @@ export function fromServerError(err: unknown): unknown {
   return err;
 }
 
+/** A key of a queue holds another program's data, of another type than glidemq keeps there. */
+export function wrongTypeError(key: string, actual: string, expected: string): WrongTypeError {
+  return new WrongTypeError(
+    'ERR_WRONG_TYPE',
+    `key ${key} holds a ${actual}, where glidemq keeps a ${expected}: another program wrote to it (rename or delete the key)`,
+    true,
+  );
+}
+
 export function invalid(message: string): InvalidArgumentError {
   return new InvalidArgumentError('ERR_INVALID', message, true);
 }

@@ -40,6 +40,8 @@ export class Job<D = any, R = any> {
   groupId: string | null = null;
   /** @internal the claim, set while a worker runs this job */
   claim: Claim | undefined;
+  /** @internal why a worker must not run this job (its hash is corrupt or not glidemq's), if so */
+  unusable: string | undefined;
   /** @internal the raw hash fields */
   raw: Record<string, string> = {};
   /** On a job queue.add returned: whether that call created it (false: an existing job's id). */
@@ -58,6 +60,7 @@ export class Job<D = any, R = any> {
     job.id = h.id ?? '';
     job.name = h.name ?? '';
     job.data = parseJson(h.data, {});
+    job.unusable = unusableReason(h);
     const stored = parseJson<StoredOptions>(h.opts, {});
     job.opts = {
       ...stored,
@@ -146,6 +149,18 @@ export class Job<D = any, R = any> {
     if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
     return this.claim;
   }
+}
+
+/** A job hash a processor cannot be given: corrupt, or written by another program. */
+function unusableReason(h: Record<string, string>): string | undefined {
+  if (h.data === undefined) return 'the job hash has no data field (corrupt, or not written by glidemq)';
+  if (h.name === undefined) return 'the job hash has no name field (corrupt, or not written by glidemq)';
+  try {
+    JSON.parse(h.data);
+  } catch (err) {
+    return `the job data is not valid JSON (${(err as Error).message}): corrupt, or not written by glidemq`;
+  }
+  return undefined;
 }
 
 function num(v: string | undefined, d: number): number {

@@ -74,6 +74,22 @@ export class QueueKeys {
   get jobPattern() { return `${this.base}:job:*`; }
 }
 
+/**
+ * The type each of a queue's own structures must have, given its meta key: used to name the key
+ * when a server answers WRONGTYPE (another program wrote to a glidemq key).
+ */
+export function queueStructureTypes(metaKey: string): [key: string, type: string][] {
+  if (!metaKey.endsWith(':meta')) return [];
+  const base = metaKey.slice(0, -':meta'.length);
+  const shape: [string, string][] = [
+    ['meta', 'hash'], ['id', 'string'], ['stream', 'stream'], ['wake', 'stream'], ['scheduled', 'zset'],
+    ['prioritized', 'zset'], ['lifo', 'list'], ['list-active-ids', 'set'], ['list-active', 'string'],
+    ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
+    ['ready-groups', 'zset'], ['timed-groups', 'zset'],
+  ];
+  return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
+}
+
 export const MAX_GROUP_ID = 256;
 
 /** Group ids sit inside braces in a key name: braces, whitespace and control characters are refused. */

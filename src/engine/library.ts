@@ -8,7 +8,8 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { type Client, clusterLabel, isCluster, isMovedError, nodeForKey, waitReady } from './connection.js';
-import { ConnectionError, fromServerError, LibraryVersionError } from './errors.js';
+import { ConnectionError, fromServerError, LibraryVersionError, wrongTypeError } from './errors.js';
+import { queueStructureTypes } from './keys.js';
 
 export const LIBRARY_NAME = 'glidemq';
 const LUA_DIR = new URL('../../../lua/', import.meta.url);
@@ -158,6 +159,7 @@ export async function callFunction(client: Client, fn: string, metaKey: string, 
     return await client.fcall(fn, 1, metaKey, ...args);
   } catch (err) {
     if (isMovedError(err) && !isCluster(client)) throw notAClusterClient(client, err);
+    if (isRawWrongType(err)) throw await nameWrongTypeKey(client, metaKey, err);
     if (!isMissingFunction(err)) throw fromServerError(err);
     await ensureLibrary(client, true);
     if (isCluster(client)) {
@@ -170,6 +172,29 @@ export async function callFunction(client: Client, fn: string, metaKey: string, 
       throw fromServerError(err2);
     }
   }
+}
+
+function isRawWrongType(err: unknown): boolean {
+  return err instanceof Error && /^WRONGTYPE/.test(err.message);
+}
+
+/**
+ * Turns a server's bare WRONGTYPE (which names no key) into a typed error naming the queue key that
+ * holds another type than glidemq keeps there; falls back to the generic typed error.
+ */
+export async function nameWrongTypeKey(client: Client, metaKey: string, err: unknown): Promise<unknown> {
+  if (!isRawWrongType(err)) return fromServerError(err);
+  const expected = queueStructureTypes(metaKey);
+  try {
+    const types = await Promise.all(expected.map(([key]) => client.type(key)));
+    for (let i = 0; i < expected.length; i++) {
+      const [key, want] = expected[i];
+      if (types[i] !== 'none' && types[i] !== want) return wrongTypeError(key, types[i], want);
+    }
+  } catch {
+    /* the diagnosis is best effort: report the server's own error */
+  }
+  return fromServerError(err);
 }
 
 /** A standalone client (one the caller made) is talking to a cluster node. */

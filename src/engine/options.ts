@@ -141,8 +141,9 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   const attempts = opts.attempts ?? 1;
   if (!Number.isInteger(attempts) || attempts < 1) throw invalid(`attempts must be a whole number >= 1, got ${String(opts.attempts)}`);
   const jobId = opts.jobId ?? '';
-  if (typeof jobId !== 'string' || jobId.length > 256 || /[:\s{}]/.test(jobId)) {
-    throw invalid(`job id "${String(jobId)}" is invalid: at most 256 characters, no ":", "{", "}" or whitespace`);
+  if (opts.jobId !== undefined && jobId === '') throw invalid('job id is empty: leave it out to get the next id');
+  if (typeof jobId !== 'string' || jobId.length > 256 || /[:\s{}\p{Cc}]/u.test(jobId)) {
+    throw invalid(`job id "${String(jobId)}" is invalid: at most 256 characters, no ":", "{", "}", whitespace or control characters`);
   }
   if (opts.priority !== undefined && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
   const group = encodeGroup(opts.group);

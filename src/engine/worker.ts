@@ -15,7 +15,7 @@ import { acquireClient, closeClient, settleTopology, type Acquired, type Client 
 import { UnrecoverableError } from './errors.js';
 import { Job, type Claim } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
-import { callFunction, ensureLibrary } from './library.js';
+import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
 import { backoffDelay, encodeRetention } from './options.js';
 import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
@@ -113,7 +113,15 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
-    const first = await this.fetch(this.freeSlots());
+    let first: { status: string; jobs: FieldList[] };
+    try {
+      first = await this.fetch(this.freeSlots());
+    } catch (err) {
+      // A queue the worker cannot read yet (a key of the wrong type...) is retried by the read loop
+      // with backoff; the worker stays up and reports the error.
+      this.emitError(err);
+      first = { status: 'ok', jobs: [] };
+    }
     this.limited = first.status === 'limited';
     if (first.status === 'paused') void this.readLoop(true);
     else {
@@ -178,6 +186,8 @@ export class Worker<D = any, R = any> extends EventEmitter {
     let retryDelay = -1;
     let error: Error | undefined;
     try {
+      // A corrupt or foreign job fails at once with the reason; the processor never sees it.
+      if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
       const result = await this.processor(job);
       value = serialiseResult(result);
     } catch (err) {
@@ -305,7 +315,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
         this.readFailures++;
         // NOGROUP: the stream or its group was deleted under us; glidemq_fetch recreates both.
         if (/NOGROUP/.test(String(err))) await this.fetch(0).catch(() => undefined);
-        else this.emitError(err);
+        else this.emitError(await nameWrongTypeKey(this.client, this.keys.meta, err));
         // A lasting fault (a key of the wrong type, a refused command) must not become a busy loop.
         await delay(Math.min(5000, 50 * 2 ** Math.min(this.readFailures, 7)));
       }
