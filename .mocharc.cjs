@@ -5,6 +5,7 @@ const SUITE = [
   'dist/test/integration/**/*.test.js',
   'dist/test/cli/**/*.test.js',
   'dist/test/model/**/*.test.js',
+  'dist/test/load/**/*.test.js',
 ];
 const named = process.argv.slice(2).some((a) => /\.test\.js$/.test(a) || a.includes('*'));
 module.exports = {
