@@ -15,7 +15,7 @@ valkey:
 	@bash bin/install-valkey.sh
 
 build: deps
-	npx tsc -p tsconfig.json
+	$(NPM) run build
 
 test: setup
 	npx mocha

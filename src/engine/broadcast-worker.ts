@@ -21,7 +21,7 @@ import {
   acquireClient, closeClient, connectionFor, duplicateClient, isCluster, sameServer, settleTopology, waitReady,
   type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
-import { UnrecoverableError, invalid } from './errors.js';
+import { isUnrecoverable, invalid } from './errors.js';
 import { BroadcastKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { backoffDelay, parseBackoff, type BackoffOptions } from './options.js';
@@ -282,7 +282,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     } catch (err) {
       error = err instanceof Error ? err : new Error(String(err));
       outcome = 'failed';
-      if (!(error instanceof UnrecoverableError)) retryDelay = backoffDelay(this.backoff, message.attemptsMade + 1);
+      if (!isUnrecoverable(error)) retryDelay = backoffDelay(this.backoff, message.attemptsMade + 1);
     }
     let status: string;
     try {

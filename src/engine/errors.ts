@@ -28,7 +28,19 @@ export class WrongTypeError extends GlideMQError {}
 export class JobActiveError extends GlideMQError {}
 export class SubscriptionNotFoundError extends GlideMQError {}
 /** Thrown by a processor to fail the job at once, without further attempts. */
-export class UnrecoverableError extends Error {}
+const UNRECOVERABLE = Symbol.for('glidemq.unrecoverable');
+
+/** Thrown by a processor: the job fails at once, with no retry left. */
+export class UnrecoverableError extends Error {
+  override name = 'UnrecoverableError';
+  /** A brand, not `instanceof`: the CLI runs from a bundle with its own copy of this class, while
+   * a processor script imports the package's. */
+  readonly [UNRECOVERABLE] = true;
+}
+
+export function isUnrecoverable(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[UNRECOVERABLE] === true;
+}
 
 type ErrorClass = new (code: string, message: string, usage?: boolean) => GlideMQError;
 

@@ -12,7 +12,7 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
-import { UnrecoverableError } from './errors.js';
+import { isUnrecoverable, UnrecoverableError } from './errors.js';
 import { Job, type Claim } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
@@ -194,7 +194,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
       error = err instanceof Error ? err : new Error(String(err));
       outcome = 'failed';
       value = error.message || error.name || 'processor failed';
-      if (!(error instanceof UnrecoverableError)) retryDelay = backoffDelay(job.opts.backoff, job.attemptsMade + 1);
+      if (!isUnrecoverable(error)) retryDelay = backoffDelay(job.opts.backoff, job.attemptsMade + 1);
     }
     if (job.moved) return this.afterMoved(job);
     const durationMs = Date.now() - started;

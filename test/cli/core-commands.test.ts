@@ -121,6 +121,19 @@ describe('CLI: enqueue, worker, stats, job, queues', function () {
     expect(JSON.parse(ff.stdout.trim())).to.include({ status: 'failed', failedReason: 'this processor always fails' });
   });
 
+  it('worker: a processor that throws the package\'s UnrecoverableError fails the job with no retry', async () => {
+    const other = uniqueQueue('unrec');
+    const q2 = new Queue(other, { connection: server().url });
+    const job = await q2.add('x', {}, { attempts: 3 });
+    const r = await cli(['worker', processor('unrecoverable.mjs'), '-q', other, '--exit-when-idle', '--json']);
+    const stored = await q2.getJob(job.id);
+    await q2.close();
+    expect(r.code, r.stderr).to.equal(0);
+    expect(stored?.failedReason).to.equal(`job ${job.id}: the input can never work`);
+    expect(stored?.attemptsMade).to.equal(1);
+    expect(stored?.state).to.equal('failed');
+  });
+
   it('worker refuses a missing script or one that exports no function (exit 2, names the path)', async () => {
     const missing = await cli(['worker', processor('nope.mjs'), '-q', name]);
     expect(missing.code).to.equal(2);
