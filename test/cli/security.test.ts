@@ -4,10 +4,9 @@
  * run a worker, and no password ever in any output: shown as `user:***@`.
  */
 import { expect } from 'chai';
-import { rmSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { useServer } from '../helpers/valkey.js';
-import { makeCerts, TlsServer, type TestCerts } from '../helpers/tls.js';
+import { useTlsServer } from '../helpers/tls.js';
 import { documentedAclRules } from '../helpers/acl.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { fixturePath } from '../helpers/fixtures.js';
@@ -27,48 +26,39 @@ function noSecret(r: CliResult): void {
 
 describe('cli security: TLS', function () {
   this.timeout(60000);
-  let certs: TestCerts;
-  let server: TlsServer;
-  before(async () => {
-    certs = makeCerts();
-    server = await new TlsServer(certs).start();
-  });
-  after(async () => {
-    await server?.stop();
-    rmSync(certs.dir, { recursive: true, force: true });
-  });
+  const tls = useTlsServer();
 
   it('enqueue, stats and a worker run over rediss:// with --tls-ca', async () => {
     const q = uniqueQueue('tls');
-    const add = await runCli(['-u', server.url, '--tls-ca', certs.caCert, 'enqueue', q, '{"n":1}']);
+    const add = await runCli(['-u', tls().url, '--tls-ca', tls().certs.caCert, 'enqueue', q, '{"n":1}']);
     expect(add.code, add.stderr).to.equal(0);
-    const work = await runCli(['-u', server.url, '--tls-ca', certs.caCert, '--json', 'worker', fixturePath('processors', 'echo.mjs'), '--queue', q, '--max-jobs', '1']);
+    const work = await runCli(['-u', tls().url, '--tls-ca', tls().certs.caCert, '--json', 'worker', fixturePath('processors', 'echo.mjs'), '--queue', q, '--max-jobs', '1']);
     expect(work.code, work.stderr).to.equal(0);
     expect(JSON.parse(work.stdout.trim()).status).to.equal('completed');
-    const stats = await runCli(['-u', server.url, '--json', 'stats', q], { env: { GLIDEMQ_TLS_CA: certs.caCert } });
+    const stats = await runCli(['-u', tls().url, '--json', 'stats', q], { env: { GLIDEMQ_TLS_CA: tls().certs.caCert } });
     expect(stats.code, stats.stderr).to.equal(0);
     expect(JSON.parse(stats.stdout).completed).to.equal(1);
   });
 
   it('an untrusted certificate is exit 2 with one line that says so', async () => {
-    for (const extra of [[], ['--tls-ca', certs.otherCaCert]]) {
-      const r = await runCli(['-u', server.url, ...extra, 'stats', 'q']);
+    for (const extra of [[], ['--tls-ca', tls().certs.otherCaCert]]) {
+      const r = await runCli(['-u', tls().url, ...extra, 'stats', 'q']);
       expect(r.code).to.equal(2);
       expect(oneLine(r)).to.match(/TLS certificate is not trusted.*--tls-ca/);
     }
   });
 
   it('a missing CA file and --tls-ca on a plain URL are usage errors', async () => {
-    const missing = await runCli(['-u', server.url, '--tls-ca', '/nonexistent/ca.pem', 'stats', 'q']);
+    const missing = await runCli(['-u', tls().url, '--tls-ca', '/nonexistent/ca.pem', 'stats', 'q']);
     expect(missing.code).to.equal(2);
     expect(oneLine(missing)).to.match(/\/nonexistent\/ca\.pem.*ENOENT/);
-    const plain = await runCli(['-u', `redis://127.0.0.1:${server.port}`, '--tls-ca', certs.caCert, 'stats', 'q']);
+    const plain = await runCli(['-u', `redis://127.0.0.1:${tls().port}`, '--tls-ca', tls().certs.caCert, 'stats', 'q']);
     expect(plain.code).to.equal(2);
     expect(oneLine(plain)).to.match(/--tls-ca is for TLS servers/);
   });
 
   it('a plain redis:// URL against the TLS port is exit 2 with a hint', async () => {
-    const r = await runCli(['-u', `redis://127.0.0.1:${server.port}`, 'stats', 'q']);
+    const r = await runCli(['-u', `redis://127.0.0.1:${tls().port}`, 'stats', 'q']);
     expect(r.code).to.equal(2);
     expect(oneLine(r)).to.match(/cannot reach/);
   });

@@ -6,6 +6,7 @@
  * Only for tests: it listens on 127.0.0.1 and forwards to one target port.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { RedisOptions } from 'ioredis';
 
 export interface CutOptions {
   /**
@@ -224,4 +225,35 @@ export class FaultProxy {
     if (!pair.client.destroyed) pair.client.resetAndDestroy();
     if (!pair.server.destroyed) pair.server.destroy();
   }
+}
+
+export interface ProxiedSetup {
+  /** The proxy of the current test. */
+  proxy: () => FaultProxy;
+  /** Connection options through the proxy; a short socket timeout so dead links show quickly. */
+  via: () => RedisOptions;
+  /** Closes `close` after the test, before the proxy stops (last registered, first closed). */
+  closeAfter: (...close: (() => Promise<void>)[]) => void;
+}
+
+/** Mocha hooks: a fresh fault proxy in front of `server` for each test. */
+export function useFaultProxy(server: () => { port: number }, socketTimeout: number): ProxiedSetup {
+  let proxy: FaultProxy | undefined;
+  const closers: (() => Promise<void>)[] = [];
+  beforeEach(async () => {
+    proxy = await new FaultProxy(server().port).start();
+  });
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+    await proxy?.stop();
+  });
+  const current = () => {
+    if (!proxy) throw new Error('the fault proxy is not started (use it inside tests)');
+    return proxy;
+  };
+  return {
+    proxy: current,
+    via: () => ({ host: '127.0.0.1', port: current().port, socketTimeout }),
+    closeAfter: (...close) => closers.push(...close),
+  };
 }

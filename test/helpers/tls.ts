@@ -130,3 +130,21 @@ export class TlsServer {
 export function hasOpenssl(): boolean {
   return spawnSync('openssl', ['version']).status === 0;
 }
+
+/** Mocha hooks: fresh certificates and a TLS-only server for the enclosing describe block. */
+export function useTlsServer(): () => TlsServer {
+  let server: TlsServer | undefined;
+  let certs: TestCerts | undefined;
+  before(async () => {
+    certs = makeCerts();
+    server = await new TlsServer(certs).start();
+  });
+  after(async () => {
+    await server?.stop();
+    if (certs) rmSync(certs.dir, { recursive: true, force: true });
+  });
+  return () => {
+    if (!server) throw new Error('the TLS server is not started (use it inside tests)');
+    return server;
+  };
+}

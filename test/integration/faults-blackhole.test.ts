@@ -4,33 +4,19 @@
  * once the server answers again, and every job added ends completed.
  */
 import { expect } from 'chai';
-import type { RedisOptions } from 'ioredis';
 import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import { LIBRARY_NAME } from '../../src/engine/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
-import { FaultProxy } from '../helpers/proxy.js';
+import { useFaultProxy } from '../helpers/proxy.js';
 import { Ledger } from '../helpers/ledger.js';
 import { uniqueQueue } from '../helpers/engine.js';
 
 describe('faults: a server that stops answering', function () {
   this.timeout(60000);
   const server = useServer();
-  let proxy: FaultProxy;
-  const closers: (() => Promise<void>)[] = [];
-
-  beforeEach(async () => {
-    proxy = await new FaultProxy(server().port).start();
-  });
-  afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close();
-    await proxy.stop();
-  });
-
-  /** Connection options through the proxy; a short socket timeout so dead links show quickly. */
-  function via(): RedisOptions {
-    return { host: '127.0.0.1', port: proxy.port, socketTimeout: 1000 };
-  }
+  // a short socket timeout so dead links show quickly
+  const { proxy, via, closeAfter } = useFaultProxy(server, 1000);
 
   function open(name: string, ledger: Ledger, concurrency = 3) {
     const queue = new Queue(name, { connection: via() });
@@ -44,7 +30,7 @@ describe('faults: a server that stops answering', function () {
       { connection: via(), concurrency, lockDuration: 2000, stalledInterval: 500, blockTimeout: 300, maxStalledCount: 100 },
     );
     worker.on('error', () => undefined);
-    closers.push(() => queue.close(), () => worker.close(true));
+    closeAfter(() => queue.close(), () => worker.close(true));
     return { queue, worker };
   }
 
@@ -57,13 +43,13 @@ describe('faults: a server that stops answering', function () {
       await ledger.settle(queue);
       await waitFor(() => worker.activeCount === 0, 'the worker to be idle');
       // The worker sits in its blocking read, the producer is mid-stream: then the server goes silent.
-      proxy.blackhole();
+      proxy().blackhole();
       const late = (async () => {
         for (let i = 0; i < 30; i++) ledger.added.add((await queue.add('fault', { late: i })).id);
       })();
       await new Promise((r) => setTimeout(r, 2500));
       expect(ledger.runs.size, 'nothing passes while the server is silent').to.equal(30);
-      proxy.recover({ keepZombies });
+      proxy().recover({ keepZombies });
       await late;
       await ledger.settle(queue);
       expect(ledger.added.size).to.equal(60);
@@ -76,16 +62,16 @@ describe('faults: a server that stops answering', function () {
     const { queue } = open(uniqueQueue('fdel'), ledger);
     for (let i = 0; i < 20; i++) ledger.added.add((await queue.add('fault', { i })).id);
     await waitFor(() => ledger.runs.size === 20, 'first batch');
-    proxy.blackhole();
+    proxy().blackhole();
     const admin = server().client();
-    closers.push(async () => void admin.disconnect());
+    closeAfter(async () => void admin.disconnect());
     await admin.call('FUNCTION', 'DELETE', LIBRARY_NAME);
     // adds issued while the library is gone and the link is dead wait, then go through
     const late = (async () => {
       for (let i = 0; i < 20; i++) ledger.added.add((await queue.add('fault', { late: i })).id);
     })();
     await new Promise((r) => setTimeout(r, 1500));
-    proxy.recover({ keepZombies: true });
+    proxy().recover({ keepZombies: true });
     await late;
     await ledger.settle(queue);
     const libs = (await admin.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME)) as unknown[];
@@ -94,7 +80,7 @@ describe('faults: a server that stops answering', function () {
   });
 
   it('works through added latency in both directions, each job once', async () => {
-    proxy.setLatency(15, 25);
+    proxy().setLatency(15, 25);
     const ledger = new Ledger();
     const { queue } = open(uniqueQueue('lat'), ledger, 4);
     const jobs = await queue.addBulk(Array.from({ length: 150 }, (_, i) => ({ name: 'fault', data: { i } })));

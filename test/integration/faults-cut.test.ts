@@ -4,11 +4,10 @@
  * at least once, re-run only when a cut hit it in flight.
  */
 import { expect } from 'chai';
-import type { RedisOptions } from 'ioredis';
 import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
-import { FaultProxy, type CutOptions } from '../helpers/proxy.js';
+import { useFaultProxy, type CutOptions } from '../helpers/proxy.js';
 import { Ledger } from '../helpers/ledger.js';
 import { uniqueQueue } from '../helpers/engine.js';
 
@@ -18,20 +17,8 @@ const CUTS = Number(process.env.GLIDEMQ_CUT_ROUNDS ?? 8);
 describe('faults: connections cut mid-call', function () {
   this.timeout(60000 + CUTS * 3 * 3100);
   const server = useServer();
-  let proxy: FaultProxy;
-  const closers: (() => Promise<void>)[] = [];
-
-  beforeEach(async () => {
-    proxy = await new FaultProxy(server().port).start();
-  });
-  afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close();
-    await proxy.stop();
-  });
-
-  function via(): RedisOptions {
-    return { host: '127.0.0.1', port: proxy.port, socketTimeout: 2000 };
-  }
+  // a short socket timeout so dead links show quickly
+  const { proxy, via, closeAfter } = useFaultProxy(server, 2000);
 
   // A lost reply can leave a claim nobody runs (a job a finish call fetched, entries a read
   // delivered): stalled recovery gives those back after the lock duration.
@@ -52,7 +39,7 @@ describe('faults: connections cut mid-call', function () {
         { connection: via(), concurrency: 4, lockDuration: 1000, stalledInterval: 300, blockTimeout: 250, maxStalledCount: 1000 },
       );
       worker.on('error', () => undefined);
-      closers.push(() => queue.close(), () => worker.close(true));
+      closeAfter(() => queue.close(), () => worker.close(true));
       let stop = false;
       const producing = ledger.produce(queue, () => stop);
       const cuts = await cutRepeatedly(CUTS, { forward });
@@ -60,7 +47,7 @@ describe('faults: connections cut mid-call', function () {
       await producing;
       await ledger.settle(queue, 45000);
       expect(cuts).to.equal(CUTS);
-      expect(proxy.stats.cutConnections).to.be.at.least(cuts);
+      expect(proxy().stats.cutConnections).to.be.at.least(cuts);
       // a cut can re-run what was in flight on the worker (its 4 slots) at that moment
       ledger.expectDuplicatesWithin(cuts, 4);
     });
@@ -72,8 +59,8 @@ describe('faults: connections cut mid-call', function () {
     let cuts = 0;
     for (let round = 0; cuts < wanted && round < wanted * 3; round++) {
       const command = round % 2 === 0 ? 'FCALL' : 'XREADGROUP';
-      const hit = await Promise.race([proxy.cutOn(command, opts).then(() => true), delay(3000).then(() => false)]);
-      proxy.disarm();
+      const hit = await Promise.race([proxy().cutOn(command, opts).then(() => true), delay(3000).then(() => false)]);
+      proxy().disarm();
       if (hit) cuts++;
       await delay(60);
     }
@@ -87,10 +74,10 @@ describe('faults: connections cut mid-call', function () {
     const queue = new Queue(name, { connection: via() });
     const worker = new Worker(name, async (job) => void ledger.ran(job.id), { connection: via(), blockTimeout: 1500 });
     worker.on('error', () => undefined);
-    closers.push(() => queue.close(), () => worker.close(true));
+    closeAfter(() => queue.close(), () => worker.close(true));
     await queue.waitUntilReady();
     for (let i = 0; i < 3; i++) {
-      await proxy.cutOn('XREADGROUP', { replyWaitMs: 200 });
+      await proxy().cutOn('XREADGROUP', { replyWaitMs: 200 });
       const id = (await queue.add('fault', { i })).id;
       ledger.added.add(id);
       await waitFor(() => ledger.runs.has(id), `job ${id} after cut ${i + 1}`, 10000);

@@ -9,10 +9,9 @@ import { Queue } from '../../src/engine/queue.js';
 import type { ConnectionInput } from '../../src/engine/connection.js';
 import { Worker } from '../../src/engine/worker.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
-import { makeCerts, TlsServer, type TestCerts } from '../helpers/tls.js';
+import { useTlsServer } from '../helpers/tls.js';
 import { documentedAclRules } from '../helpers/acl.js';
 import { uniqueQueue } from '../helpers/engine.js';
-import { rmSync } from 'node:fs';
 
 async function roundTrip(connection: ConnectionInput, jobs = 10): Promise<number> {
   const name = uniqueQueue('sec');
@@ -40,42 +39,33 @@ async function roundTrip(connection: ConnectionInput, jobs = 10): Promise<number
 
 describe('security: TLS', function () {
   this.timeout(60000);
-  let certs: TestCerts;
-  let server: TlsServer;
-  before(async () => {
-    certs = makeCerts();
-    server = await new TlsServer(certs).start();
-  });
-  after(async () => {
-    await server?.stop();
-    rmSync(certs.dir, { recursive: true, force: true });
-  });
+  const tls = useTlsServer();
 
   it('a worker and a producer work over rediss:// with the CA given as tlsCa', async () => {
-    expect(await roundTrip({ url: server.url, tlsCa: certs.caCert })).to.equal(10);
+    expect(await roundTrip({ url: tls().url, tlsCa: tls().certs.caCert })).to.equal(10);
   });
 
   it('valkeys:// with a host name checks the certificate against that name', async () => {
-    expect(await roundTrip({ url: `valkeys://localhost:${server.port}`, tlsCa: certs.caCert }, 5)).to.equal(5);
+    expect(await roundTrip({ url: `valkeys://localhost:${tls().port}`, tlsCa: tls().certs.caCert }, 5)).to.equal(5);
   });
 
   it('a certificate from an unknown CA is refused, not silently accepted', async () => {
     const name = uniqueQueue('sec');
     const queue = new Queue(name, {
-      connection: { url: server.url, tlsCa: certs.otherCaCert, options: { maxRetriesPerRequest: 1, retryStrategy: (n) => (n > 1 ? null : 50) } },
+      connection: { url: tls().url, tlsCa: tls().certs.otherCaCert, options: { maxRetriesPerRequest: 1, retryStrategy: (n) => (n > 1 ? null : 50) } },
     });
     let err: unknown;
     await queue.add('x', {}).catch((e) => (err = e));
     await queue.close();
     expect(String(err)).to.match(/Connection is closed|max retries|certificate/i);
-    const admin = server.client();
+    const admin = tls().client();
     await admin.connect();
     expect(await admin.keys(`*${name}*`)).to.deep.equal([]);
     admin.disconnect();
   });
 
   it('an unreadable CA file is a clear error naming the file', async () => {
-    expect(() => new Queue('x', { connection: { url: server.url, tlsCa: '/nonexistent/ca.pem' } })).to.throw(/\/nonexistent\/ca\.pem.*ENOENT/);
+    expect(() => new Queue('x', { connection: { url: tls().url, tlsCa: '/nonexistent/ca.pem' } })).to.throw(/\/nonexistent\/ca\.pem.*ENOENT/);
   });
 });
 

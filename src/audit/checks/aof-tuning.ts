@@ -3,40 +3,26 @@
  * skipped fsyncs during rewrites, disabled automatic rewrites, writes accepted after a failed save.
  */
 import type { Check, CheckModule, NodeFacts } from '../types.js';
-import { saveRules, setting, unknownCheck } from './util.js';
+import { saveRules, setting, settingCheck, unknownCheck } from './util.js';
 
 function noFsyncOnRewrite(facts: NodeFacts): Check {
-  const id = 'no-appendfsync-on-rewrite';
-  const expected = 'no';
-  const value = setting(facts, id);
-  if (value === undefined) return unknownCheck(facts, id, expected);
-  if (value === 'no') {
-    return { id, status: 'pass', actual: value, expected, message: 'fsync keeps running during rewrites and saves, so the loss window stays as configured' };
-  }
-  return {
-    id,
-    status: 'warn',
-    actual: value,
-    expected,
-    message: 'set no-appendfsync-on-rewrite no: while a rewrite or save runs no fsync happens, so a crash then can lose up to ~30s of writes',
-  };
+  return settingCheck(facts, {
+    id: 'no-appendfsync-on-rewrite',
+    expected: 'no',
+    good: (v) => v === 'no',
+    pass: 'fsync keeps running during rewrites and saves, so the loss window stays as configured',
+    warn: 'set no-appendfsync-on-rewrite no: while a rewrite or save runs no fsync happens, so a crash then can lose up to ~30s of writes',
+  });
 }
 
 function rewritePercentage(facts: NodeFacts): Check {
-  const id = 'auto-aof-rewrite-percentage';
-  const expected = 'greater than 0 (e.g. 100)';
-  const value = setting(facts, id);
-  if (value === undefined) return unknownCheck(facts, id, expected);
-  if (Number(value) > 0) {
-    return { id, status: 'pass', actual: value, expected, message: 'the AOF is compacted automatically as it grows, keeping restarts short' };
-  }
-  return {
-    id,
-    status: 'warn',
-    actual: value,
-    expected,
-    message: 'set auto-aof-rewrite-percentage 100: with 0 the log is never compacted, grows without bound and makes every restart slower',
-  };
+  return settingCheck(facts, {
+    id: 'auto-aof-rewrite-percentage',
+    expected: 'greater than 0 (e.g. 100)',
+    good: (v) => Number(v) > 0,
+    pass: 'the AOF is compacted automatically as it grows, keeping restarts short',
+    warn: 'set auto-aof-rewrite-percentage 100: with 0 the log is never compacted, grows without bound and makes every restart slower',
+  });
 }
 
 function stopWritesOnBgsaveError(facts: NodeFacts): Check {

@@ -44,3 +44,22 @@ export function saveRules(value: string): [number, number][] {
   for (let i = 0; i + 1 < parts.length; i += 2) rules.push([parts[i], parts[i + 1]]);
   return rules;
 }
+
+export interface SettingRule {
+  /** The setting's name, which is also the check's id. */
+  id: string;
+  expected: string;
+  good: (value: string) => boolean;
+  /** Why the value is right (pass) and what to change when it is not (warn). */
+  pass: string;
+  warn: string;
+}
+
+/** A check on one setting that passes or warns: unknown when the setting cannot be read. */
+export function settingCheck(facts: NodeFacts, rule: SettingRule): Check {
+  const { id, expected } = rule;
+  const value = setting(facts, id);
+  if (value === undefined) return unknownCheck(facts, id, expected);
+  const good = rule.good(value);
+  return { id, status: good ? 'pass' : 'warn', actual: value, expected, message: good ? rule.pass : rule.warn };
+}
