@@ -4,6 +4,14 @@
  * glidemq_finish. Each caller gets the reply glidemq_finish would have given it: its status and
  * its share of the next jobs. Nothing waits for a batch to fill: a flush runs as soon as the
  * current turn's callbacks are done.
+ *
+ * Two batches are kept in flight so that the worker and the server work at the same time: while
+ * the server runs one batch (and fetches its next jobs), the worker runs the jobs of the other.
+ * With one batch only they take turns, each idle while the other works. So when many results are
+ * ready and nothing is in flight, half of them go now and the other half as soon as that call's
+ * reply arrives (before its jobs run); with one batch in flight everything ready goes at once;
+ * with two, results wait for the next reply. (Both halves at once would not overlap: the server
+ * reads them together and answers both together.)
  */
 import type { Client } from './connection.js';
 import { callFunction } from './library.js';
@@ -28,10 +36,13 @@ interface Pending {
 
 /** Jobs per glidemq_finishMany call; a larger batch is split into pipelined calls. */
 const MAX_BATCH = 100;
+/** Calls kept in flight at once (see above). */
+const MAX_IN_FLIGHT = 2;
 
 export class FinishBatcher {
   private pending: Pending[] = [];
   private scheduled = false;
+  private inFlight = 0;
 
   constructor(
     private readonly client: () => Client,
@@ -53,19 +64,32 @@ export class FinishBatcher {
 
   private flush(): void {
     this.scheduled = false;
+    if (this.inFlight >= MAX_IN_FLIGHT || this.pending.length === 0) return;
     const all = this.pending;
-    this.pending = [];
-    for (let i = 0; i < all.length; i += MAX_BATCH) void this.send(all.slice(i, i + MAX_BATCH));
+    // nothing in flight: send half, keep the rest for when this call's reply arrives
+    const take = this.inFlight === 0 && all.length > 1 ? Math.ceil(all.length / 2) : all.length;
+    this.pending = all.slice(take);
+    for (let i = 0; i < take; i += MAX_BATCH) void this.send(all.slice(i, Math.min(take, i + MAX_BATCH)));
   }
 
   private async send(batch: Pending[]): Promise<void> {
     const now = this.now();
+    this.inFlight++;
+    let settled = false;
+    // the reply is in: send what waits before running this batch's next jobs (see above)
+    const done = () => {
+      if (settled) return;
+      settled = true;
+      this.inFlight--;
+      this.flush();
+    };
     try {
       if (batch.length === 1) {
         const r = batch[0].req;
         const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
           r.id, r.fence, this.consumer, now, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keepCompleted, r.keepFailed, r.durationMs,
         ])) as unknown[];
+        done();
         batch[0].resolve(reply);
         return;
       }
@@ -74,6 +98,7 @@ export class FinishBatcher {
         args.push(r.id, r.fence, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keepCompleted, r.keepFailed, r.durationMs);
       }
       const reply = (await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[];
+      done();
       let next = batch.length;
       batch.forEach((p, i) => {
         const share = reply.slice(next, next + p.req.fetchCount);
@@ -81,6 +106,7 @@ export class FinishBatcher {
         p.resolve([reply[i], ...share]);
       });
     } catch (err) {
+      done();
       for (const p of batch) p.reject(err);
     }
   }
