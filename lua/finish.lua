@@ -68,8 +68,8 @@ local function settle(k, jk, id, setKey, keep, now, fields)
 end
 
 -- Finishes one claim (see glidemq_finish) and returns its status. With `acks` given, a stream
--- claim's entry id is appended to it instead of being acked and deleted here: the caller acks and
--- deletes them all in one command each, before anything reads the pending list again.
+-- claim's entry id is appended to it instead of being acked and deleted here: the caller acks them
+-- all in one command and deletes them with dropAcked, before anything reads the pending list again.
 local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay, keepCompleted, keepFailed, acks)
   local jk = jobKey(k, id)
   local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'attemptsMade', 'attempts', 'src', 'sid')
@@ -150,7 +150,7 @@ redis.register_function('glidemq_finishMany', function(keys, args)
   end
   if #acks > 0 then
     redis.call('XACK', k.stream, GROUP, unpack(acks))
-    redis.call('XDEL', k.stream, unpack(acks))
+    dropAcked(k, acks)
   end
   for completed, d in pairs(done) do
     if d.n > 0 then recordMetrics(k, now, completed, d.ms, d.n) end

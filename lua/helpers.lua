@@ -174,6 +174,33 @@ local function releaseClaim(k, id, src, sid)
   end
 end
 
+-- Stream entry ids ('ms-seq'): true when `a` is older than `b`.
+local function idBefore(a, b)
+  local ia, ib = string.find(a, '-', 1, true), string.find(b, '-', 1, true)
+  local am, bm = tonumber(string.sub(a, 1, ia - 1)), tonumber(string.sub(b, 1, ib - 1))
+  if am ~= bm then return am < bm end
+  return tonumber(string.sub(a, ia + 1)) < tonumber(string.sub(b, ib + 1))
+end
+
+-- Deletes the job stream entries `sids`, just acked. Every entry older than the oldest pending
+-- one was delivered (deliveries go in stream order) and is no longer pending, so it was acked,
+-- and glidemq deletes what it acks in the same call: one exact XTRIM MINID therefore deletes
+-- exactly those of `sids` older than it, walking the stream's first node once, where XDEL walks
+-- it again for every id (its cost grows with the node's deleted entries). The rest (newer than a
+-- claim still held) are deleted by id; with nothing pending, all of them are.
+local function dropAcked(k, sids)
+  local oldest = redis.call('XPENDING', k.stream, GROUP, '-', '+', 1)[1]
+  local rest = sids
+  if oldest then
+    rest = {}
+    for _, sid in ipairs(sids) do
+      if not idBefore(sid, oldest[1]) then rest[#rest + 1] = sid end
+    end
+    if #rest < #sids then redis.call('XTRIM', k.stream, 'MINID', oldest[1]) end
+  end
+  if #rest > 0 then redis.call('XDEL', k.stream, unpack(rest)) end
+end
+
 -- Takes a job out of active delivery state (stream entry acked and deleted, or list claim released).
 local function releaseActive(k, id, jk)
   local f = redis.call('HMGET', jk, 'src', 'sid')

@@ -58,6 +58,32 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     expect(await q.client.hget(`${base}:metrics:failed`, minute)).to.equal('2');
   });
 
+  it('deletes the stream entries of the jobs it finishes, and only those, with older and newer claims still held', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    await q.waitUntilReady();
+    const ids = [];
+    for (let i = 0; i < 8; i++) ids.push((await q.add('j', { i })).id);
+    const claims = await claim(q.client as Redis, q.keys.meta, 6); // jobs 0..5 claimed, 6 and 7 wait
+    const fin = async (picked: [string, string][]) =>
+      (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), picked.length,
+        ...picked.flatMap(([id, fence]) => [id, fence, 'completed', '1', -1, 0, '', '', 1]))) as string[];
+    const entryJobs = async () => ((await q.client.xrange(q.keys.stream, '-', '+')) as [string, string[]][]).map((e) => e[1][1]);
+    // 0 is still held: 1, 2 and 4 are newer than the oldest pending entry
+    expect(await fin([claims[1], claims[2], claims[4]])).to.deep.equal(['completed', 'completed', 'completed']);
+    expect(await entryJobs()).to.deep.equal([ids[0], ids[3], ids[5], ids[6], ids[7]]);
+    // 0 and 3 finish: both are older than the oldest claim still held (5)
+    await fin([claims[0], claims[3]]);
+    expect(await entryJobs()).to.deep.equal([ids[5], ids[6], ids[7]]);
+    // the last claim: nothing pending afterwards; the waiting entries stay and are delivered next
+    await fin([claims[5], claims[5]]); // the repeat is stale and deletes nothing more
+    expect(await entryJobs()).to.deep.equal([ids[6], ids[7]]);
+    const rest = await claim(q.client as Redis, q.keys.meta, 5);
+    expect(rest.map(([id]) => id)).to.deep.equal([ids[6], ids[7]]);
+    await fin(rest);
+    expect(await q.client.xlen(q.keys.stream)).to.equal(0);
+  });
+
   it('refuses an unknown outcome before writing anything', async () => {
     const name = uniqueQueue();
     const q = h.queue(name);
