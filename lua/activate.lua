@@ -124,11 +124,12 @@ local function freeSlots(k)
 end
 
 -- Fetches up to `count` jobs: priority first, then LIFO, then the stream. Obeys pause and the
--- global limit. Returns a list of field arrays.
-local function fetchNext(k, consumer, now, count)
+-- global limit. `m` (optional): the meta fields {paused, globalConcurrency} if the caller read
+-- them in this call. Returns a list of field arrays.
+local function fetchNext(k, consumer, now, count, m)
   local out = {}
   if count <= 0 then return out end
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
+  m = m or redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
   if m[1] == '1' then return out end
   local limit = toInt(m[2], 0)
   if limit > 0 then

@@ -53,7 +53,7 @@ export class QueueKeys {
   get listActive() { return `${this.base}:list-active`; }
   get completed() { return `${this.base}:completed`; }
   get failed() { return `${this.base}:failed`; }
-  /** Bounded stream of queue events (added, active, completed, failed, ...). */
+  /** Bounded stream of queue events (added, failed, retrying, ...; completed only on a queue with a globalConcurrency limit, see lua/finish.lua). */
   get events() { return `${this.base}:events`; }
   get schedulers() { return `${this.base}:schedulers`; }
   get dedup() { return `${this.base}:dedup`; }
