@@ -57,6 +57,8 @@ export class ModelRun {
   private customIds: string[] = [];
   /** Jobs an in-process processor is running now. */
   private readonly inFlight = new Set<string>();
+  /** Jobs an in-process worker started and has not finished yet (running, or its result on the way). */
+  private readonly held = new Set<string>();
   /** While set, in-process processors wait on it (so a server can be killed under running jobs). */
   private hold: Promise<void> | undefined;
 
@@ -200,6 +202,7 @@ export class ModelRun {
     if (!m) throw new Error(`processor got job ${job.id} that the model never added`);
     m.runs++;
     this.inFlight.add(job.id);
+    this.held.add(job.id);
     try {
       if (this.hold) await this.hold;
       const data = job.data as { mode: Mode; step?: string };
@@ -224,6 +227,7 @@ export class ModelRun {
       ...FAST,
     });
     w.on('error', () => undefined);
+    for (const event of ['completed', 'failed', 'moved', 'lost']) w.on(event, (job: Job) => this.held.delete(job.id));
     return w;
   }
 
@@ -251,6 +255,7 @@ export class ModelRun {
       await waitFor(async () => handled() >= budget || (await this.idle()), 'a burst to finish its jobs', STEP_MS);
     } finally {
       await w.close();
+      this.held.clear();
     }
     return handled();
   }
@@ -301,7 +306,8 @@ export class ModelRun {
     const handled = await this.burst(this.rng.int(3, 20), async () => {
       try {
         await waitFor(() => this.inFlight.size > 0, 'a job to start before the server is killed', STEP_MS);
-        held = [...this.inFlight];
+        // a job whose result is on its way when the server dies may run again, like a running one
+        held = [...this.held];
         for (const id of held) this.jobs.get(id)!.crashes++;
         await this.restartServer();
       } finally {
