@@ -47,11 +47,15 @@ export interface RunTotals {
   lost: number;
 }
 
+export function emptyTotals(): RunTotals {
+  return { steps: 0, jobs: 0, completed: 0, failed: 0, workerKills: 0, serverKills: 0, lost: 0 };
+}
+
 export class ModelRun {
   readonly rng: Prng;
   readonly jobs = new Map<string, ModelJob>();
   readonly history: string[] = [];
-  readonly totals: RunTotals = { steps: 0, jobs: 0, completed: 0, failed: 0, workerKills: 0, serverKills: 0, lost: 0 };
+  readonly totals: RunTotals = emptyTotals();
   private readonly queue: Queue;
   private paused = false;
   private customIds: string[] = [];

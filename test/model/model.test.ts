@@ -11,7 +11,7 @@ import { expect } from 'chai';
 import { uniqueQueue } from '../helpers/engine.js';
 import { seedFromEnv } from '../helpers/prng.js';
 import { useServer } from '../helpers/valkey.js';
-import { ModelRun, type RunTotals } from './model-run.js';
+import { emptyTotals, ModelRun, type RunTotals } from './model-run.js';
 
 const SOAK = process.env.GLIDEMQ_SOAK === '1';
 const SOAK_MINUTES = Number(process.env.GLIDEMQ_SOAK_MINUTES ?? 10);
@@ -43,7 +43,7 @@ describe('model: random operations and faults keep every invariant', function ()
 
   it(`soak: new seeds of ${SOAK_STEPS} steps for ${SOAK_MINUTES} minutes`, async () => {
     const until = Date.now() + SOAK_MINUTES * 60_000;
-    const sum: RunTotals = { steps: 0, jobs: 0, completed: 0, failed: 0, workerKills: 0, serverKills: 0, lost: 0 };
+    const sum = emptyTotals();
     let runs = 0;
     for (let seed = firstSeed; Date.now() < until; seed = (seed + 1) >>> 0) {
       console.log(`    seed ${seed}...`);
