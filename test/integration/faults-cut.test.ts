@@ -46,6 +46,7 @@ describe('faults: connections cut mid-call', function () {
       stop = true;
       await producing;
       await ledger.settle(queue, 45000);
+      console.log(`      ${ledger.added.size} jobs, ${cuts} cuts, ${ledger.duplicates} re-runs, ${[...ledger.added].filter((id) => !ledger.runs.has(id)).length} never run`);
       expect(cuts).to.equal(CUTS);
       expect(proxy().stats.cutConnections).to.be.at.least(cuts);
       // a cut can re-run what was in flight on the worker (its 4 slots) at that moment

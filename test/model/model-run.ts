@@ -14,7 +14,7 @@ import { waitFor, type TestServer } from '../helpers/valkey.js';
 import { processorPath, startWorkerProcess } from '../helpers/worker-spawn.js';
 import { BASE_RUNS, invariantProblems, type Mode, type ModelJob } from './invariants.js';
 
-export type Op = 'add' | 'burst' | 'pause' | 'resume' | 'kill-worker' | 'kill-server' | 'kill-server-mid-burst' | 'reclaim' | 'heal';
+type Op = 'add' | 'burst' | 'pause' | 'resume' | 'kill-worker' | 'kill-server' | 'kill-server-mid-burst' | 'reclaim' | 'heal';
 
 const OP_WEIGHTS: Record<Op, number> = {
   add: 6,
@@ -59,8 +59,6 @@ export class ModelRun {
   private readonly queue: Queue;
   private paused = false;
   private customIds: string[] = [];
-  /** Jobs an in-process processor is running now. */
-  private readonly inFlight = new Set<string>();
   /** Jobs an in-process worker started and has not finished yet (running, or its result on the way). */
   private readonly held = new Set<string>();
   /** While set, in-process processors wait on it (so a server can be killed under running jobs). */
@@ -205,22 +203,17 @@ export class ModelRun {
     const m = this.jobs.get(job.id);
     if (!m) throw new Error(`processor got job ${job.id} that the model never added`);
     m.runs++;
-    this.inFlight.add(job.id);
     this.held.add(job.id);
-    try {
-      if (this.hold) await this.hold;
-      const data = job.data as { mode: Mode; step?: string };
-      if (data.mode === 'fail') throw new Error('model: this job always fails');
-      if (data.mode === 'fail-once' && job.attemptsMade === 0) throw new Error('model: the first attempt fails');
-      if (data.mode === 'step' && data.step !== 'second') {
-        // a fixed park, so the seeded sequence does not depend on when a processor runs
-        await job.moveToDelayed(Date.now() + 50, 'second');
-        return undefined;
-      }
-      return 'done';
-    } finally {
-      this.inFlight.delete(job.id);
+    if (this.hold) await this.hold;
+    const data = job.data as { mode: Mode; step?: string };
+    if (data.mode === 'fail') throw new Error('model: this job always fails');
+    if (data.mode === 'fail-once' && job.attemptsMade === 0) throw new Error('model: the first attempt fails');
+    if (data.mode === 'step' && data.step !== 'second') {
+      // a fixed park, so the seeded sequence does not depend on when a processor runs
+      await job.moveToDelayed(Date.now() + 50, 'second');
+      return undefined;
     }
+    return 'done';
   };
 
   private startWorker(): Worker {
@@ -251,11 +244,11 @@ export class ModelRun {
   }
 
   /** Runs an in-process worker until it has finished `budget` jobs or nothing is left to do. */
-  private async burst(budget: number, before?: (w: Worker) => Promise<void>): Promise<number> {
+  private async burst(budget: number, before?: () => Promise<void>): Promise<number> {
     const w = this.startWorker();
     const handled = () => w.finished.completed + w.finished.failed;
     try {
-      if (before) await before(w);
+      if (before) await before();
       await waitFor(async () => handled() >= budget || (await this.idle()), 'a burst to finish its jobs', STEP_MS);
     } finally {
       await w.close();
@@ -283,11 +276,10 @@ export class ModelRun {
       throw new Error(this.failure('kill-worker', [`a worker started jobs ${started.join(', ')} while the queue was paused`]));
     }
     for (const id of started) {
-      const m = this.jobs.get(id);
-      if (!m) throw new Error(this.failure('kill-worker', [`a worker process ran job ${id} that the model never added`]));
-      m.runs += child.started.filter((s) => s === id).length;
-      m.crashes++;
+      if (!this.jobs.has(id)) throw new Error(this.failure('kill-worker', [`a worker process ran job ${id} that the model never added`]));
+      this.jobs.get(id)!.crashes++;
     }
+    for (const id of child.started) this.jobs.get(id)!.runs++;
     this.totals.workerKills++;
     return `worker SIGKILL holding ${started.join(', ') || 'nothing'}`;
   }
@@ -309,7 +301,7 @@ export class ModelRun {
     let held: string[] = [];
     const handled = await this.burst(this.rng.int(3, 20), async () => {
       try {
-        await waitFor(() => this.inFlight.size > 0, 'a job to start before the server is killed', STEP_MS);
+        await waitFor(() => this.held.size > 0, 'a job to start before the server is killed', STEP_MS);
         // a job whose result is on its way when the server dies may run again, like a running one
         held = [...this.held];
         for (const id of held) this.jobs.get(id)!.crashes++;
