@@ -19,20 +19,26 @@ end
 local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true }
 
 -- Claims a job for `consumer` given its HGETALL reply (read by the caller, which checked it) and
--- returns the fields for the worker: the claim's own values first, then the job's stored fields
--- without the bookkeeping ones, so the hash is read once and written once and the reply stays small.
+-- returns the fields for the worker: 'id' and 'fence' first, then the job's stored fields without
+-- the bookkeeping ones, so the hash is read once and written once and the reply stays small. The
+-- state ('active') and processedOn (the `now` the worker sent) are not repeated: the worker knows
+-- them, and every string in a reply costs the server and the client.
 local function claimJob(k, id, jk, fields, consumer, now, src)
-  local fence = tostring((tonumber((pick(fields, 'fence'))) or 0) + 1)
-  redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
-  if src ~= 's' then listClaim(k, id) end
-  local out = { 'id', id, 'fence', fence, 'state', 'active', 'processedOn', tostring(now) }
+  local out = { 'id', id, 'fence', '' }
+  local fence = 0
   for i = 1, #fields, 2 do
     local f = fields[i]
     if not CLAIM_REPLY_SKIPS[f] then
       out[#out + 1] = f
       out[#out + 1] = fields[i + 1]
+    elseif f == 'fence' then
+      fence = tonumber(fields[i + 1]) or 0
     end
   end
+  fence = tostring(fence + 1)
+  out[4] = fence
+  redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
+  if src ~= 's' then listClaim(k, id) end
   return out
 end
 

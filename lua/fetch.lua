@@ -8,7 +8,7 @@
             globalConcurrency limit: the worker takes jobs only through this function and
             glidemq_finish, which check the limit, and waits on events instead of a blocking
             XREADGROUP, whose deliveries would hold claims beyond the limit); each job is a flat
-            field list. When paused, the second element is the id of the newest event (the worker
+            field list that starts 'id', id, 'fence', fence (lua/activate.lua, claimJob). When paused, the second element is the id of the newest event (the worker
             blocks on what follows).
 
   glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read

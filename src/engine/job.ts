@@ -52,15 +52,26 @@ export class Job<D = any, R = any> {
   /** True once moveToDelayed parked this job: the worker then stores no outcome for the run. */
   moved = false;
 
-  static fromFields(fields: string[] | Record<string, string>, claim?: Claim): Job {
-    const h: Record<string, string> = Array.isArray(fields) ? {} : fields;
-    if (Array.isArray(fields)) for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+  /**
+   * A job from its hash fields (a flat list or a record). With `claim`, the fields are a claim's
+   * reply (lua/activate.lua, claimJob): the job is active since `claimedAt`, which the reply leaves
+   * out because the worker sent it.
+   */
+  static fromFields(fields: string[] | Record<string, string>, claim?: Claim, claimedAt?: number): Job {
+    let h: Record<string, string>;
+    if (Array.isArray(fields)) {
+      h = {};
+      for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+    } else {
+      h = fields;
+    }
     const job = new Job();
     job.raw = h;
     job.id = h.id ?? '';
     job.name = h.name ?? '';
-    job.data = parseJson(h.data, {});
-    job.unusable = unusableReason(h);
+    const data = readData(h);
+    job.data = data.value;
+    job.unusable = data.unusable;
     const stored = parseJson<StoredOptions>(h.opts, {});
     job.opts = {
       ...stored,
@@ -69,17 +80,22 @@ export class Job<D = any, R = any> {
       priority: num(h.priority, 0),
       lifo: h.lifo === '1',
     };
-    job.state = (h.state as JobState) ?? 'unknown';
     job.timestamp = num(h.ts, 0);
     job.attemptsMade = num(h.attemptsMade, 0);
     job.stalledCount = num(h.stalledCount, 0);
     job.progress = h.progress === undefined ? 0 : parseJson(h.progress, h.progress);
     job.returnvalue = h.returnvalue === undefined ? null : parseJson(h.returnvalue, h.returnvalue);
     job.failedReason = h.failedReason ?? null;
-    job.processedOn = h.processedOn ? Number(h.processedOn) : null;
     job.finishedOn = h.finishedOn ? Number(h.finishedOn) : null;
     job.groupId = h.grp ?? null;
-    if (claim) job.claim = { ...claim, fence: h.fence ?? '' };
+    if (claim) {
+      job.claim = { ...claim, fence: h.fence ?? '' };
+      job.state = 'active';
+      job.processedOn = claimedAt ?? Date.now();
+    } else {
+      job.state = (h.state as JobState) ?? 'unknown';
+      job.processedOn = h.processedOn ? Number(h.processedOn) : null;
+    }
     return job;
   }
 
@@ -151,16 +167,20 @@ export class Job<D = any, R = any> {
   }
 }
 
-/** A job hash a processor cannot be given: corrupt, or written by another program. */
-function unusableReason(h: Record<string, string>): string | undefined {
-  if (h.data === undefined) return 'the job hash has no data field (corrupt, or not written by glidemq)';
-  if (h.name === undefined) return 'the job hash has no name field (corrupt, or not written by glidemq)';
+/** The job's data, parsed once; `unusable` says why a worker must not run a corrupt or foreign hash. */
+function readData(h: Record<string, string>): { value: any; unusable?: string } {
+  if (h.data === undefined) return { value: {}, unusable: 'the job hash has no data field (corrupt, or not written by glidemq)' };
+  let value: unknown;
+  let bad: Error | undefined;
   try {
-    JSON.parse(h.data);
+    value = JSON.parse(h.data);
   } catch (err) {
-    return `the job data is not valid JSON (${(err as Error).message}): corrupt, or not written by glidemq`;
+    bad = err as Error;
+    value = {};
   }
-  return undefined;
+  if (h.name === undefined) return { value, unusable: 'the job hash has no name field (corrupt, or not written by glidemq)' };
+  if (bad) return { value, unusable: `the job data is not valid JSON (${bad.message}): corrupt, or not written by glidemq` };
+  return { value };
 }
 
 function num(v: string | undefined, d: number): number {

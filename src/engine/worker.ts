@@ -150,7 +150,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private dispatch(fields: FieldList): void {
-    const job = Job.fromFields(fields, this.claimFor()) as Job<D, R>;
+    const job = Job.fromFields(fields, this.claimFor(), this.now()) as Job<D, R>;
     if (this.active.size < this.settings.concurrency) this.start(job);
     else this.buffered.push(job);
   }
