@@ -15,10 +15,11 @@
   glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the
   results that are ready together), each job exactly as glidemq_finish would finish it.
   KEYS[1]  meta key.
-  ARGV     consumer, now(ms), count, then `count` groups of 9: jobId, fence, outcome, value,
-           retryDelay, fetchCount, keepCompleted, keepFailed, durationMs (as above).
+  ARGV     consumer, now(ms), count, fetchCount (next jobs wanted for the whole batch), then
+           `count` groups of 7: jobId, fence, outcome, value, retryDelay, keep (the retention
+           rule for the job's outcome: its keepCompleted or keepFailed), durationMs (as above).
   Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
-           up to the sum of the fetchCounts next jobs.
+           up to fetchCount next jobs.
   Errors   ERR_INVALID for an unknown outcome (checked for every job before the first write).
 
   Events   'failed' and 'retrying' always; 'completed' only on a queue with a globalConcurrency
@@ -59,15 +60,13 @@ end
 -- Stores a finished job's outcome (`fields`, plus finishedOn) in its hash and finished set, then
 -- applies retention. A rule that removes the job at once ('0') only removes it: the writes the
 -- removal would undo are skipped, and the outcome is still announced by the caller's event.
-local function settle(k, jk, id, setKey, keep, now, fields)
+local function settle(k, jk, id, setKey, keep, now, made, state, field, value)
   if keep == '0' then
     redis.call('DEL', jk, jk .. ':logs')
     return
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
-  fields[#fields + 1] = 'finishedOn'
-  fields[#fields + 1] = now
-  redis.call('HSET', jk, unpack(fields))
+  redis.call('HSET', jk, 'attemptsMade', made, 'state', state, field, value, 'finishedOn', now)
   redis.call('ZADD', setKey, now, id)
   retain(k, setKey, keep, now, id)
 end
@@ -78,21 +77,27 @@ end
 -- `announce`: emit the 'completed' event (see the header).
 local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay, keepCompleted, keepFailed, announce, acks)
   local jk = jobKey(k, id)
-  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'attemptsMade', 'attempts', 'src', 'sid')
+  local cur
+  if outcome == 'completed' and keepCompleted == '0' then
+    -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid')
+  else
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'attemptsMade', 'attempts')
+  end
   if not cur[1] then return 'missing' end
   if cur[1] ~= 'active' or cur[2] ~= fence or cur[3] ~= consumer then return 'stale' end
-  if acks and cur[6] == 's' and cur[7] then
-    acks[#acks + 1] = cur[7]
+  if acks and cur[4] == 's' and cur[5] then
+    acks[#acks + 1] = cur[5]
   else
-    releaseClaim(k, id, cur[6], cur[7])
+    releaseClaim(k, id, cur[4], cur[5])
   end
-  local made = toInt(cur[4], 0) + 1
+  local made = toInt(cur[6], 0) + 1
   if outcome == 'completed' then
-    settle(k, jk, id, k.completed, keepCompleted, now, { 'attemptsMade', made, 'state', 'completed', 'returnvalue', value })
+    settle(k, jk, id, k.completed, keepCompleted, now, made, 'completed', 'returnvalue', value)
     if announce then emit(k, 'completed', id) end
     return 'completed'
   end
-  if retryDelay >= 0 and made < toInt(cur[5], 1) then
+  if retryDelay >= 0 and made < toInt(cur[7], 1) then
     local status
     redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
     local fields = { 'attemptsMade', made, 'failedReason', value }
@@ -110,7 +115,7 @@ local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay
     emit(k, 'retrying', id, 'reason', value)
     return status
   end
-  settle(k, jk, id, k.failed, keepFailed, now, { 'attemptsMade', made, 'state', 'failed', 'failedReason', value })
+  settle(k, jk, id, k.failed, keepFailed, now, made, 'failed', 'failedReason', value)
   emit(k, 'failed', id, 'reason', value)
   return 'failed'
 end
@@ -133,38 +138,39 @@ redis.register_function('glidemq_finish', function(keys, args)
   return out
 end)
 
-local MANY_FIELDS = 9
+local MANY_FIELDS = 7
+local MANY_HEADER = 4
 
 redis.register_function('glidemq_finishMany', function(keys, args)
   local k = keysFor(keys[1])
-  local consumer, now, count = args[1], toInt(args[2], 0), toInt(args[3], 0)
+  local consumer, now, count, fetchCount = args[1], toInt(args[2], 0), toInt(args[3], 0), toInt(args[4], 0)
   for i = 0, count - 1 do
-    local o = 3 + i * MANY_FIELDS
+    local o = MANY_HEADER + i * MANY_FIELDS
     local outcome = args[o + 3]
     if outcome ~= 'completed' and outcome ~= 'failed' then return badOutcome(args[o + 1], outcome) end
   end
   local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
   local announce = toInt(m[2], 0) > 0
-  local statuses, acks, fetchCount = {}, {}, 0
-  local done = { [true] = { n = 0, ms = 0 }, [false] = { n = 0, ms = 0 } }
+  local statuses, acks = {}, {}
+  local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   for i = 0, count - 1 do
-    local o = 3 + i * MANY_FIELDS
-    local status = finishOne(k, args[o + 1], args[o + 2], consumer, now, args[o + 3], args[o + 4],
-      toInt(args[o + 5], -1), args[o + 7] or '', args[o + 8] or '', announce, acks)
-    statuses[#statuses + 1] = status
-    fetchCount = fetchCount + toInt(args[o + 6], 0)
-    if status ~= 'stale' and status ~= 'missing' then
-      local d = done[status == 'completed']
-      d.n, d.ms = d.n + 1, d.ms + toInt(args[o + 9], 0)
+    local o = MANY_HEADER + i * MANY_FIELDS
+    local outcome, keep = args[o + 3], args[o + 6] or ''
+    local status = finishOne(k, args[o + 1], args[o + 2], consumer, now, outcome, args[o + 4],
+      toInt(args[o + 5], -1), keep, keep, announce, acks)
+    statuses[i + 1] = status
+    if status == 'completed' then
+      nCompleted, msCompleted = nCompleted + 1, msCompleted + toInt(args[o + 7], 0)
+    elseif status ~= 'stale' and status ~= 'missing' then
+      nFailed, msFailed = nFailed + 1, msFailed + toInt(args[o + 7], 0)
     end
   end
   if #acks > 0 then
     redis.call('XACK', k.stream, GROUP, unpack(acks))
     dropAcked(k, acks)
   end
-  for completed, d in pairs(done) do
-    if d.n > 0 then recordMetrics(k, now, completed, d.ms, d.n) end
-  end
+  if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
+  if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
   for _, job in ipairs(fetchNext(k, consumer, now, fetchCount, m)) do statuses[#statuses + 1] = job end
   return statuses
 end)

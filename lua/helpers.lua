@@ -174,12 +174,10 @@ local function releaseClaim(k, id, src, sid)
   end
 end
 
--- Stream entry ids ('ms-seq'): true when `a` is older than `b`.
-local function idBefore(a, b)
-  local ia, ib = string.find(a, '-', 1, true), string.find(b, '-', 1, true)
-  local am, bm = tonumber(string.sub(a, 1, ia - 1)), tonumber(string.sub(b, 1, ib - 1))
-  if am ~= bm then return am < bm end
-  return tonumber(string.sub(a, ia + 1)) < tonumber(string.sub(b, ib + 1))
+-- A stream entry id ('ms-seq') as its two numbers.
+local function idParts(id)
+  local dash = string.find(id, '-', 1, true)
+  return tonumber(string.sub(id, 1, dash - 1)), tonumber(string.sub(id, dash + 1))
 end
 
 -- Deletes the job stream entries `sids`, just acked. Every entry older than the oldest pending
@@ -193,8 +191,10 @@ local function dropAcked(k, sids)
   local rest = sids
   if oldest then
     rest = {}
+    local oms, oseq = idParts(oldest[1])
     for _, sid in ipairs(sids) do
-      if not idBefore(sid, oldest[1]) then rest[#rest + 1] = sid end
+      local ms, seq = idParts(sid)
+      if ms > oms or (ms == oms and seq >= oseq) then rest[#rest + 1] = sid end
     end
     if #rest < #sids then redis.call('XTRIM', k.stream, 'MINID', oldest[1]) end
   end

@@ -93,9 +93,11 @@ export class FinishBatcher {
         batch[0].resolve(reply);
         return;
       }
-      const args: (string | number)[] = [this.consumer, now, batch.length];
+      let fetchCount = 0;
+      for (const { req } of batch) fetchCount += req.fetchCount;
+      const args: (string | number)[] = [this.consumer, now, batch.length, fetchCount];
       for (const { req: r } of batch) {
-        args.push(r.id, r.fence, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keepCompleted, r.keepFailed, r.durationMs);
+        args.push(r.id, r.fence, r.outcome, r.value, r.retryDelay, r.outcome === 'completed' ? r.keepCompleted : r.keepFailed, r.durationMs);
       }
       const reply = (await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[];
       done();

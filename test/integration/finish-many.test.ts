@@ -31,9 +31,8 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     const next = await q.add('next', {});
     const claims = new Map(await claim(q.client as Redis, q.keys.meta, 5));
     await q.remove(e.id, { force: true });
-    const group = (id: string, fence: string, outcome: string, value: string, retry: number) =>
-      [id, fence, outcome, value, retry, 1, '', '', 3];
-    const reply = (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), 5,
+    const group = (id: string, fence: string, outcome: string, value: string, retry: number) => [id, fence, outcome, value, retry, '', 3];
+    const reply = (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), 5, 5,
       ...group(a.id, claims.get(a.id)!, 'completed', '"ok"', -1),
       ...group(b.id, claims.get(b.id)!, 'failed', 'boom', 0),
       ...group(c.id, claims.get(c.id)!, 'failed', 'final', -1),
@@ -66,8 +65,8 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     for (let i = 0; i < 8; i++) ids.push((await q.add('j', { i })).id);
     const claims = await claim(q.client as Redis, q.keys.meta, 6); // jobs 0..5 claimed, 6 and 7 wait
     const fin = async (picked: [string, string][]) =>
-      (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), picked.length,
-        ...picked.flatMap(([id, fence]) => [id, fence, 'completed', '1', -1, 0, '', '', 1]))) as string[];
+      (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), picked.length, 0,
+        ...picked.flatMap(([id, fence]) => [id, fence, 'completed', '1', -1, '', 1]))) as string[];
     const entryJobs = async () => ((await q.client.xrange(q.keys.stream, '-', '+')) as [string, string[]][]).map((e) => e[1][1]);
     // 0 is still held: 1, 2 and 4 are newer than the oldest pending entry
     expect(await fin([claims[1], claims[2], claims[4]])).to.deep.equal(['completed', 'completed', 'completed']);
@@ -91,9 +90,9 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     const a = await q.add('a', {});
     const b = await q.add('b', {});
     const claims = new Map(await claim(q.client as Redis, q.keys.meta, 2));
-    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), 2,
-      a.id, claims.get(a.id)!, 'completed', '1', -1, 0, '', '', 0,
-      b.id, claims.get(b.id)!, 'exploded', '1', -1, 0, '', '', 0).then(() => undefined, (e: Error) => e);
+    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', Date.now(), 2, 0,
+      a.id, claims.get(a.id)!, 'completed', '1', -1, '', 0,
+      b.id, claims.get(b.id)!, 'exploded', '1', -1, '', 0).then(() => undefined, (e: Error) => e);
     expect(String(err)).to.match(/ERR_INVALID/);
     expect((await q.getJob(a.id))?.state).to.equal('active');
   });
