@@ -17,18 +17,24 @@ end
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
 local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true }
+-- Fields every job has (opts: most), sent by position in a claim reply rather than by name.
+local CLAIM_REPLY_SLOTS = { name = 3, data = 4, ts = 5, opts = 6 }
 
 -- Claims a job for `consumer` given its HGETALL reply (read by the caller, which checked it) and
--- returns the fields for the worker: 'id' and 'fence' first, then the job's stored fields without
--- the bookkeeping ones, so the hash is read once and written once and the reply stays small. The
--- state ('active') and processedOn (the `now` the worker sent) are not repeated: the worker knows
--- them, and every string in a reply costs the server and the client.
+-- returns the claim reply (src/engine/job.ts, decodeClaim): id, fence, name, data, ts, opts
+-- (false: none) by position, then the job's other stored fields as name/value pairs, without the
+-- bookkeeping ones. The hash is read once and written once, and the reply carries no string the
+-- worker already knows: every string in it costs the server and the client. The state is
+-- 'active' and processedOn is the `now` the worker sent.
 local function claimJob(k, id, jk, fields, consumer, now, src)
-  local out = { 'id', id, 'fence', '' }
+  local out = { id, '', false, false, false, false }
   local fence = 0
   for i = 1, #fields, 2 do
     local f = fields[i]
-    if not CLAIM_REPLY_SKIPS[f] then
+    local slot = CLAIM_REPLY_SLOTS[f]
+    if slot then
+      out[slot] = fields[i + 1]
+    elseif not CLAIM_REPLY_SKIPS[f] then
       out[#out + 1] = f
       out[#out + 1] = fields[i + 1]
     elseif f == 'fence' then
@@ -36,7 +42,7 @@ local function claimJob(k, id, jk, fields, consumer, now, src)
     end
   end
   fence = tostring(fence + 1)
-  out[4] = fence
+  out[2] = fence
   redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
   if src ~= 's' then listClaim(k, id) end
   return out

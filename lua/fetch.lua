@@ -7,8 +7,9 @@
     Returns {status, job1, job2, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
             globalConcurrency limit: the worker takes jobs only through this function and
             glidemq_finish, which check the limit, and waits on events instead of a blocking
-            XREADGROUP, whose deliveries would hold claims beyond the limit); each job is a flat
-            field list that starts 'id', id, 'fence', fence (lua/activate.lua, claimJob). When paused, the second element is the id of the newest event (the worker
+            XREADGROUP, whose deliveries would hold claims beyond the limit); each job is a claim
+            reply: id, fence, name, data, ts, opts, then other fields as pairs (lua/activate.lua,
+            claimJob). When paused, the second element is the id of the newest event (the worker
             blocks on what follows).
 
   glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read

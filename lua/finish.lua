@@ -9,7 +9,7 @@
            durationMs (processing time, counted in the per-minute metrics, lua/metrics.lua).
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
-           'missing' (the job was removed while it ran); next jobs are flat field lists.
+           'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
   Errors   ERR_INVALID for an unknown outcome.
 
   glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the

@@ -53,10 +53,14 @@ export class Job<D = any, R = any> {
   moved = false;
 
   /**
-   * A job from its hash fields (a flat list or a record). With `claim`, the fields are a claim's
-   * reply (lua/activate.lua, claimJob): the job is active since `claimedAt`, which the reply leaves
-   * out because the worker sent it.
+   * A job claimed for a worker, from the claim reply (see decodeClaim): it is active since
+   * `claimedAt`, which the reply leaves out because the worker sent it.
    */
+  static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
+    return Job.fromFields(decodeClaim(reply), claim, claimedAt);
+  }
+
+  /** A job from its hash fields (a flat name/value list or a record). */
   static fromFields(fields: string[] | Record<string, string>, claim?: Claim, claimedAt?: number): Job {
     let h: Record<string, string>;
     if (Array.isArray(fields)) {
@@ -165,6 +169,23 @@ export class Job<D = any, R = any> {
     if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
     return this.claim;
   }
+}
+
+/** A claim reply as glidemq_fetch/activate/finish return it, one per claimed job. */
+export type ClaimReply = (string | null)[];
+
+/**
+ * The fields of a claim reply (lua/activate.lua, claimJob): id, fence, name, data, ts and opts by
+ * position (null: absent), then the job's other stored fields as name/value pairs.
+ */
+export function decodeClaim(reply: ClaimReply): Record<string, string> {
+  const h: Record<string, string> = { id: reply[0] ?? '', fence: reply[1] ?? '' };
+  if (reply[2] != null) h.name = reply[2];
+  if (reply[3] != null) h.data = reply[3];
+  if (reply[4] != null) h.ts = reply[4];
+  if (reply[5] != null) h.opts = reply[5];
+  for (let i = 6; i + 1 < reply.length; i += 2) h[reply[i] as string] = reply[i + 1] as string;
+  return h;
 }
 
 /** The job's data, parsed once; `unusable` says why a worker must not run a corrupt or foreign hash. */

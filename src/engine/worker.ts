@@ -13,7 +13,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
 import { isUnrecoverable, UnrecoverableError } from './errors.js';
-import { Job, type Claim } from './job.js';
+import { Job, type Claim, type ClaimReply } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
 import { backoffDelay, encodeRetention } from './options.js';
@@ -28,7 +28,6 @@ export type { WorkerOptions } from './worker-options.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
 
-type FieldList = string[];
 
 export class Worker<D = any, R = any> extends EventEmitter {
   readonly keys: QueueKeys;
@@ -113,7 +112,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
-    let first: { status: string; jobs: FieldList[] };
+    let first: { status: string; jobs: ClaimReply[] };
     try {
       first = await this.fetch(this.freeSlots());
     } catch (err) {
@@ -135,22 +134,22 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   /** Splits a fetch/activate reply; a paused reply carries the newest event id to block after. */
-  private parseDelivery(r: unknown[]): { status: string; jobs: FieldList[] } {
+  private parseDelivery(r: unknown[]): { status: string; jobs: ClaimReply[] } {
     const status = String(r[0]);
     if (status === 'paused') {
       this.pausedSince = String(r[1] ?? '$');
       return { status, jobs: [] };
     }
-    return { status, jobs: r.slice(1) as FieldList[] };
+    return { status, jobs: r.slice(1) as ClaimReply[] };
   }
 
-  private async fetch(count: number): Promise<{ status: string; jobs: FieldList[] }> {
+  private async fetch(count: number): Promise<{ status: string; jobs: ClaimReply[] }> {
     const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, this.now(), count])) as unknown[];
     return this.parseDelivery(r);
   }
 
-  private dispatch(fields: FieldList): void {
-    const job = Job.fromFields(fields, this.claimFor(), this.now()) as Job<D, R>;
+  private dispatch(reply: ClaimReply): void {
+    const job = Job.fromClaim(reply, this.claimFor(), this.now()) as Job<D, R>;
     if (this.active.size < this.settings.concurrency) this.start(job);
     else this.buffered.push(job);
   }
@@ -234,7 +233,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     } else {
       this.emit('lost', job, status);
     }
-    for (const next of reply.slice(1) as FieldList[]) this.dispatch(next);
+    for (const next of reply.slice(1) as ClaimReply[]) this.dispatch(next);
     this.afterSlotFreed();
   }
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer } from '../helpers/valkey.js';
@@ -20,10 +21,8 @@ describe('CLI: drain, clean, obliterate, remove', function () {
     // A worker's two calls, made by hand: claim the next job, then finish that claim.
     for (let i = 0; i < n; i++) {
       await q.add('x', {}, { priority: 1 });
-      const r = (await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', Date.now(), 1)) as string[][];
-      const fields = r[1];
-      const id = fields[fields.lastIndexOf('id') + 1];
-      const fence = fields[fields.lastIndexOf('fence') + 1];
+      const r = (await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', Date.now(), 1)) as ClaimReply[];
+      const { id, fence } = decodeClaim(r[1]);
       await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c', Date.now(), outcome, outcome === 'failed' ? 'bad' : '1', -1, 0, '', '', 1);
     }
   }

@@ -1,5 +1,6 @@
 /** Conveniences for crash-recovery tests: claims held by a consumer that will never come back, and upkeep objects. */
 import { callFunction } from '../../src/engine/library.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
 import { Maintenance, DEFAULT_MAINTENANCE, type MaintenanceSettings } from '../../src/engine/maintenance.js';
 import type { Queue } from '../../src/engine/queue.js';
 
@@ -7,9 +8,8 @@ import type { Queue } from '../../src/engine/queue.js';
 export async function claimAs(q: Queue, consumer: string, count = 1): Promise<{ id: string; fence: string }[]> {
   await q.waitUntilReady();
   const r = (await callFunction(q.client, 'glidemq_fetch', q.keys.meta, [consumer, Date.now(), count])) as unknown[];
-  return (r.slice(1) as string[][]).map((fields) => {
-    const h: Record<string, string> = {};
-    for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+  return (r.slice(1) as ClaimReply[]).map((reply) => {
+    const h = decodeClaim(reply);
     return { id: h.id, fence: h.fence };
   });
 }

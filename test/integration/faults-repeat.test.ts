@@ -6,6 +6,7 @@
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue.js';
 import { callFunction } from '../../src/engine/library.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
 import { CONSUMER_GROUP } from '../../src/engine/keys.js';
 import { useServer } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
@@ -68,10 +69,8 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('glidemq_finish repeated after it completed the job changes nothing (stale)', async () => {
     const [sid, id] = await delivered('w1');
-    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id])) as string[][];
-    const fields = act[1];
-    let fence = '';
-    for (let i = 0; i < fields.length; i += 2) if (fields[i] === 'fence') fence = fields[i + 1];
+    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id])) as ClaimReply[];
+    const { fence } = decodeClaim(act[1]);
     const args = [id, fence, 'w1', Date.now(), 'completed', '"ok"', -1, 0, '', '', 1];
     const first = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     const again = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];

@@ -1,15 +1,14 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { Job } from '../../src/engine/job.js';
+import { decodeClaim, type ClaimReply, type Job } from '../../src/engine/job.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 
 /** Claims `n` jobs for consumer c1 with glidemq_fetch; returns [id, fence] pairs. */
 async function claim(client: Redis, meta: string, n: number): Promise<[string, string][]> {
-  const r = (await client.fcall('glidemq_fetch', 1, meta, 'c1', Date.now(), n)) as string[][];
-  return r.slice(1).map((fields) => {
-    const h: Record<string, string> = {};
-    for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+  const r = (await client.fcall('glidemq_fetch', 1, meta, 'c1', Date.now(), n)) as ClaimReply[];
+  return r.slice(1).map((reply) => {
+    const h = decodeClaim(reply);
     return [h.id, h.fence];
   });
 }
@@ -41,7 +40,7 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     )) as unknown[];
     expect(reply.slice(0, 5)).to.deep.equal(['completed', 'retried', 'failed', 'stale', 'missing']);
     // five slots asked for one job each: the retried job and the one still waiting come back
-    const nextIds = (reply.slice(5) as string[][]).map((f) => f[f.indexOf('id') + 1]);
+    const nextIds = (reply.slice(5) as ClaimReply[]).map((f) => decodeClaim(f).id);
     expect(nextIds.sort()).to.deep.equal([b.id, next.id].sort());
     const ja = await q.getJob(a.id);
     expect(ja?.state).to.equal('completed');

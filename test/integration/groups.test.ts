@@ -1,19 +1,18 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { Queue } from '../../src/engine/queue.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
 import { InvalidArgumentError } from '../../src/engine/errors.js';
 import { callFunction, ensureLibrary } from '../../src/engine/library.js';
 import { encodeJob } from '../../src/engine/options.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 
-type Fields = string[];
+type Fields = ClaimReply;
 
 /** A field of a fetched job's flat list; later pairs win, as the worker reads them. */
 function field(job: Fields, name: string): string | undefined {
-  let v: string | undefined;
-  for (let i = 0; i + 1 < job.length; i += 2) if (job[i] === name) v = job[i + 1];
-  return v;
+  return decodeClaim(job)[name];
 }
 
 /** Drives the library with a clock the test moves: every function takes `now` from ARGV. */
