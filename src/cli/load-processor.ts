@@ -5,12 +5,22 @@ import { pathToFileURL } from 'node:url';
 import { invalid } from '../engine/errors.js';
 import type { Processor } from '../engine/worker.js';
 
+type ModuleImporter = (url: string) => Promise<unknown>;
+
+// The CLI's bundle runs as a script compiled from V8's code cache, which cannot import() (Node
+// gives such code no module loader), so the launcher, an ES module, lends its own (launch.ts).
+let importModule: ModuleImporter = (url) => import(url);
+
+export function useModuleImporter(importer: ModuleImporter): void {
+  importModule = importer;
+}
+
 export async function loadProcessor(script: string): Promise<Processor> {
   const path = resolve(process.cwd(), script);
   if (!existsSync(path) || !statSync(path).isFile()) throw invalid(`processor script ${path} does not exist`);
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+    mod = (await importModule(pathToFileURL(path).href)) as Record<string, unknown>;
   } catch (err) {
     throw invalid(`processor script ${path} cannot be loaded: ${(err as Error).message.split('\n')[0]}`);
   }

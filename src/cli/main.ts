@@ -3,6 +3,8 @@ import { Command, CommanderError } from 'commander';
 import { printError } from './output.js';
 import { COMMANDS } from './commands/index.js';
 
+export { useModuleImporter } from './load-processor.js';
+
 export function buildProgram(): Command {
   const program = new Command('glidemq')
     .description('A durable job queue on Valkey: enqueue, run workers, inspect and heal queues, audit durability.')
