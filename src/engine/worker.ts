@@ -28,7 +28,6 @@ export type { WorkerOptions } from './worker-options.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
 
-
 export class Worker<D = any, R = any> extends EventEmitter {
   readonly keys: QueueKeys;
   readonly consumer: string;
