@@ -58,8 +58,9 @@ local function retain(k, setKey, spec, now, justFinished)
 end
 
 -- Stores a finished job's outcome (its state, attempt count, `field` = `value` and finishedOn) in
--- its hash and finished set, then applies retention. A rule that removes the job at once ('0') only removes it: the writes the
--- removal would undo are skipped, and the outcome is still announced by the caller's event.
+-- its hash and finished set, then applies retention. A rule that removes the job at once ('0')
+-- only removes it: the writes the removal would undo are skipped, and the outcome is still
+-- announced by the caller's event.
 local function settle(k, jk, id, setKey, keep, now, made, state, field, value)
   if keep == '0' then
     redis.call('DEL', jk, jk .. ':logs')
