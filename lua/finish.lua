@@ -76,10 +76,11 @@ end
 -- claim's entry id is appended to it instead of being acked and deleted here: the caller acks them
 -- all in one command and deletes them with dropAcked, before anything reads the pending list again.
 -- `announce`: emit the 'completed' event (see the header).
-local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay, keepCompleted, keepFailed, announce, acks)
+-- `keep` is the retention rule for the outcome (keepCompleted or keepFailed).
+local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay, keep, announce, acks)
   local jk = jobKey(k, id)
   local cur
-  if outcome == 'completed' and keepCompleted == '0' then
+  if outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
     cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid')
   else
@@ -94,7 +95,7 @@ local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay
   end
   local made = toInt(cur[6], 0) + 1
   if outcome == 'completed' then
-    settle(k, jk, id, k.completed, keepCompleted, now, made, 'completed', 'returnvalue', value)
+    settle(k, jk, id, k.completed, keep, now, made, 'completed', 'returnvalue', value)
     if announce then emit(k, 'completed', id) end
     return 'completed'
   end
@@ -116,7 +117,7 @@ local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay
     emit(k, 'retrying', id, 'reason', value)
     return status
   end
-  settle(k, jk, id, k.failed, keepFailed, now, made, 'failed', 'failedReason', value)
+  settle(k, jk, id, k.failed, keep, now, made, 'failed', 'failedReason', value)
   emit(k, 'failed', id, 'reason', value)
   return 'failed'
 end
@@ -131,8 +132,8 @@ redis.register_function('glidemq_finish', function(keys, args)
   local outcome = args[5]
   if outcome ~= 'completed' and outcome ~= 'failed' then return badOutcome(id, outcome) end
   local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
-  local status = finishOne(k, id, fence, consumer, now, outcome, args[6], toInt(args[7], -1), args[9] or '', args[10] or '',
-    toInt(m[2], 0) > 0)
+  local keep = (outcome == 'completed' and args[9] or args[10]) or ''
+  local status = finishOne(k, id, fence, consumer, now, outcome, args[6], toInt(args[7], -1), keep, toInt(m[2], 0) > 0)
   if status ~= 'stale' and status ~= 'missing' then recordMetrics(k, now, status == 'completed', toInt(args[11], 0)) end
   local out = fetchNext(k, consumer, now, toInt(args[8], 0), m)
   table.insert(out, 1, status)
@@ -156,9 +157,8 @@ redis.register_function('glidemq_finishMany', function(keys, args)
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   for i = 0, count - 1 do
     local o = MANY_HEADER + i * MANY_FIELDS
-    local outcome, keep = args[o + 3], args[o + 6] or ''
-    local status = finishOne(k, args[o + 1], args[o + 2], consumer, now, outcome, args[o + 4],
-      toInt(args[o + 5], -1), keep, keep, announce, acks)
+    local status = finishOne(k, args[o + 1], args[o + 2], consumer, now, args[o + 3], args[o + 4],
+      toInt(args[o + 5], -1), args[o + 6] or '', announce, acks)
     statuses[i + 1] = status
     if status == 'completed' then
       nCompleted, msCompleted = nCompleted + 1, msCompleted + toInt(args[o + 7], 0)

@@ -6,7 +6,7 @@
  * bundle is compiled as usual; without a bundle, or with one older than the modules (tsc run
  * alone), the CLI starts from the modules.
  */
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import vm from 'node:vm';
@@ -44,7 +44,7 @@ export async function launch(argv: string[]): Promise<void> {
     const { main } = (await import(new URL('main.js', import.meta.url).href)) as Entry;
     return main(argv);
   }
-  const cache = existsSync(CACHE) && mtime(CACHE) >= mtime(BUNDLE) ? readFileSync(CACHE) : undefined;
+  const cache = mtime(CACHE) >= mtime(BUNDLE) ? readFileSync(CACHE) : undefined; // -1: no cache
   const { entry } = loadBundle(cache);
   entry.useModuleImporter((url) => import(url)); // processor scripts (see load-processor.ts)
   return entry.main(argv);

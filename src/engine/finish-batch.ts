@@ -23,8 +23,8 @@ export interface FinishRequest {
   value: string;
   retryDelay: number;
   fetchCount: number;
-  keepCompleted: string;
-  keepFailed: string;
+  /** The retention rule for this outcome (encodeRetention of removeOnComplete or removeOnFail). */
+  keep: string;
   durationMs: number;
 }
 
@@ -87,7 +87,7 @@ export class FinishBatcher {
       if (batch.length === 1) {
         const r = batch[0].req;
         const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
-          r.id, r.fence, this.consumer, now, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keepCompleted, r.keepFailed, r.durationMs,
+          r.id, r.fence, this.consumer, now, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keep, r.keep, r.durationMs,
         ])) as unknown[];
         done();
         batch[0].resolve(reply);
@@ -97,7 +97,7 @@ export class FinishBatcher {
       for (const { req } of batch) fetchCount += req.fetchCount;
       const args: (string | number)[] = [this.consumer, now, batch.length, fetchCount];
       for (const { req: r } of batch) {
-        args.push(r.id, r.fence, r.outcome, r.value, r.retryDelay, r.outcome === 'completed' ? r.keepCompleted : r.keepFailed, r.durationMs);
+        args.push(r.id, r.fence, r.outcome, r.value, r.retryDelay, r.keep, r.durationMs);
       }
       const reply = (await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[];
       done();

@@ -206,8 +206,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
         value,
         retryDelay,
         fetchCount,
-        keepCompleted: encodeRetention(job.opts.removeOnComplete),
-        keepFailed: encodeRetention(job.opts.removeOnFail),
+        keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete : job.opts.removeOnFail),
         durationMs,
       });
     } catch (err) {
