@@ -55,6 +55,17 @@ export async function glidemqOneEnqueue(url: string, runs: number): Promise<numb
   return median(times);
 }
 
+/**
+ * Median wall time (ms) of a bare `node -e 0` in the same environment: the part of the one-job
+ * figures that is Node's own start. It varies a lot between machines: with NODE_EXTRA_CA_CERTS set,
+ * Node reads and parses that certificate file at every start, before any JavaScript runs.
+ */
+export async function nodeStartMs(runs: number): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) times.push(check('node -e 0', await timed(['-e', '0'], {})).ms);
+  return median(times);
+}
+
 /** Median wall time (ms) of a one-shot script that adds one job with BullMQ. */
 export async function bullmqOneEnqueue(url: string, runs: number): Promise<number> {
   const u = new URL(url);

@@ -9,10 +9,10 @@
 import { writeFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { TestServer } from '../helpers/valkey.js';
-import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue } from './cli-figures.js';
+import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue, nodeStartMs } from './cli-figures.js';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
 import { bulkAdds, memoryPerJob, preload, processBacklog, serialAdds, steadyLatency, type Sizes } from './figures.js';
-import { sentCommands } from './measure.js';
+import { median, sentCommands } from './measure.js';
 import { record, renderMarkdown, renderTable, ROWS, type Results } from './report.js';
 import { SYSTEMS, type System } from './systems.js';
 
@@ -73,6 +73,7 @@ async function main(): Promise<void> {
   const started: TestServer[] = [];
   const admins: Redis[] = [];
   let proxy: DelayProxy | undefined;
+  const nodeStarts: number[] = [];
   const server = async (persistence: 'none' | 'aof-everysec' | 'aof-always') => {
     const s = await new TestServer({ persistence }).start();
     started.push(s);
@@ -159,6 +160,7 @@ async function main(): Promise<void> {
           const v = sys.name === 'glidemq' ? await glidemqOneEnqueue(main.s.url, sizes.cliRuns) : await bullmqOneEnqueue(main.s.url, sizes.cliRuns);
           put('cli.one', sys, v, 'ms');
         });
+        nodeStarts.push(await nodeStartMs(sizes.cliRuns));
       }
       if (proxy) {
         for (const c of [10, 50]) {
@@ -180,6 +182,10 @@ async function main(): Promise<void> {
     for (const [name, sent] of Object.entries(breakdown)) {
       const top = Object.entries(sent).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([c, n]) => `${c} ${n}`).join(', ');
       console.log(`client commands during the c=10 run, ${name}: ${top}`);
+    }
+    if (nodeStarts.length > 0) {
+      const ca = process.env.NODE_EXTRA_CA_CERTS ? 'set, so Node parses that CA file at every start' : 'not set';
+      notes.push(`a bare \`node -e 0\` took ${median(nodeStarts).toFixed(0)} ms here (median over the rounds; NODE_EXTRA_CA_CERTS ${ca}): that much of each one-job figure is Node's own start.`);
     }
     for (const n of notes) console.log(`note: ${n}`);
     if (args.markdown) console.log('\n' + renderMarkdown(results));
