@@ -4,9 +4,10 @@
   glidemq_finish
   KEYS[1]  meta key.
   ARGV     jobId, fence, consumer, now(ms), outcome ('completed'|'failed'), value (return value
-           JSON, or the failure reason), retryDelay (ms; -1 = do not retry), fetchCount,
-           keepCompleted ('' keep all | '0' remove | 'count:N' | 'age:MS'), keepFailed (same form),
-           durationMs (processing time, counted in the per-minute metrics, lua/metrics.lua).
+           JSON, or the failure reason), retryDelay (ms; -1 = do not retry), fetchCount, keep (the
+           retention rule for the outcome, the job's removeOnComplete or removeOnFail: '' keep all |
+           '0' remove | 'count:N' | 'age:MS'), durationMs (processing time, counted in the
+           per-minute metrics, lua/metrics.lua).
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
@@ -16,8 +17,7 @@
   results that are ready together), each job exactly as glidemq_finish would finish it.
   KEYS[1]  meta key.
   ARGV     consumer, now(ms), count, fetchCount (next jobs wanted for the whole batch), then
-           `count` groups of 7: jobId, fence, outcome, value, retryDelay, keep (the retention
-           rule for the job's outcome: its keepCompleted or keepFailed), durationMs (as above).
+           `count` groups of 7: jobId, fence, outcome, value, retryDelay, keep, durationMs (as above).
   Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
            up to fetchCount next jobs.
   Errors   ERR_INVALID for an unknown outcome (checked for every job before the first write).
@@ -76,7 +76,7 @@ end
 -- claim's entry id is appended to it instead of being acked and deleted here: the caller acks them
 -- all in one command and deletes them with dropAcked, before anything reads the pending list again.
 -- `announce`: emit the 'completed' event (see the header).
--- `keep` is the retention rule for the outcome (keepCompleted or keepFailed).
+-- `keep` is the retention rule for the outcome.
 local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay, keep, announce, acks)
   local jk = jobKey(k, id)
   local cur
@@ -132,9 +132,8 @@ redis.register_function('glidemq_finish', function(keys, args)
   local outcome = args[5]
   if outcome ~= 'completed' and outcome ~= 'failed' then return badOutcome(id, outcome) end
   local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
-  local keep = (outcome == 'completed' and args[9] or args[10]) or ''
-  local status = finishOne(k, id, fence, consumer, now, outcome, args[6], toInt(args[7], -1), keep, toInt(m[2], 0) > 0)
-  if status ~= 'stale' and status ~= 'missing' then recordMetrics(k, now, status == 'completed', toInt(args[11], 0)) end
+  local status = finishOne(k, id, fence, consumer, now, outcome, args[6], toInt(args[7], -1), args[9] or '', toInt(m[2], 0) > 0)
+  if status ~= 'stale' and status ~= 'missing' then recordMetrics(k, now, status == 'completed', toInt(args[10], 0)) end
   local out = fetchNext(k, consumer, now, toInt(args[8], 0), m)
   table.insert(out, 1, status)
   return out

@@ -87,7 +87,7 @@ export class FinishBatcher {
       if (batch.length === 1) {
         const r = batch[0].req;
         const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
-          r.id, r.fence, this.consumer, now, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keep, r.keep, r.durationMs,
+          r.id, r.fence, this.consumer, now, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs,
         ])) as unknown[];
         done();
         batch[0].resolve(reply);

@@ -57,11 +57,15 @@ export class Job<D = any, R = any> {
    * `claimedAt`, which the reply leaves out because the worker sent it.
    */
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
-    return Job.fromFields(decodeClaim(reply), claim, claimedAt);
+    const job = Job.fromFields(decodeClaim(reply));
+    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, now: claim.now };
+    job.state = 'active';
+    job.processedOn = claimedAt;
+    return job;
   }
 
   /** A job from its hash fields (a flat name/value list or a record). */
-  static fromFields(fields: string[] | Record<string, string>, claim?: Claim, claimedAt?: number): Job {
+  static fromFields(fields: string[] | Record<string, string>): Job {
     let h: Record<string, string>;
     if (Array.isArray(fields)) {
       h = {};
@@ -92,14 +96,8 @@ export class Job<D = any, R = any> {
     job.failedReason = h.failedReason ?? null;
     job.finishedOn = h.finishedOn ? Number(h.finishedOn) : null;
     job.groupId = h.grp ?? null;
-    if (claim) {
-      job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: h.fence ?? '', now: claim.now };
-      job.state = 'active';
-      job.processedOn = claimedAt ?? Date.now();
-    } else {
-      job.state = (h.state as JobState) ?? 'unknown';
-      job.processedOn = h.processedOn ? Number(h.processedOn) : null;
-    }
+    job.state = (h.state as JobState) ?? 'unknown';
+    job.processedOn = h.processedOn ? Number(h.processedOn) : null;
     return job;
   }
 

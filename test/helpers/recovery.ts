@@ -16,7 +16,7 @@ export async function claimAs(q: Queue, consumer: string, count = 1): Promise<{ 
 
 /** A finish call as the worker that held the claim would make it (returns the status). */
 export async function finishAs(q: Queue, consumer: string, id: string, fence: string, value = '"late"'): Promise<string> {
-  const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [id, fence, consumer, Date.now(), 'completed', value, -1, 0, '', '', 1])) as unknown[];
+  const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [id, fence, consumer, Date.now(), 'completed', value, -1, 0, '', 1])) as unknown[];
   return String(r[0]);
 }
 

@@ -71,7 +71,7 @@ describe('faults: a call repeated after its reply was lost', function () {
     const [sid, id] = await delivered('w1');
     const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id])) as ClaimReply[];
     const { fence } = decodeClaim(act[1]);
-    const args = [id, fence, 'w1', Date.now(), 'completed', '"ok"', -1, 0, '', '', 1];
+    const args = [id, fence, 'w1', Date.now(), 'completed', '"ok"', -1, 0, '', 1];
     const first = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     const again = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     expect(first[0]).to.equal('completed');
