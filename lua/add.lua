@@ -17,45 +17,6 @@
 ]]
 local FIELDS = 12
 
--- Writes a new job's hash and puts it where it waits (scheduled set, its group, or ready). Shared
--- with scheduler firing (lua/schedulers.lua). `group` is a spec checked by groupParse, or nil.
--- The hash is written with one HSET (ready jobs: together with their state and stream entry id).
-local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group)
-  local jk = jobKey(k, id)
-  local fields = { 'name', name, 'data', data, 'ts', now }
-  local function put(f, v)
-    fields[#fields + 1] = f
-    fields[#fields + 1] = v
-  end
-  if priority > 0 then put('priority', priority) end
-  if lifo then put('lifo', '1') end
-  if attempts > 1 then put('attempts', attempts) end
-  if opts ~= '' then put('opts', opts) end
-  if group then
-    groupConfigure(k, group, now)
-    put('grp', group.id)
-  end
-  if delay > 0 then
-    put('delay', delay)
-    put('state', 'delayed')
-    redis.call('HSET', jk, unpack(fields))
-    redis.call('ZADD', k.scheduled, now + delay, id)
-  elseif group then
-    redis.call('HSET', jk, unpack(fields))
-    groupEnqueue(k, id, jk, group.id)
-  else
-    enqueueReady(k, id, jk, priority, lifo, fields)
-  end
-  emit(k, 'added', id)
-end
-
--- The next free id from the counter (custom ids may be numeric: skip values one already took).
-local function nextJobId(k)
-  local id
-  repeat id = tostring(redis.call('INCR', k.id)) until redis.call('EXISTS', jobKey(k, id)) == 0
-  return id
-end
-
 -- Names job i (0-based) of a call in an error; built only when there is an error to report.
 local function labelOf(id, i)
   return id ~= '' and ('job ' .. id) or ('job #' .. (i + 1) .. ' of the call')

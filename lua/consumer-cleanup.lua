@@ -10,33 +10,6 @@
     Returns the number of consumers deleted (dry run: that would be deleted).
     Errors: ERR_INVALID for a bad idleMs or dryRun.
 ]]
-local CONSUMER_CLEANUP_LIMIT = 20
-
-local function removeStaleConsumers(k, keep, idleMs, dry)
-  if redis.call('EXISTS', k.stream) == 0 then return 0 end
-  local ok, list = pcall(redis.call, 'XINFO', 'CONSUMERS', k.stream, GROUP)
-  if not ok then return 0 end
-  local removed = 0
-  for _, c in ipairs(list) do
-    if removed >= CONSUMER_CLEANUP_LIMIT then break end
-    local h = {}
-    for i = 1, #c, 2 do h[c[i]] = c[i + 1] end
-    if h.name ~= keep and toInt(h.pending, 0) == 0 and toInt(h.idle, 0) > idleMs then
-      if not dry then
-        redis.call('XGROUP', 'DELCONSUMER', k.stream, GROUP, h.name)
-        -- wake entries carry no job: whatever this consumer holds there may go with it
-        if redis.call('EXISTS', k.wake) == 1 then redis.pcall('XGROUP', 'DELCONSUMER', k.wake, GROUP, h.name) end
-      end
-      removed = removed + 1
-    end
-  end
-  return removed
-end
-
-local function validFlag(v)
-  return v == '0' or v == '1'
-end
-
 redis.register_function('glidemq_removeStaleConsumers', function(keys, args)
   local k = keysFor(keys[1])
   local keep, idleMs, dry = args[1] or '', tonumber(args[2]), args[3]

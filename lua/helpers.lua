@@ -16,6 +16,48 @@ local function fail(code, msg)
   return redis.error_reply(code .. ' ' .. msg)
 end
 
+-- The server's clock in ms. Every time a function stores or compares comes from here, never from
+-- a caller: callers run on machines whose clocks disagree, and a lock age, a due time or a metrics
+-- minute computed from two of them decides wrongly (README "Clocks").
+local function serverNow()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Server errors that describe the server's state, not a fault of the function: passed on as they
+-- are, so clients react to them as to any command's (retry on LOADING, fail over on READONLY).
+local SERVER_STATE_ERRORS = { OOM = true, NOPERM = true, READONLY = true, MASTERDOWN = true, LOADING = true,
+  BUSY = true, CLUSTERDOWN = true, TRYAGAIN = true, NOREPLICAS = true, MISCONF = true }
+
+-- Turns an error raised inside function `name` into a coded reply: a refusal raised by args.lua or
+-- requireTypes is returned as it is, a WRONGTYPE names the function, and any other Lua error (a bug)
+-- becomes ERR_INTERNAL instead of a raw "attempt to index a nil value" with a script trace.
+local function codedError(name, e)
+  local msg = type(e) == 'table' and (e.err or tostring(e[1])) or tostring(e)
+  if string.find(msg, '^ERR_[A-Z_]+ ') then return redis.error_reply(msg) end
+  local word = string.match(msg, '^(%u+)[ %-]')
+  if word == 'WRONGTYPE' then
+    return fail('ERR_WRONG_TYPE', name .. ': a key it uses holds another type than glidemq keeps there ' ..
+      '(another program wrote to it): ' .. msg)
+  end
+  if word and SERVER_STATE_ERRORS[word] then return redis.error_reply(msg) end
+  return fail('ERR_INTERNAL', name .. ': ' .. msg .. ' (a glidemq bug: please report it with this message)')
+end
+
+-- Registers a library function. Every glidemq function goes through here, so none can answer with
+-- a raw Lua error. `flags` as FUNCTION LOAD takes them ({ 'no-writes' } for read-only functions).
+local function register(name, fn, flags)
+  redis.register_function {
+    function_name = name,
+    callback = function(keys, args)
+      local ok, res = pcall(fn, keys, args)
+      if ok then return res end
+      return codedError(name, res)
+    end,
+    flags = flags,
+  }
+end
+
 -- Refuses a call before its first write when a key it would write holds another type than glidemq
 -- keeps there (another program wrote to it). `spec` lists key names of `k` and their types:
 -- { 'stream', 'stream', 'scheduled', 'zset', ... }. Returns an error reply, or nil.
@@ -29,6 +71,21 @@ local function wrongType(k, spec)
     end
   end
   return nil
+end
+
+-- The same check, raising (for use before the first write, next to decodeArgs).
+local function requireTypes(k, spec)
+  local bad = wrongType(k, spec)
+  if bad then error(bad.err, 0) end
+end
+
+-- Raises unless `key` is absent or of type `want` (a key outside the queue's fixed set: a job hash).
+local function requireKeyType(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    error('ERR_WRONG_TYPE key ' .. key .. ' holds a ' .. t .. ', where glidemq keeps a ' .. want ..
+      ': another program wrote to it (rename or delete the key)', 0)
+  end
 end
 
 local function baseOf(metaKey)

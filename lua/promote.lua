@@ -1,20 +1,35 @@
 --[[ promote.lua — glidemq_promote: moves delayed jobs whose time has come to where workers take them.
   KEYS[1]  meta key.
-  ARGV     now(ms), limit (jobs per call).
-  Returns  {promoted, nextDue} — nextDue is the earliest time a delayed job or a rate-limited group
-           (timed-groups) is due, or -1. Due groups go back to ready-groups and wake workers.
-  Errors   none. A scheduled id whose job hash is gone (removed) is dropped, never re-created.
+  ARGV[1]  limit: jobs moved per call (1..10000).
+  Returns  {promoted, nextDueIn}: nextDueIn is how many ms from now (the server's TIME) the earliest
+           delayed job or rate-limited group (timed-groups) is due, or -1 when none is. A relative
+           time, so the caller can wait for it on its own clock whatever that clock says.
+           Due groups go back to ready-groups and wake workers.
+  Errors   ERR_INVALID (limit), ERR_WRONG_TYPE (a key it writes holds another type).
+           A scheduled id whose job hash is gone (removed) is dropped, never re-created.
 ]]
-redis.register_function('glidemq_promote', function(keys, args)
+local PROMOTE_ARGS = { 'limit', ARG.int(1, MAX_COUNT) }
+local PROMOTE_WRITES = { 'scheduled', 'zset', 'stream', 'stream', 'prioritized', 'zset', 'lifo', 'list',
+  'wake', 'stream', 'events', 'stream', 'readyGroups', 'zset', 'timedGroups', 'zset' }
+
+register('glidemq_promote', function(keys, args)
   local k = keysFor(keys[1])
-  local now, limit = toInt(args[1], 0), toInt(args[2], 1000)
-  local due = redis.call('ZRANGEBYSCORE', k.scheduled, '-inf', now, 'LIMIT', 0, limit)
-  local promoted = 0
-  for _, id in ipairs(due) do
-    redis.call('ZREM', k.scheduled, id)
+  local a = decodeArgs('glidemq_promote', args, PROMOTE_ARGS)
+  requireTypes(k, PROMOTE_WRITES)
+  local now = serverNow()
+  local due = redis.call('ZRANGEBYSCORE', k.scheduled, '-inf', now, 'LIMIT', 0, a.limit)
+  -- Every due job's hash is read (and so type-checked) before the first write.
+  local delayed = {}
+  for i, id in ipairs(due) do
     local jk = jobKey(k, id)
-    if redis.call('HGET', jk, 'state') == 'delayed' then
-      requeue(k, id, jk)
+    requireKeyType(jk, 'hash')
+    delayed[i] = redis.call('HGET', jk, 'state') == 'delayed'
+  end
+  local promoted = 0
+  for i, id in ipairs(due) do
+    redis.call('ZREM', k.scheduled, id)
+    if delayed[i] then
+      requeue(k, id, jobKey(k, id))
       promoted = promoted + 1
     end
   end
@@ -24,5 +39,6 @@ redis.register_function('glidemq_promote', function(keys, args)
   if nxt[2] then nextDue = toInt(nxt[2], -1) end
   local groupDue = nextTimedGroup(k)
   if groupDue and (nextDue < 0 or groupDue < nextDue) then nextDue = groupDue end
-  return { promoted, nextDue }
+  if nextDue < 0 then return { promoted, -1 } end
+  return { promoted, math.max(0, nextDue - now) }
 end)

@@ -353,9 +353,11 @@ export class Worker<D = any, R = any> extends EventEmitter {
   private async promote(): Promise<void> {
     let next = this.settings.promotionInterval;
     try {
-      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [this.now(), 1000])) as number[];
+      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [1000])) as number[];
+      // r[1] is relative to the server's clock (ms until the next delayed job is due): waited
+      // out on this process's timer, it is right whatever this machine's clock says.
       if (r[0] >= 1000) next = 0;
-      else if (r[1] >= 0) next = Math.min(next, Math.max(0, r[1] - this.now()));
+      else if (r[1] >= 0) next = Math.min(next, r[1]);
       this.promotionTicks++;
       await this.maintenance.onPromotionTick(this.promotionTicks);
       const due = (await this.upkeep.onPromotionTick()).nextDue; // metrics trim, dedup sweep, schedulers

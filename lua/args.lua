@@ -1,0 +1,131 @@
+--[[ args.lua — the one way a function reads its ARGV (no registered functions here).
+  Why: a function that writes and then meets a bad argument leaves a half-done change (a job in
+  no structure at all, out of reach of reclaim, heal and promote). So every function describes its
+  ARGV as a schema and decodes all of it, checked, into named tables before its first write:
+    local a, jobs = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count')
+  A schema is a flat list of name, kind pairs; a kind checks one string and returns its value (a
+  number, a boolean, the string). The first bad argument raises `ERR_INVALID <function>: <name>
+  must be <what>, got "<value>"` and the call ends before any write (helpers.lua `register` turns
+  the raised error into the reply). No offsets like args[o + 9]: loops read the named tables.
+  The header of each function file lists the same names one per line; test/unit/lua-contract
+  checks that they agree.
+]]
+
+local MAX_SAFE_INT = 9007199254740991 -- 2^53 - 1: larger numbers lose precision in Lua and in JSON
+local MAX_ID_LEN = 256 -- bytes of a job id, consumer or scheduler name
+local MAX_COUNT = 10000 -- jobs or entries one call may name
+
+local function showArg(v)
+  if v == nil then return 'nothing' end
+  if #v > 40 then v = string.sub(v, 1, 40) .. '...' end
+  return '"' .. string.gsub(v, '%c', '?') .. '"'
+end
+
+-- Raises a coded refusal; error level 0 adds no position, so the reply is exactly the message.
+local function refuse(code, msg)
+  error(code .. ' ' .. msg, 0)
+end
+
+local function kind(expect, check)
+  return { expect = expect, check = check }
+end
+
+-- A finite whole number within [min, max]. (tonumber accepts 'nan' and 'inf': both fail here.)
+local function intKind(min, max)
+  return kind('a whole number from ' .. min .. ' to ' .. max, function(v)
+    local n = tonumber(v)
+    if n and n >= min and n <= max and n == math.floor(n) then return n end
+    return nil
+  end)
+end
+
+local ARG = {
+  any = kind('a string', function(v) return v end),
+  nonEmpty = kind('a non-empty string of at most ' .. MAX_ID_LEN .. ' bytes', function(v)
+    if v ~= '' and #v <= MAX_ID_LEN then return v end
+    return nil
+  end),
+  -- A job id as add.lua makes and accepts them: no ':', braces, whitespace or control characters
+  -- (they would break key names, hash tags and the job:<id>:logs sub-keys).
+  jobId = kind('a job id (1 to ' .. MAX_ID_LEN .. ' bytes, no ":", "{", "}", whitespace or control characters)', function(v)
+    if v ~= '' and #v <= MAX_ID_LEN and not string.find(v, '[:%s%c{}]') then return v end
+    return nil
+  end),
+  flag = kind("'0' or '1'", function(v)
+    if v == '1' then return true end
+    if v == '0' then return false end
+    return nil
+  end),
+  -- A stream entry id as XADD makes them: <ms>-<seq>.
+  streamId = kind('a stream entry id (<ms>-<seq>)', function(v)
+    if string.find(v, '^%d+%-%d+$') then return v end
+    return nil
+  end),
+  ms = intKind(0, MAX_SAFE_INT), -- a duration or an absolute time in ms
+  count = intKind(0, MAX_COUNT),
+  fence = intKind(0, MAX_SAFE_INT),
+  int = intKind,
+  oneOf = function(...)
+    local set, names = {}, {}
+    for _, v in ipairs({ ... }) do
+      set[v] = true
+      names[#names + 1] = v
+    end
+    return kind('one of ' .. table.concat(names, ', '), function(v)
+      if set[v] then return v end
+      return nil
+    end)
+  end,
+  -- A JSON text whose top level is an object (decoded only to be checked; the text is returned).
+  jsonObject = kind('a JSON object', function(v)
+    local ok, t = pcall(cjson.decode, v)
+    if ok and type(t) == 'table' then return v end
+    return nil
+  end),
+}
+
+-- Reads `schema` from args[at...] into a named table; `what` names the group in errors.
+local function readGroup(fn, args, at, schema, what)
+  local out = {}
+  for i = 1, #schema, 2 do
+    local name, k = schema[i], schema[i + 1]
+    local raw = args[at]
+    local v = raw ~= nil and k.check(raw) or nil
+    if v == nil then
+      refuse('ERR_INVALID', fn .. ': ' .. what .. name .. ' must be ' .. k.expect .. ', got ' .. showArg(raw))
+    end
+    out[name] = v
+    at = at + 1
+  end
+  return out, at
+end
+
+--[[ Decodes all of ARGV. `head` is the schema of the leading arguments; `each` (optional) the
+  schema of a repeated group that follows them, and `countName` the head argument that says how
+  many groups there are (nil: the groups run to the end of ARGV, and must fill it exactly).
+  Returns the head table and a list of group tables. Raises ERR_INVALID on any bad argument, on a
+  count that does not match the arguments sent, and on arguments left over. ]]
+local function decodeArgs(fn, args, head, each, countName)
+  local h, at = readGroup(fn, args, 1, head, '')
+  local groups = {}
+  local n = #args - at + 1
+  if each then
+    local width = #each / 2
+    local count = countName and h[countName] or math.floor(n / width)
+    if n ~= count * width then
+      refuse('ERR_INVALID', fn .. ': ' .. (countName and (countName .. ' is ' .. count .. ', so ') or '') ..
+        'expected ' .. (at - 1) .. ' arguments then groups of ' .. width .. ', got ' .. #args .. ' arguments in all')
+    end
+    for i = 1, count do
+      groups[i], at = readGroup(fn, args, at, each, 'group ' .. i .. ' argument ')
+    end
+  elseif n ~= 0 then
+    refuse('ERR_INVALID', fn .. ': expected ' .. (at - 1) .. ' arguments, got ' .. #args)
+  end
+  return h, groups
+end
+
+-- For functions not yet on decodeArgs: a '0'/'1' flag argument.
+local function validFlag(v)
+  return v == '0' or v == '1'
+end

@@ -1,0 +1,44 @@
+--[[ metrics-buckets.lua — the per-minute counters (no registered functions here): recordMetrics
+  (used by lua/finish.lua) and trimMetrics (lua/upkeep.lua). The key layout and retention are
+  described in lua/metrics.lua.
+]]
+local METRICS_RETENTION_MINUTES = 1440
+local METRICS_TRIM_BATCH = 500
+local METRICS_KEY_TTL_MS = (METRICS_RETENTION_MINUTES + 1) * 60000
+
+local function metricsKeys(k)
+  local m = k.base .. ':metrics:'
+  return { completed = m .. 'completed', failed = m .. 'failed', time = m .. 'time', minutes = m .. 'minutes' }
+end
+
+-- Deletes up to `limit` buckets older than the retention window; returns how many went.
+local function trimMetrics(k, now, limit)
+  local m = metricsKeys(k)
+  local cutoff = math.floor(now / 60000) - METRICS_RETENTION_MINUTES
+  local old = redis.call('ZRANGEBYSCORE', m.minutes, '-inf', cutoff, 'LIMIT', 0, limit)
+  if #old == 0 then return 0 end
+  redis.call('HDEL', m.completed, unpack(old))
+  redis.call('HDEL', m.failed, unpack(old))
+  redis.call('HDEL', m.time, unpack(old))
+  redis.call('ZREM', m.minutes, unpack(old))
+  return #old
+end
+
+-- Counts one finished attempt (or `attempts` of them, with their summed processing ms). Two
+-- commands on the hot path; the index write and the trim run only for the first finish of a minute.
+local function recordMetrics(k, now, completed, durationMs, attempts)
+  local m = metricsKeys(k)
+  local minute = math.floor(now / 60000)
+  local counter = completed and m.completed or m.failed
+  local n = redis.call('HINCRBY', counter, minute, attempts or 1)
+  redis.call('HINCRBY', m.time, minute, durationMs)
+  if n == (attempts or 1) then
+    redis.call('PEXPIRE', counter, METRICS_KEY_TTL_MS)
+    if redis.call('ZADD', m.minutes, minute, minute) == 1 then
+      redis.call('PEXPIRE', m.time, METRICS_KEY_TTL_MS)
+      redis.call('PEXPIRE', m.minutes, METRICS_KEY_TTL_MS)
+      trimMetrics(k, now, METRICS_TRIM_BATCH)
+    end
+  end
+end
+
