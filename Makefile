@@ -35,9 +35,10 @@ demo: setup
 bench: setup
 	node dist/test/bench/run.js $(BENCH_ARGS)
 
-# The long forms of the model-based randomized test and the load run (each bounded in time).
+# The long forms of the model-based randomized test, the fuzz of every library function and the
+# load run (each bounded in time).
 soak: setup
-	GLIDEMQ_SOAK=1 npx mocha --timeout 0 'dist/test/model/**/*.test.js' 'dist/test/load/**/*.test.js'
+	GLIDEMQ_SOAK=1 npx mocha --timeout 0 'dist/test/model/**/*.test.js' 'dist/test/integration/fuzz.test.js' 'dist/test/load/**/*.test.js'
 
 clean:
 	rm -rf dist

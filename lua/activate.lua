@@ -3,44 +3,56 @@
   progress/heartbeat take effect only with the fence and consumer of the current claim.
   Priority, LIFO and group jobs are popped and activated in the same function call, so no crash
   can fall between the pop and the claim (there is no window in which a popped job is unowned).
+  Times (processedOn, lockedAt) are the server's `now` (helpers.lua serverNow), read once per call
+  by the function that claims: lock ages compare them with the server's clock, never a worker's.
+  The require* helpers below check, before a call's first write, the types of the keys the
+  delivery paths will write (the fetch part of a call, a claim release, a requeue).
 ]]
-
--- The values of up to three fields in an HGETALL reply, in one pass.
-local function pick(fields, a, b, c)
-  local va, vb, vc
-  for i = 1, #fields, 2 do
-    local f = fields[i]
-    if f == a then va = fields[i + 1] elseif f == b then vb = fields[i + 1] elseif f == c then vc = fields[i + 1] end
-  end
-  return va, vb, vc
-end
+-- Shared with the function files; the other locals stay inside the block below (the main chunk
+-- may hold at most 200 locals, lua/ORDER).
+local popListJob, activateEntry, handBack, freeSlots, fetchNext, checkFetch,
+  requireTypesOnce, requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES
+do
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
 local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true }
 -- Fields every job has (opts: most), sent by position in a claim reply rather than by name.
 local CLAIM_REPLY_SLOTS = { name = 3, data = 4, ts = 5, opts = 6 }
 
--- Claims a job for `consumer` given its HGETALL reply (read by the caller, which checked it) and
--- returns the claim reply (src/engine/job.ts, decodeClaim): id, fence, name, data, ts, opts
--- (false: none) by position, then the job's other stored fields as name/value pairs, without the
--- bookkeeping ones. The hash is read once and written once, and the reply carries no string the
--- worker already knows: every string in it costs the server and the client. The state is
--- 'active' and processedOn is the `now` the worker sent.
-local function claimJob(k, id, jk, fields, consumer, now, src)
+-- One pass over a job's HGETALL reply: the claim reply (src/engine/job.ts, decodeClaim): id,
+-- fence (filled in by claimJob), name, data, ts, opts (false: none) by position, then the job's
+-- other stored fields as name/value pairs without the bookkeeping ones; and the job's current
+-- fence, state, sid and owner, which the caller decides on. The reply carries no string the
+-- worker already knows: every string in it costs the server and the client.
+local function claimReply(id, fields)
   local out = { id, '', false, false, false, false }
-  local fence = 0
+  local n, fence, state, sid, owner = 6, 0, nil, nil, nil
   for i = 1, #fields, 2 do
-    local f = fields[i]
+    local f, v = fields[i], fields[i + 1]
     local slot = CLAIM_REPLY_SLOTS[f]
     if slot then
-      out[slot] = fields[i + 1]
+      out[slot] = v
     elseif not CLAIM_REPLY_SKIPS[f] then
-      out[#out + 1] = f
-      out[#out + 1] = fields[i + 1]
+      out[n + 1], out[n + 2] = f, v
+      n = n + 2
     elseif f == 'fence' then
-      fence = tonumber(fields[i + 1]) or 0
+      fence = tonumber(v) or 0
+    elseif f == 'state' then
+      state = v
+    elseif f == 'sid' then
+      sid = v
+    elseif f == 'owner' then
+      owner = v
     end
   end
+  return out, fence, state, sid, owner
+end
+
+-- Claims a job for `consumer` given the claim reply and fence claimReply made of its hash (read
+-- by the caller, which checked it), and returns the reply. The hash is read once and written
+-- once. The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
+-- the calling function.
+local function claimJob(k, id, jk, out, fence, consumer, now, src)
   fence = tostring(fence + 1)
   out[2] = fence
   redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
@@ -48,27 +60,32 @@ local function claimJob(k, id, jk, fields, consumer, now, src)
   return out
 end
 
--- Marks the job active for `consumer` and returns its fields for the worker.
-local function activateJob(k, id, consumer, now, src, sid)
-  local jk = jobKey(k, id)
-  if src == 's' then redis.call('HSET', jk, 'sid', sid) end
-  return claimJob(k, id, jk, redis.call('HGETALL', jk), consumer, now, src)
-end
-
 -- A job hash another program replaced by another type (a string, a list...): reading it must not
 -- fail the whole call, or that one key would stop every worker of the queue. Returns the fields,
--- or nil for such a key (which is then skipped and left as it is).
+-- or nil for such a key (which is then skipped and left as it is). The 'skipped' event is best
+-- effort: an events key of another type too must not fail a call that has written already.
 local function readJob(k, id, jk)
   local fields = redis.pcall('HGETALL', jk)
   if fields.err then
-    emit(k, 'skipped', id, 'reason', 'the job key holds another type than a hash (written by another program)')
+    redis.pcall('XADD', k.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', 'skipped', 'jobId', id,
+      'reason', 'the job key holds another type than a hash (written by another program)')
     return nil
   end
   return fields
 end
 
+-- Marks a group job popped by takeGroupJob active for `consumer` and returns its claim reply, or
+-- nil when its key holds another type (left as it is; group.lua heals the slot it took).
+local function activateGroupJob(k, id, consumer, now)
+  local jk = jobKey(k, id)
+  local fields = readJob(k, id, jk)
+  if not fields then return nil end
+  local out, fence = claimReply(id, fields)
+  return claimJob(k, id, jk, out, fence, consumer, now, 'g')
+end
+
 -- Pops one priority job, else one LIFO job, else one group job, and activates it. Returns fields or nil.
-local function popListJob(k, consumer, now)
+popListJob = function(k, consumer, now)
   while true do
     local id, src
     local top = redis.call('ZPOPMIN', k.prioritized)
@@ -79,27 +96,29 @@ local function popListJob(k, consumer, now)
       if not id then
         id = takeGroupJob(k, consumer, now)
         if not id then return nil end
-        return activateJob(k, id, consumer, now, 'g', nil)
+        return activateGroupJob(k, id, consumer, now)
       end
       src = 'l'
     end
     -- A job removed while it waited leaves only its id behind; skip such leftovers.
     local jk = jobKey(k, id)
     local fields = readJob(k, id, jk)
-    if fields and fields[1] then return claimJob(k, id, jk, fields, consumer, now, src) end
+    if fields and fields[1] then
+      local out, fence = claimReply(id, fields)
+      return claimJob(k, id, jk, out, fence, consumer, now, src)
+    end
   end
 end
 
 -- Activates one stream entry delivered to `consumer`; returns fields, or nil for a leftover entry.
-local function activateEntry(k, sid, id, consumer, now)
+activateEntry = function(k, sid, id, consumer, now)
   local jk = jobKey(k, id)
-  local fields = readJob(k, id, jk) or {}
-  local state, esid, owner = pick(fields, 'state', 'sid', 'owner')
+  local out, fence, state, esid, owner = claimReply(id, readJob(k, id, jk) or {})
   if state == 'active' and esid == sid then
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
     -- Claimed by this same consumer means a call repeated after its reply was lost on the way
     -- (a client resends unanswered commands on reconnect): hand the claim to the worker again.
-    if owner == consumer then return claimJob(k, id, jk, fields, consumer, now, 's') end
+    if owner == consumer then return claimJob(k, id, jk, out, fence, consumer, now, 's') end
     return nil
   end
   if state ~= 'waiting' or esid ~= sid then
@@ -108,11 +127,11 @@ local function activateEntry(k, sid, id, consumer, now)
     redis.call('XDEL', k.stream, sid)
     return nil
   end
-  return claimJob(k, id, jk, fields, consumer, now, 's')
+  return claimJob(k, id, jk, out, fence, consumer, now, 's')
 end
 
 -- Gives a delivered but not activated entry back to the queue (paused, or no global slot).
-local function handBack(k, sid, id)
+handBack = function(k, sid, id)
   local jk = jobKey(k, id)
   local st = redis.pcall('HMGET', jk, 'state', 'sid')
   if st.err then st = {} end
@@ -127,7 +146,7 @@ local function handBack(k, sid, id)
 end
 
 -- Free slots under globalConcurrency (a large number when there is no limit).
-local function freeSlots(k)
+freeSlots = function(k)
   local limit = globalLimit(k)
   if limit <= 0 then return 1000000 end
   local free = limit - activeCount(k)
@@ -135,21 +154,72 @@ local function freeSlots(k)
   return free
 end
 
+-- Keys the delivery paths write, by the path that writes them (for requireTypes, before a call's
+-- first write). A stream claim: the job stream. List claims (priority, LIFO, group pops and their
+-- release): the lists, the list-active bookkeeping and the group queues with their wake-ups.
+-- A requeue (enqueueReady, groupEnqueue): every place a job may go, and meta (pseq, groupWaiting).
+STREAM_TYPES = { 'stream', 'stream' }
+LIST_TYPES = { 'prioritized', 'zset', 'lifo', 'list', 'listActiveIds', 'set', 'listActive', 'string',
+  'readyGroups', 'zset', 'timedGroups', 'zset', 'wake', 'stream', 'meta', 'hash' }
+local REQUEUE_TYPES = { 'stream', 'stream', 'prioritized', 'zset', 'lifo', 'list', 'wake', 'stream',
+  'readyGroups', 'zset', 'timedGroups', 'zset', 'meta', 'hash' }
+
+-- requireTypes for `spec`, at most once per call (`k` is the call's own key table): a batch
+-- checks the keys its jobs need as it reads them, and each key costs one TYPE per call.
+requireTypesOnce = function(k, spec)
+  if rawget(k, spec) then return end
+  requireTypes(k, spec)
+  rawset(k, spec, true)
+end
+
+-- Checks the keys that releasing a claim with delivery source `src` writes (releaseClaim): the
+-- stream for a stream claim; for a list claim the list bookkeeping and the queue keys a group
+-- release touches (groupRelease itself steps around a group key of another type, group.lua).
+requireReleaseTypes = function(k, src)
+  if src == 's' then
+    requireTypesOnce(k, STREAM_TYPES)
+  elseif src then
+    requireTypesOnce(k, LIST_TYPES)
+  end
+end
+
+-- Checks the keys a requeue (helpers.lua requeue) of a job of group `gid` (or nil) may write.
+requireRequeueTypes = function(k, gid)
+  requireTypesOnce(k, REQUEUE_TYPES)
+  if gid then groupRequireTypes(k, gid) end
+end
+
+-- The check phase of fetchNext, run before the calling function's first write: a fetch of `count`
+-- jobs with the meta fields `m` ({paused, globalConcurrency}) writes the stream, and writes the
+-- lists when they hold jobs now or `lists` says the call's own writes may put some there (a
+-- requeue, a released list claim); under a limit it reads list-active after those writes.
+-- Returns the `lists` argument for fetchNext: false when the lists are and will stay empty
+-- (fetchNext then skips looking), true otherwise.
+checkFetch = function(k, count, m, lists)
+  if count <= 0 or m[1] == '1' then return false end
+  requireTypesOnce(k, STREAM_TYPES)
+  if not lists then
+    lists = redis.call('EXISTS', k.prioritized, k.lifo, k.readyGroups, k.timedGroups) > 0
+  end
+  -- a globalConcurrency limit reads list-active (activeCount) after the call's writes
+  if lists or toInt(m[2], 0) > 0 then requireTypesOnce(k, LIST_TYPES) end
+  return lists
+end
+
 -- Fetches up to `count` jobs: priority first, then LIFO, then the stream. Obeys pause and the
--- global limit. `m` (optional): the meta fields {paused, globalConcurrency} if the caller read
--- them in this call. Returns a list of field arrays.
-local function fetchNext(k, consumer, now, count, m)
+-- global limit. `m`: the meta fields {paused, globalConcurrency} the caller read in this call;
+-- `lists`: what checkFetch returned (the caller ran it before its first write). `now` is the
+-- server's time. Returns a list of claim replies.
+fetchNext = function(k, consumer, now, count, m, lists)
   local out = {}
-  if count <= 0 then return out end
-  m = m or redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
-  if m[1] == '1' then return out end
+  if count <= 0 or m[1] == '1' then return out end
   local limit = toInt(m[2], 0)
   if limit > 0 then
     local free = limit - activeCount(k)
     if free < count then count = math.max(free, 0) end
   end
   -- one EXISTS answers for the lists and the groups in the common case where none holds a job
-  if count > 0 and redis.call('EXISTS', k.prioritized, k.lifo, k.readyGroups, k.timedGroups) > 0 then
+  if count > 0 and lists ~= false and redis.call('EXISTS', k.prioritized, k.lifo, k.readyGroups, k.timedGroups) > 0 then
     while #out < count do
       local job = popListJob(k, consumer, now)
       if not job then break end
@@ -160,7 +230,14 @@ local function fetchNext(k, consumer, now, count, m)
   while #out < count and guard < 4 do
     guard = guard + 1
     local want = count - #out
-    local r = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', want, 'STREAMS', k.stream, '>')
+    local r = redis.pcall('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', want, 'STREAMS', k.stream, '>')
+    if type(r) == 'table' and r.err then
+      -- no consumer group (the stream was deleted or its group destroyed by hand): nothing to
+      -- deliver, and the call's writes stand; the worker's own read meets NOGROUP and has
+      -- glidemq_fetch create the groups again
+      if string.find(r.err, '^NOGROUP') then break end
+      error(r)
+    end
     if not r or not r[1] then break end
     local entries = r[1][2]
     if #entries == 0 then break end
@@ -177,4 +254,5 @@ local function fetchNext(k, consumer, now, count, m)
     end
   end
   return out
+end
 end

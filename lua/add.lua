@@ -1,115 +1,164 @@
---[[ add.lua — glidemq_add
+--[[ add.lua — glidemq_add: adds jobs (one, or a bulk of them in one call).
   KEYS[1]  meta key of the queue.
-  ARGV     now(ms), maxPayload(bytes), count, then `count` groups of 11:
-           jobId ('' = next from the id counter), name, data(JSON text), delay(ms), priority
-           (0 = none, else 1..2097152, lower first), lifo ('1'|'0'), attempts (>=1), opts(JSON text or ''),
-           dedupId ('' = none), dedupTtl (ms, 0 = none), dedupMode ('' | simple | throttle | debounce;
-           see lua/dedup.lua), group (JSON {id, maxConcurrency?, rateMax?, rateDuration?, capacity?,
-           refillRate?, ordered?} or '': the job waits in that group, whose settings it updates;
-           see lua/group.lua).
-  Returns  a flat list: id1, created1, id2, created2, ... (created 1 = added; 0 = a job with that
-           custom id already existed and nothing was written for it; 2 = deduplicated: the id is
-           the earlier job's and nothing was written; 3 = debounced: the id is the earlier delayed
-           job's, which took this add's data and delay).
-  Errors   ERR_INVALID (bad priority/delay/attempts/id/dedup/group), ERR_TOO_LARGE (payload over maxPayload),
+  ARGV[1]  maxPayload: largest accepted data, in bytes (0 = no limit).
+  ARGV[2]  count: how many jobs the call adds (0..10000); `count` groups of 12 arguments follow,
+           one per job, each:
+    group.jobId: '' (the next id from the counter) or a custom id (1..256 bytes, no ':', '{', '}',
+           whitespace or control characters).
+    group.name: the job's name (a non-empty string).
+    group.data: the job's data (JSON text, at most maxPayload bytes).
+    group.delay: ms to wait before it may run (0 = none), counted from the server's clock.
+    group.priority: 0 = none, else 1..2097152 (lower runs first).
+    group.lifo: '1' last in, first out; '0' not.
+    group.attempts: attempts before it fails for good (>= 1).
+    group.opts: '' or a JSON object of the options only clients read (backoff, retention).
+    group.dedupId: '' = no dedup, else the dedup id (1..512 bytes; see lua/dedup.lua).
+    group.dedupTtl: ms the dedup window lasts (0 = no end; needs a dedupId).
+    group.dedupMode: '' (no dedup) | simple | throttle | debounce (needed with a dedupId).
+    group.groupSpec: '' or the job's group as a JSON object {id, maxConcurrency?, rateMax?,
+           rateDuration?, capacity?, refillRate?, ordered?}: the job waits in that group, whose
+           settings it updates (see lua/group.lua).
+  Time: the job's ts, its due time (delay), dedup windows and group token buckets all count from
+  the server's TIME, read once per call; no caller's clock is used.
+  Returns  a flat list: ts, id1, created1, id2, created2, ...: ts is the server time (ms) stored as
+           the ts of the jobs the call created; created 1 = added; 0 = a job with that custom id
+           already existed and nothing was written for it; 2 = deduplicated: the id is the earlier
+           job's and nothing was written; 3 = debounced: the id is the earlier delayed job's, which
+           took this add's data and delay.
+  Errors   ERR_INVALID (an argument, named with its job), ERR_TOO_LARGE (data over maxPayload),
            ERR_WRONG_TYPE (a key the call writes holds another type: another program wrote to it).
-           Every job of the call is validated before the first write: a refused call adds nothing.
+           Every job of the call is checked, and the type of every key it writes, before the first
+           write: a refused call adds nothing and changes nothing.
 ]]
-local FIELDS = 12
+do -- this file's locals end here: the library's main chunk may hold at most 200 locals
+local ADD_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'count', ARG.count }
+local ADD_JOB = {
+  'jobId', ARG.orEmpty(ARG.jobId),
+  'name', kind('a non-empty string', function(v)
+    if v ~= '' then return v end
+    return nil
+  end),
+  'data', ARG.any,
+  'delay', ARG.ms,
+  'priority', ARG.int(0, MAX_PRIORITY),
+  'lifo', ARG.flag,
+  'attempts', ARG.int(1, MAX_SAFE_INT),
+  'opts', ARG.orEmpty(ARG.jsonObject),
+  'dedupId', kind("'' or a dedup id of 1 to " .. DEDUP_MAX_ID_LEN .. ' bytes', function(v)
+    if #v <= DEDUP_MAX_ID_LEN then return v end
+    return nil
+  end),
+  'dedupTtl', ARG.ms,
+  'dedupMode', kind("'' (no dedup), simple, throttle or debounce", function(v)
+    if v == '' or DEDUP_MODES[v] then return v end
+    return nil
+  end),
+  'groupSpec', ARG.orEmpty(ARG.jsonObject),
+}
 
--- Names job i (0-based) of a call in an error; built only when there is an error to report.
-local function labelOf(id, i)
-  return id ~= '' and ('job ' .. id) or ('job #' .. (i + 1) .. ' of the call')
+-- Names job i of a call in an error; built only when there is an error to report.
+local function addLabel(job, i)
+  return 'glidemq_add: ' .. (job.jobId ~= '' and ('job ' .. job.jobId) or ('job #' .. i .. ' of the call'))
 end
 
-redis.register_function('glidemq_add', function(keys, args)
-  local k = keysFor(keys[1])
-  local now, maxPayload, count = toInt(args[1], 0), toInt(args[2], 0), toInt(args[3], 0)
-  for i = 0, count - 1 do
-    local o = 3 + i * FIELDS
-    local id, data = args[o + 1], args[o + 3]
-    local delay, priority, attempts = tonumber(args[o + 4]), tonumber(args[o + 5]), tonumber(args[o + 7])
-    if maxPayload > 0 and #data > maxPayload then
-      return fail('ERR_TOO_LARGE', labelOf(id, i) .. ': payload is ' .. #data .. ' bytes, over the limit of ' ..
-        maxPayload .. ' bytes; store large data elsewhere and enqueue a reference')
+-- The checks decodeArgs cannot express, and the type of every key the call may write. Reads only.
+-- Sets job.group (the decoded group spec) for the write phase.
+local function checkAddCall(k, a, jobs)
+  local spec = { 'meta', 'hash', 'id', 'string', 'events', 'stream', 'stream', 'stream', 'wake', 'stream' }
+  local seen, groups = {}, {}
+  local function need(name, t)
+    if not seen[name] then
+      seen[name] = true
+      spec[#spec + 1], spec[#spec + 2] = name, t
     end
-    if not delay or delay < 0 then return fail('ERR_INVALID', labelOf(id, i) .. ': delay must be >= 0') end
-    if not priority or priority < 0 or priority > MAX_PRIORITY or priority ~= math.floor(priority) then
-      return fail('ERR_INVALID', labelOf(id, i) .. ': priority must be a whole number from 1 to ' .. MAX_PRIORITY)
+  end
+  for i, job in ipairs(jobs) do
+    if a.maxPayload > 0 and #job.data > a.maxPayload then
+      refuse('ERR_TOO_LARGE', addLabel(job, i) .. ': data is ' .. #job.data .. ' bytes, over the limit of ' ..
+        a.maxPayload .. ' bytes (maxPayload); store large data elsewhere and enqueue a reference')
     end
-    if not attempts or attempts < 1 then return fail('ERR_INVALID', labelOf(id, i) .. ': attempts must be >= 1') end
-    if string.find(id, '[:%s%c{}]') then
-      return fail('ERR_INVALID', labelOf(id, i) .. ': a job id may not contain ":", "{", "}" , whitespace or control characters')
+    if job.priority > 0 and job.lifo then
+      refuse('ERR_INVALID', addLabel(job, i) .. ': a job cannot be both prioritized and LIFO (send priority 0 or lifo 0)')
     end
-    local dedupId, dedupMode = args[o + 9] or '', args[o + 11] or ''
-    if dedupId ~= '' or dedupMode ~= '' then
-      local bad = validateDedup(labelOf(id, i), dedupId, tonumber(args[o + 10] or '0'), dedupMode, delay)
-      if bad then return bad end
+    if job.dedupId ~= '' or job.dedupMode ~= '' or job.dedupTtl ~= 0 then
+      checkDedup(addLabel(job, i), job.dedupId, job.dedupTtl, job.dedupMode, job.delay)
     end
-    if args[o + 12] and args[o + 12] ~= '' then
-      local spec, why = groupParse(args[o + 12])
-      if not spec then return fail('ERR_INVALID', labelOf(id, i) .. ': ' .. why) end
-      if priority > 0 or args[o + 6] == '1' then
-        return fail('ERR_INVALID', labelOf(id, i) .. ": a group job runs in its group's order: it cannot be prioritized or LIFO")
+    if job.groupSpec ~= '' then
+      local g, why = groupParse(job.groupSpec)
+      if not g then refuse('ERR_INVALID', addLabel(job, i) .. ': groupSpec: ' .. why) end
+      if job.priority > 0 or job.lifo then
+        refuse('ERR_INVALID', addLabel(job, i) .. ": a group job runs in its group's order: it cannot be prioritized or LIFO")
+      end
+      job.group = g
+      groups[g.id] = true
+      need('readyGroups', 'zset')
+      need('timedGroups', 'zset')
+    end
+    if job.delay > 0 or job.dedupMode == 'debounce' then need('scheduled', 'zset') end
+    if job.priority > 0 then need('prioritized', 'zset') end
+    if job.lifo then need('lifo', 'list') end
+    if job.dedupId ~= '' then need('dedup', 'hash') end
+  end
+  requireTypes(k, spec)
+  for i, job in ipairs(jobs) do
+    -- a custom id's hash is read (exists?) and a new job written there
+    if job.jobId ~= '' then requireKeyType(jobKey(k, job.jobId), 'hash') end
+    -- an earlier job a dedup entry points at is read, and a debounce writes its data
+    if job.dedupId ~= '' then
+      local v = redis.call('HGET', k.dedup, job.dedupId)
+      if v then
+        local _, _, existing = parseDedupEntry(v)
+        if existing and existing ~= '' then requireKeyType(jobKey(k, existing), 'hash') end
       end
     end
   end
+  -- the group's keys, and the job hashes adding to it reads (the holder of an ordered group's
+  -- hold; the slot holders when it is full: touchGroup heals those that no longer hold a claim)
+  for gid in pairs(groups) do
+    local gk, gjobs = groupKeys(k, gid)
+    requireKeyType(gk, 'hash')
+    requireKeyType(gjobs, 'zset')
+    local g = readGroup(gk)
+    if g.heldBy then requireKeyType(jobKey(k, g.heldBy), 'hash') end
+    local limit = concurrencyLimit(g)
+    if limit > 0 and toInt(g.active, 0) >= limit then
+      local all = redis.call('HGETALL', gk)
+      for f = 1, #all, 2 do
+        if string.sub(all[f], 1, 2) == 'h:' then requireKeyType(jobKey(k, string.sub(all[f], 3)), 'hash') end
+      end
+    end
+  end
+end
 
-  -- The keys written after a job's hash must be glidemq's, or a refused call would leave a
-  -- half-added job. (A wrong-type meta or id key fails the first command that touches it, before
-  -- any write, and the client names the key.)
-  local spec = { 'events', 'stream', 'stream', 'stream' }
-  local seen = {}
-  for i = 0, count - 1 do
-    local o = 3 + i * FIELDS
-    local kind = toInt(args[o + 4], 0) > 0 and 'scheduled' or toInt(args[o + 5], 0) > 0 and 'prioritized'
-      or args[o + 6] == '1' and 'lifo' or 'stream'
-    if not seen[kind] then
-      seen[kind] = true
-      if kind == 'prioritized' or kind == 'lifo' then
-        spec[#spec + 1], spec[#spec + 2] = kind, kind == 'lifo' and 'list' or 'zset'
-        if not seen.wake then
-          seen.wake = true
-          spec[#spec + 1], spec[#spec + 2] = 'wake', 'stream'
-        end
-      elseif kind == 'scheduled' then
-        spec[#spec + 1], spec[#spec + 2] = kind, 'zset'
-      end
-    end
-    if (args[o + 9] or '') ~= '' and not seen.dedup then
-      seen.dedup = true
-      spec[#spec + 1], spec[#spec + 2] = 'dedup', 'hash'
-    end
-  end
-  local bad = wrongType(k, spec)
-  if bad then return bad end
+register('glidemq_add', function(keys, args)
+  local k = keysFor(keys[1])
+  local a, jobs = decodeArgs('glidemq_add', args, ADD_HEAD, ADD_JOB, 'count')
+  checkAddCall(k, a, jobs)
+  local now = serverNow()
 
   ensureQueue(k)
   -- Jobs that surely take an id from the counter (no custom id, no dedup) get them from one
   -- INCRBY; one that meets a job a numeric custom id created falls back to nextJobId.
   local plain = 0
-  for i = 0, count - 1 do
-    local o = 3 + i * FIELDS
-    if args[o + 1] == '' and (args[o + 9] or '') == '' then plain = plain + 1 end
+  for _, job in ipairs(jobs) do
+    if job.jobId == '' and job.dedupId == '' then plain = plain + 1 end
   end
   local reserved, lastReserved = 1, 0
   if plain > 1 then
     lastReserved = redis.call('INCRBY', k.id, plain)
     reserved = lastReserved - plain + 1
   end
-  local out = {}
-  for i = 0, count - 1 do
-    local o = 3 + i * FIELDS
-    local id = args[o + 1]
+  local out = { now }
+  for _, job in ipairs(jobs) do
+    local id = job.jobId
     local created = 1
-    local dedupId, dedupTtl, dedupMode = args[o + 9], toInt(args[o + 10], 0), args[o + 11]
     local verdict, existing = 'new', nil
-    if dedupId ~= '' then
-      verdict, existing = applyDedup(k, now, dedupId, dedupTtl, dedupMode, args[o + 3], toInt(args[o + 4], 0))
+    if job.dedupId ~= '' then
+      verdict, existing = applyDedup(k, now, job.dedupId, job.dedupTtl, job.dedupMode, job.data, job.delay)
     end
     if verdict ~= 'new' then
       id, created = existing, (verdict == 'blocked' and 2 or 3)
-    elseif id == '' and dedupId == '' and reserved <= lastReserved then
+    elseif id == '' and job.dedupId == '' and reserved <= lastReserved then
       id = tostring(reserved)
       reserved = reserved + 1
       if redis.call('EXISTS', jobKey(k, id)) == 1 then id = nextJobId(k) end
@@ -119,13 +168,12 @@ redis.register_function('glidemq_add', function(keys, args)
       created = 0
     end
     if created == 1 then
-      local delay = toInt(args[o + 4], 0)
-      insertJob(k, now, id, args[o + 2], args[o + 3], delay, toInt(args[o + 5], 0), args[o + 6] == '1',
-        toInt(args[o + 7], 1), args[o + 8], args[o + 12] and args[o + 12] ~= '' and groupParse(args[o + 12]) or nil)
-      if dedupId ~= '' then recordDedup(k, now, dedupId, dedupTtl, dedupMode, delay, id) end
+      insertJob(k, now, id, job.name, job.data, job.delay, job.priority, job.lifo, job.attempts, job.opts, job.group)
+      if job.dedupId ~= '' then recordDedup(k, now, job.dedupId, job.dedupTtl, job.dedupMode, job.delay, id) end
     end
     out[#out + 1] = id
     out[#out + 1] = created
   end
   return out
 end)
+end

@@ -31,10 +31,15 @@ local function kind(expect, check)
 end
 
 -- A finite whole number within [min, max]. (tonumber accepts 'nan' and 'inf': both fail here.)
+-- (The expectation is built when a refusal needs it: string.format is not available while the
+-- library loads, and `..` would print 2^53 - 1 as 9.007199254741e+15.)
 local function intKind(min, max)
-  return kind('a whole number from ' .. min .. ' to ' .. max, function(v)
+  local function expect()
+    return 'a whole number from ' .. string.format('%.0f', min) .. ' to ' .. string.format('%.0f', max)
+  end
+  return kind(expect, function(v)
     local n = tonumber(v)
-    if n and n >= min and n <= max and n == math.floor(n) then return n end
+    if n and n >= min and n <= max and n % 1 == 0 then return n end
     return nil
   end)
 end
@@ -65,13 +70,14 @@ local ARG = {
   count = intKind(0, MAX_COUNT),
   fence = intKind(0, MAX_SAFE_INT),
   int = intKind,
+  -- (Called at load time, where FUNCTION LOAD gives no globals: no ipairs or table.concat here.)
   oneOf = function(...)
-    local set, names = {}, {}
-    for _, v in ipairs({ ... }) do
-      set[v] = true
-      names[#names + 1] = v
+    local set, vals, names = {}, { ... }, ''
+    for i = 1, #vals do
+      set[vals[i]] = true
+      names = names .. (i > 1 and ', ' or '') .. vals[i]
     end
-    return kind('one of ' .. table.concat(names, ', '), function(v)
+    return kind('one of ' .. names, function(v)
       if set[v] then return v end
       return nil
     end)
@@ -79,20 +85,50 @@ local ARG = {
   -- A JSON text whose top level is an object (decoded only to be checked; the text is returned).
   jsonObject = kind('a JSON object', function(v)
     local ok, t = pcall(cjson.decode, v)
-    if ok and type(t) == 'table' then return v end
+    if ok and type(t) == 'table' and string.find(v, '^%s*{') then return v end -- (an array decodes to a table too)
     return nil
   end),
 }
 
--- Reads `schema` from args[at...] into a named table; `what` names the group in errors.
+-- '' (nothing given: the value is '') or a value of kind `k`.
+ARG.orEmpty = function(k)
+  -- built on refusal, like intKind's (`type` is not available while the library loads)
+  local function expect()
+    local inner = k.expect
+    if type(inner) == 'function' then inner = inner() end
+    return "'' or " .. inner
+  end
+  return kind(expect, function(v)
+    if v == '' then return v end
+    return k.check(v)
+  end)
+end
+
+-- Stream entry ids joined by ',' ('' for none), decoded into a list (at most MAX_COUNT).
+ARG.streamIds = kind('stream entry ids (<ms>-<seq>) joined by ",", or \'\'', function(v)
+  local ids = {}
+  if v == '' then return ids end
+  for id in string.gmatch(v .. ',', '([^,]*),') do
+    if #ids >= MAX_COUNT or not string.find(id, '^%d+%-%d+$') then return nil end
+    ids[#ids + 1] = id
+  end
+  return ids
+end)
+
+-- Reads `schema` from args[at...] into a named table; `what` names the group in errors ('' for
+-- the head, or the group's number).
 local function readGroup(fn, args, at, schema, what)
   local out = {}
   for i = 1, #schema, 2 do
     local name, k = schema[i], schema[i + 1]
     local raw = args[at]
-    local v = raw ~= nil and k.check(raw) or nil
+    local v = nil -- (not `raw and k.check(raw) or nil`: a flag's false would become nil)
+    if raw ~= nil then v = k.check(raw) end
     if v == nil then
-      refuse('ERR_INVALID', fn .. ': ' .. what .. name .. ' must be ' .. k.expect .. ', got ' .. showArg(raw))
+      local expect = k.expect
+      if type(expect) == 'function' then expect = expect() end
+      if type(what) == 'number' then what = 'group ' .. what .. ' argument ' end -- built only here (hot path)
+      refuse('ERR_INVALID', fn .. ': ' .. what .. name .. ' must be ' .. expect .. ', got ' .. showArg(raw))
     end
     out[name] = v
     at = at + 1
@@ -117,7 +153,7 @@ local function decodeArgs(fn, args, head, each, countName)
         'expected ' .. (at - 1) .. ' arguments then groups of ' .. width .. ', got ' .. #args .. ' arguments in all')
     end
     for i = 1, count do
-      groups[i], at = readGroup(fn, args, at, each, 'group ' .. i .. ' argument ')
+      groups[i], at = readGroup(fn, args, at, each, i)
     end
   elseif n ~= 0 then
     refuse('ERR_INVALID', fn .. ': expected ' .. (at - 1) .. ' arguments, got ' .. #args)
@@ -125,7 +161,3 @@ local function decodeArgs(fn, args, head, each, countName)
   return h, groups
 end
 
--- For functions not yet on decodeArgs: a '0'/'1' flag argument.
-local function validFlag(v)
-  return v == '0' or v == '1'
-end

@@ -1,4 +1,6 @@
---[[ broadcast.lua — one stream, one consumer group per subscription.
+--[[ broadcast.lua — glidemq_bcPublish, glidemq_bcSubscribe, glidemq_bcActivate, glidemq_bcFinish,
+  glidemq_bcRetries, glidemq_bcReclaim, glidemq_bcExtend, glidemq_bcRemoveIdleConsumer
+  One stream, one consumer group per subscription.
   A broadcast's messages are entries of `<prefix>:{<name>}:broadcast` (fields subject, data, ts).
   Entries are never XDEL'd after processing: every subscription is a consumer group with its own
   read position and pending list, and publish trims the oldest entries (XADD MAXLEN = maxMessages,
@@ -8,34 +10,151 @@
   deleted when the message is done. A failed attempt with attempts left stays pending and waits in
   `<stream>:sub:<s>:retry` (zset, due ms); a message given up on is acked and recorded in the
   capped stream `<stream>:sub:<s>:dead`. Nothing here touches another subscription's group or keys.
+  Time: a message's ts, createdAt, retry due times and the idle time that makes a claim stalled are
+  the server's (TIME, and the pending entries list's own idle times); no caller's clock is used. A
+  wait a worker needs (the next due retry) is returned relative, in ms from the server's now.
+  Checks: every function decodes all its arguments (args.lua) and checks the type of every key it
+  writes, and that the subscription exists where it needs one, before its first write; a refused
+  call changes nothing.
 
-  KEYS[1] of every function is the broadcast's meta key `<stream>:meta`.
-  glidemq_bcPublish    ARGV now, maxMessages (0 = no cap), subject, data. Returns the entry id.
-  glidemq_bcSubscribe  ARGV subscription, start ('$' new messages | '0' all kept | an entry id),
-                       subjects (JSON text, informational), now. Returns 1 created, 0 existed (its
-                       position is kept: a restarted subscription resumes where it was).
-  glidemq_bcActivate   ARGV subscription, consumer, nRun, nRun entry ids to run, then ids to skip
-                       (delivered to consumer but outside its subject filter: acked).
-                       Returns per run entry {id, fence, attemptsMade, stalledCount}, for the
-                       entries still pending for this consumer.
-  glidemq_bcFinish     ARGV subscription, consumer, entryId, fence, now, outcome (completed|failed),
-                       reason, retryDelay (ms, -1 = no retry), maxAttempts.
-                       Returns 'completed' | 'retrying' | 'failed' | 'stale' (claim lost: no change).
-  glidemq_bcRetries    ARGV subscription, consumer, now, count. Claims retries that are due.
-                       Returns {nextDue (-1 = none), entry1, ...}; entry = {id, fence, attemptsMade,
-                       stalledCount, subject, data, ts}.
-  glidemq_bcReclaim    ARGV subscription, consumer, now, minIdle, maxStalledCount, count.
-                       XAUTOCLAIMs entries idle longer than minIdle; each is a stall: run again by
-                       this consumer, or given up once stalls exceed maxStalledCount.
-                       Returns {entries, failedIds} with entries shaped as for bcRetries.
-  glidemq_bcExtend     ARGV subscription, consumer, then pairs (entryId, fence). Resets the idle
-                       time of claims this consumer still holds. Returns the ids it lost.
-  glidemq_bcRemoveIdleConsumer  ARGV subscription, consumer. Deletes the consumer if it holds
-                       nothing. Returns 1 deleted, 0 not.
-  Errors: ERR_INVALID (bad subject, outcome or start id), ERR_NO_SUBSCRIPTION (no such group).
+  glidemq_bcPublish — adds a message for every subscription.
+    KEYS[1]  meta key of the broadcast (`<stream>:meta`).
+    ARGV[1]  maxMessages: messages kept (each publish trims the oldest beyond it; 0 = no cap).
+    ARGV[2]  subject: dot-separated tokens, no whitespace, no wildcards ('*', '>'), no empty token.
+    ARGV[3]  data: the message data (JSON text; its size is checked by the client).
+    Returns  the entry id.
+    Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (the stream or meta key holds another type).
+
+  glidemq_bcSubscribe — creates a subscription (its consumer group) unless it exists.
+    KEYS[1]  meta key of the broadcast.
+    ARGV[1]  subscription: its name (no '{', '}', ':', '*', '?', '[', ']', whitespace).
+    ARGV[2]  start: where a new subscription starts: '$' new messages, '0' every kept message, or an
+             entry id.
+    ARGV[3]  subjects: its subject filters as a JSON array of strings (informational).
+    Returns  1 created, 0 existed (its position is kept: a restarted subscription resumes where it was).
+    Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
+
+  glidemq_bcActivate — claims delivered entries for a run, or acks those outside the subject filter.
+    KEYS[1]  meta key of the broadcast.
+    ARGV[1]  subscription: the subscription's name.
+    ARGV[2]  consumer: the worker's consumer name in the subscription's group.
+    ARGV[3]  count: how many entries follow (0..10000), each as two arguments:
+      group.entryId: a stream entry id delivered to the consumer.
+      group.run: '1' to run it (a new fence is taken), '0' to skip it (acked, its state dropped).
+    Returns  per entry to run that is still pending for this consumer: {id, fence, attemptsMade,
+             stalledCount}. An entry named twice counts once.
+    Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION (no such subscription).
+
+  glidemq_bcFinish — records the outcome of one run.
+    KEYS[1]  meta key of the broadcast.
+    ARGV[1]  subscription: the subscription's name.
+    ARGV[2]  consumer: the worker's consumer name.
+    ARGV[3]  entryId: the message's entry id.
+    ARGV[4]  fence: the fence its claim got (bcActivate, bcRetries, bcReclaim).
+    ARGV[5]  outcome: completed | failed.
+    ARGV[6]  reason: the failure reason (kept when the message is given up on).
+    ARGV[7]  retryDelay: ms until a failed message runs again, from the server's now (-1 = no retry).
+    ARGV[8]  maxAttempts: attempts the subscription gives a message (>= 1).
+    Returns  'completed' | 'retrying' | 'failed' | 'stale' (claim lost: no change).
+    Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION.
+
+  glidemq_bcRetries — claims retries that are due (by the server's clock).
+    KEYS[1]  meta key of the broadcast.
+    ARGV[1]  subscription: the subscription's name.
+    ARGV[2]  consumer: the worker's consumer name (it takes the claims).
+    ARGV[3]  count: most retries to claim (0..10000; at most 100 are looked at per call).
+    Returns  {nextDueIn, entry1, ...}: nextDueIn is how many ms from the server's now the earliest
+             waiting retry is due (0 = now, -1 = none); entry = {id, fence, attemptsMade,
+             stalledCount, subject, data, ts}.
+    Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION.
+
+  glidemq_bcReclaim — takes over stalled claims of the subscription.
+    KEYS[1]  meta key of the broadcast.
+    ARGV[1]  subscription: the subscription's name.
+    ARGV[2]  consumer: the worker's consumer name (it takes the claims).
+    ARGV[3]  minIdle: ms a claim must be idle (the server's idle time) to count as stalled.
+    ARGV[4]  maxStalledCount: stalls a message may have and still run again (>= 0).
+    ARGV[5]  count: most entries to take per call (0..10000).
+             XAUTOCLAIMs entries idle longer than minIdle; each is a stall: run again by this
+             consumer, or given up once stalls exceed maxStalledCount.
+    Returns  {entries, failedIds} with entries shaped as for bcRetries.
+    Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION.
+
+  glidemq_bcExtend — resets the idle time of claims this consumer still holds (heartbeat).
+    KEYS[1]  meta key of the broadcast.
+    ARGV[1]  subscription: the subscription's name.
+    ARGV[2]  consumer: the worker's consumer name.
+    ARGV[3]  count: how many claims follow (0..10000), each as two arguments:
+      group.entryId: the message's entry id.
+      group.fence: the fence its claim got.
+    Returns  the ids of the claims it no longer holds.
+    Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION.
+
+  glidemq_bcRemoveIdleConsumer — deletes a consumer that holds nothing (a worker that closed).
+    KEYS[1]  meta key of the broadcast.
+    ARGV[1]  subscription: the subscription's name.
+    ARGV[2]  consumer: the consumer name.
+    Returns  1 deleted, 0 not (it holds claims, or there is no such subscription or consumer).
+    Errors   ERR_INVALID, ERR_WRONG_TYPE.
 ]]
-local DEAD_MAXLEN = 1000
-local RETRY_SCAN = 100
+-- Everything below is this file's own, inside one block (the main chunk may hold at most 200 locals).
+do
+-- Limits, and the argument kinds only broadcasts use (see args.lua for the others).
+local BC = { deadMaxlen = 1000, retryScan = 100 }
+-- a run of digits within an unsigned 64-bit number (a part of a stream id)
+BC.uint = function(s)
+  return #s < 20 or (#s == 20 and s <= '18446744073709551615')
+end
+-- an entry id as XADD makes them: <ms>-<seq>, each part a 64-bit unsigned number
+BC.entryId = kind('a stream entry id (<ms>-<seq>)', function(v)
+  local ms, seq = string.match(v, '^(%d+)%-(%d+)$')
+  if ms and BC.uint(ms) and BC.uint(seq) then return v end
+  return nil
+end)
+BC.subscription = kind('a subscription name (1 to 600 bytes, no "{", "}", ":", "*", "?", "[", "]", ' ..
+  'whitespace or control characters)', function(v)
+  if v ~= '' and #v <= 600 and not string.find(v, '[{}:%*%?%[%]%s%c]') then return v end
+  return nil
+end)
+BC.subject = kind('a subject (1 to 1536 bytes of dot-separated tokens, no whitespace, control characters, ' ..
+  '"*" or ">", no empty token)', function(v)
+  if v ~= '' and #v <= 1536 and not string.find(v, '[%s%c%*>]') and not string.find(v, '^%.')
+    and not string.find(v, '%.$') and not string.find(v, '%.%.') then return v end
+  return nil
+end)
+BC.start = kind('"$", "0" or a stream entry id', function(v)
+  if v == '$' or v == '0' then return v end
+  local ms, seq = string.match(v, '^(%d+)%-?(%d*)$')
+  if ms and BC.uint(ms) and (seq == '' or BC.uint(seq)) and (seq ~= '' or not string.find(v, '-', 1, true)) then
+    return v
+  end
+  return nil
+end)
+BC.subjects = kind('a JSON array of subject filters (strings)', function(v)
+  local ok, t = pcall(cjson.decode, v)
+  if not ok or type(t) ~= 'table' then return nil end
+  local n = 0
+  for key, s in pairs(t) do
+    if type(key) ~= 'number' or type(s) ~= 'string' then return nil end
+    n = n + 1
+  end
+  if n ~= #t then return nil end
+  return v
+end)
+
+local BC_PUBLISH_ARGS = { 'maxMessages', ARG.int(0, MAX_SAFE_INT), 'subject', BC.subject, 'data', ARG.any }
+local BC_SUBSCRIBE_ARGS = { 'subscription', BC.subscription, 'start', BC.start, 'subjects', BC.subjects }
+local BC_ACTIVATE_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
+local BC_ACTIVATE_ENTRY = { 'entryId', BC.entryId, 'run', ARG.flag }
+local BC_FINISH_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'entryId', BC.entryId,
+  'fence', ARG.fence, 'outcome', ARG.oneOf('completed', 'failed'), 'reason', ARG.any,
+  'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'maxAttempts', ARG.int(1, MAX_SAFE_INT) }
+local BC_RETRIES_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
+local BC_RECLAIM_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'minIdle', ARG.ms,
+  'maxStalledCount', ARG.int(0, MAX_SAFE_INT), 'count', ARG.count }
+local BC_EXTEND_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
+local BC_EXTEND_CLAIM = { 'entryId', BC.entryId, 'fence', ARG.fence }
+local BC_REMOVE_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty }
 
 local function bcKeys(metaKey, sub)
   local stream = string.sub(metaKey, 1, #metaKey - 5) -- strip ':meta'
@@ -57,6 +176,11 @@ end
 local function bcOwner(b, group, sid)
   local p = redis.call('XPENDING', b.stream, group, sid, sid, 1)
   return p[1] and p[1][2] or nil
+end
+
+-- True when the claim of `consumer` on `sid` still carries `fence` (a number).
+local function bcHolds(b, group, consumer, sid, fence)
+  return bcOwner(b, group, sid) == consumer and tonumber(redis.call('HGET', b.sub, 'n:' .. sid)) == fence
 end
 
 local function bcClaimed(b, sid)
@@ -84,110 +208,131 @@ local function bcGiveUp(b, group, sid, reason, made)
   end
   redis.call('XACK', b.stream, group, sid)
   bcForget(b, sid)
-  redis.call('XADD', b.dead, 'MAXLEN', '~', DEAD_MAXLEN, '*', 'id', sid, 'subject', subject, 'reason', reason, 'attempts', made)
+  redis.call('XADD', b.dead, 'MAXLEN', '~', BC.deadMaxlen, '*', 'id', sid, 'subject', subject, 'reason', reason, 'attempts', made)
 end
 
+-- Whether the subscription's consumer group exists (an XPENDING of no entries: O(1)).
 local function bcGroupExists(b, group)
-  if redis.call('EXISTS', b.stream) == 0 then return false end
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', b.stream)) do
-    for i = 1, #g, 2 do if g[i] == 'name' and g[i + 1] == group then return true end end
+  local r = redis.pcall('XPENDING', b.stream, group, '-', '+', 0)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, '^NOGROUP') then return false end
+    error(r)
   end
-  return false
+  return true
 end
 
-local function noSubscription(b, group)
-  return fail('ERR_NO_SUBSCRIPTION', 'subscription ' .. group .. ' does not exist on ' .. b.stream ..
-    ' (a BroadcastWorker creates it when it starts)')
+--[[ Before the first write of a subscription's function: the stream, the subscription's state
+  hash and retry zset (and, when `dead`, its dead-letter stream) must be absent or of their types,
+  and the subscription must exist (ERR_NO_SUBSCRIPTION). ]]
+local function bcRequire(fn, b, group, dead)
+  requireKeyType(b.stream, 'stream')
+  requireKeyType(b.sub, 'hash')
+  requireKeyType(b.retry, 'zset')
+  if dead then requireKeyType(b.dead, 'stream') end
+  if not bcGroupExists(b, group) then
+    refuse('ERR_NO_SUBSCRIPTION', fn .. ': subscription ' .. group .. ' does not exist on ' .. b.stream ..
+      ' (a BroadcastWorker creates it when it starts)')
+  end
 end
 
-redis.register_function('glidemq_bcPublish', function(keys, args)
+register('glidemq_bcPublish', function(keys, args)
+  local a = decodeArgs('glidemq_bcPublish', args, BC_PUBLISH_ARGS)
   local b = bcKeys(keys[1])
-  local now, maxMessages, subject, data = toInt(args[1], 0), toInt(args[2], 0), args[3], args[4]
-  if not subject or subject == '' or string.find(subject, '[%s%*>]') then
-    return fail('ERR_INVALID', 'subject must be non-empty, without whitespace or wildcards, got ' .. tostring(subject))
+  requireKeyType(b.meta, 'hash')
+  requireKeyType(b.stream, 'stream')
+  local now = serverNow()
+  redis.call('HSETNX', b.meta, 'createdAt', now)
+  if a.maxMessages > 0 then
+    redis.call('HSET', b.meta, 'maxMessages', a.maxMessages)
+    return redis.call('XADD', b.stream, 'MAXLEN', '=', a.maxMessages, '*', 'subject', a.subject, 'data', a.data, 'ts', now)
   end
-  if maxMessages < 0 then return fail('ERR_INVALID', 'maxMessages must be >= 0') end
-  if redis.call('EXISTS', b.meta) == 0 then redis.call('HSET', b.meta, 'createdAt', now) end
-  if maxMessages > 0 then
-    redis.call('HSET', b.meta, 'maxMessages', maxMessages)
-    return redis.call('XADD', b.stream, 'MAXLEN', '=', maxMessages, '*', 'subject', subject, 'data', data, 'ts', now)
-  end
-  return redis.call('XADD', b.stream, '*', 'subject', subject, 'data', data, 'ts', now)
+  return redis.call('XADD', b.stream, '*', 'subject', a.subject, 'data', a.data, 'ts', now)
 end)
 
-redis.register_function('glidemq_bcSubscribe', function(keys, args)
-  local group, start = args[1], args[2]
+register('glidemq_bcSubscribe', function(keys, args)
+  local a = decodeArgs('glidemq_bcSubscribe', args, BC_SUBSCRIBE_ARGS)
+  local group = a.subscription
   local b = bcKeys(keys[1], group)
-  if start ~= '$' and start ~= '0' and not string.match(start, '^%d+%-?%d*$') then
-    return fail('ERR_INVALID', 'subscription start must be "$", "0" or an entry id, got ' .. tostring(start))
-  end
-  local ok = redis.pcall('XGROUP', 'CREATE', b.stream, group, start, 'MKSTREAM')
+  requireKeyType(b.meta, 'hash')
+  requireKeyType(b.stream, 'stream')
+  requireKeyType(b.sub, 'hash')
+  local now = serverNow()
+  -- XGROUP CREATE checks the start id before MKSTREAM creates anything: a refusal writes nothing.
+  local ok = redis.pcall('XGROUP', 'CREATE', b.stream, group, a.start, 'MKSTREAM')
   if type(ok) == 'table' and ok.err then
-    if string.find(ok.err, 'BUSYGROUP') then
-      redis.call('HSET', b.sub, 'subjects', args[3])
-      return 0
+    if not string.find(ok.err, 'BUSYGROUP') then
+      refuse('ERR_INVALID', 'glidemq_bcSubscribe: cannot create subscription ' .. group .. ' at start ' ..
+        a.start .. ': ' .. ok.err)
     end
-    return fail('ERR_INVALID', 'cannot create subscription ' .. group .. ': ' .. ok.err)
+    redis.call('HSET', b.sub, 'subjects', a.subjects)
+    return 0
   end
-  if redis.call('EXISTS', b.meta) == 0 then redis.call('HSET', b.meta, 'createdAt', args[4]) end
-  redis.call('HSET', b.sub, 'subjects', args[3], 'createdAt', args[4])
+  redis.call('HSETNX', b.meta, 'createdAt', now)
+  redis.call('HSET', b.sub, 'subjects', a.subjects, 'createdAt', now)
   return 1
 end)
 
-redis.register_function('glidemq_bcActivate', function(keys, args)
-  local group, consumer, nRun = args[1], args[2], toInt(args[3], 0)
+register('glidemq_bcActivate', function(keys, args)
+  local a, entries = decodeArgs('glidemq_bcActivate', args, BC_ACTIVATE_HEAD, BC_ACTIVATE_ENTRY, 'count')
+  local group = a.subscription
   local b = bcKeys(keys[1], group)
-  local out = {}
-  for i = 4, 3 + nRun do
-    local sid = args[i]
-    if bcOwner(b, group, sid) == consumer then
-      local fence, made, stalled = bcClaimed(b, sid)
-      out[#out + 1] = { sid, fence, made, stalled }
-    end
+  bcRequire('glidemq_bcActivate', b, group, false)
+  -- who holds each entry is read before the first write
+  local mine, seen = {}, {}
+  for i, e in ipairs(entries) do
+    mine[i] = not seen[e.entryId] and bcOwner(b, group, e.entryId) == a.consumer
+    seen[e.entryId] = true
   end
-  for i = 4 + nRun, #args do
-    if bcOwner(b, group, args[i]) == consumer then
-      redis.call('XACK', b.stream, group, args[i])
-      bcForget(b, args[i])
+  local out = {}
+  for i, e in ipairs(entries) do
+    if mine[i] then
+      if e.run then
+        local fence, made, stalled = bcClaimed(b, e.entryId)
+        out[#out + 1] = { e.entryId, fence, made, stalled }
+      else
+        redis.call('XACK', b.stream, group, e.entryId)
+        bcForget(b, e.entryId)
+      end
     end
   end
   return out
 end)
 
-redis.register_function('glidemq_bcFinish', function(keys, args)
-  local group, consumer, sid, fence = args[1], args[2], args[3], args[4]
-  local now, outcome, reason = toInt(args[5], 0), args[6], args[7]
-  local retryDelay, maxAttempts = toInt(args[8], -1), toInt(args[9], 1)
-  if outcome ~= 'completed' and outcome ~= 'failed' then
-    return fail('ERR_INVALID', 'message ' .. sid .. ': outcome must be completed or failed, got ' .. tostring(outcome))
-  end
+register('glidemq_bcFinish', function(keys, args)
+  local a = decodeArgs('glidemq_bcFinish', args, BC_FINISH_ARGS)
+  local group, sid = a.subscription, a.entryId
   local b = bcKeys(keys[1], group)
-  if bcOwner(b, group, sid) ~= consumer or redis.call('HGET', b.sub, 'n:' .. sid) ~= fence then return 'stale' end
-  if outcome == 'completed' then
+  bcRequire('glidemq_bcFinish', b, group, true)
+  if not bcHolds(b, group, a.consumer, sid, a.fence) then return 'stale' end
+  local now = serverNow()
+  if a.outcome == 'completed' then
     redis.call('XACK', b.stream, group, sid)
     bcForget(b, sid)
     return 'completed'
   end
   local made = redis.call('HINCRBY', b.sub, 'a:' .. sid, 1)
-  if retryDelay >= 0 and made < maxAttempts then
+  if a.retryDelay >= 0 and made < a.maxAttempts then
     -- stays pending (the claim record); the fence moves so this run can no longer act on it
     redis.call('HINCRBY', b.sub, 'n:' .. sid, 1)
-    redis.call('ZADD', b.retry, now + retryDelay, sid)
+    redis.call('ZADD', b.retry, now + a.retryDelay, sid)
     return 'retrying'
   end
-  bcGiveUp(b, group, sid, reason, made)
+  bcGiveUp(b, group, sid, a.reason, made)
   return 'failed'
 end)
 
-redis.register_function('glidemq_bcRetries', function(keys, args)
-  local group, consumer, now, count = args[1], args[2], toInt(args[3], 0), toInt(args[4], 0)
+register('glidemq_bcRetries', function(keys, args)
+  local a = decodeArgs('glidemq_bcRetries', args, BC_RETRIES_ARGS)
+  local group = a.subscription
   local b = bcKeys(keys[1], group)
+  bcRequire('glidemq_bcRetries', b, group, false)
+  local now = serverNow()
   local out = { -1 }
-  if count > 0 then
-    local due = redis.call('ZRANGEBYSCORE', b.retry, '-inf', now, 'LIMIT', 0, math.min(count, RETRY_SCAN))
+  if a.count > 0 then
+    local due = redis.call('ZRANGEBYSCORE', b.retry, '-inf', now, 'LIMIT', 0, math.min(a.count, BC.retryScan))
     for _, sid in ipairs(due) do
       redis.call('ZREM', b.retry, sid)
-      local got = redis.call('XCLAIM', b.stream, group, consumer, 0, sid)
+      local got = redis.call('XCLAIM', b.stream, group, a.consumer, 0, sid)
       if got[1] and got[1][2] then
         out[#out + 1] = bcEntry(b, sid, got[1][2])
       else
@@ -196,19 +341,22 @@ redis.register_function('glidemq_bcRetries', function(keys, args)
     end
   end
   local nxt = redis.call('ZRANGE', b.retry, 0, 0, 'WITHSCORES')
-  if nxt[2] then out[1] = toInt(nxt[2], -1) end
+  if nxt[2] then out[1] = math.max(0, toInt(nxt[2], now) - now) end
   return out
 end)
 
-redis.register_function('glidemq_bcReclaim', function(keys, args)
-  local group, consumer, now = args[1], args[2], toInt(args[3], 0)
-  local minIdle, maxStalled, count = toInt(args[4], 0), toInt(args[5], 1), toInt(args[6], 0)
+register('glidemq_bcReclaim', function(keys, args)
+  local a = decodeArgs('glidemq_bcReclaim', args, BC_RECLAIM_ARGS)
+  local group = a.subscription
   local b = bcKeys(keys[1], group)
-  if not bcGroupExists(b, group) then return noSubscription(b, group) end
+  bcRequire('glidemq_bcReclaim', b, group, true)
   local entries, failed = {}, {}
-  if count <= 0 then return { entries, failed } end
-  local cursor = redis.call('HGET', b.sub, 'reclaimCursor') or '0-0'
-  local r = redis.call('XAUTOCLAIM', b.stream, group, consumer, minIdle, cursor, 'COUNT', count)
+  if a.count <= 0 then return { entries, failed } end
+  -- the walk's cursor, unless another program left something else there
+  local cursor = redis.call('HGET', b.sub, 'reclaimCursor')
+  if not cursor or not BC.entryId.check(cursor) then cursor = '0-0' end
+  -- XAUTOCLAIM compares the server's idle time of each pending entry with minIdle
+  local r = redis.call('XAUTOCLAIM', b.stream, group, a.consumer, a.minIdle, cursor, 'COUNT', a.count)
   redis.call('HSET', b.sub, 'reclaimCursor', r[1])
   for _, e in ipairs(r[2]) do
     local sid, fields = e[1], e[2]
@@ -218,8 +366,9 @@ redis.register_function('glidemq_bcReclaim', function(keys, args)
       -- waiting out a retry backoff, not stalled: whoever holds it, bcRetries runs it when due
     else
       local stalled = redis.call('HINCRBY', b.sub, 's:' .. sid, 1)
-      if stalled > maxStalled then
-        bcGiveUp(b, group, sid, 'message stalled more than maxStalledCount (' .. maxStalled .. ')',
+      if stalled > a.maxStalledCount then
+        bcGiveUp(b, group, sid, 'message stalled more than maxStalledCount (' ..
+          string.format('%d', a.maxStalledCount) .. ')',
           toInt(redis.call('HGET', b.sub, 'a:' .. sid), 0))
         failed[#failed + 1] = sid
       else
@@ -231,28 +380,35 @@ redis.register_function('glidemq_bcReclaim', function(keys, args)
   return { entries, failed }
 end)
 
-redis.register_function('glidemq_bcExtend', function(keys, args)
-  local group, consumer = args[1], args[2]
+register('glidemq_bcExtend', function(keys, args)
+  local a, claims = decodeArgs('glidemq_bcExtend', args, BC_EXTEND_HEAD, BC_EXTEND_CLAIM, 'count')
+  local group = a.subscription
   local b = bcKeys(keys[1], group)
-  local lost = {}
-  for i = 3, #args, 2 do
-    local sid, fence = args[i], args[i + 1]
-    if bcOwner(b, group, sid) == consumer and redis.call('HGET', b.sub, 'n:' .. sid) == fence then
-      redis.call('XCLAIM', b.stream, group, consumer, 0, sid, 'JUSTID')
+  bcRequire('glidemq_bcExtend', b, group, false)
+  local held, lost = {}, {}
+  for _, c in ipairs(claims) do
+    if bcHolds(b, group, a.consumer, c.entryId, c.fence) then
+      held[#held + 1] = c.entryId
     else
-      lost[#lost + 1] = sid
+      lost[#lost + 1] = c.entryId
     end
+  end
+  for _, sid in ipairs(held) do
+    redis.call('XCLAIM', b.stream, group, a.consumer, 0, sid, 'JUSTID')
   end
   return lost
 end)
 
-redis.register_function('glidemq_bcRemoveIdleConsumer', function(keys, args)
-  local group, consumer = args[1], args[2]
+register('glidemq_bcRemoveIdleConsumer', function(keys, args)
+  local a = decodeArgs('glidemq_bcRemoveIdleConsumer', args, BC_REMOVE_ARGS)
+  local group = a.subscription
   local b = bcKeys(keys[1], group)
+  requireKeyType(b.stream, 'stream')
   if not bcGroupExists(b, group) then return 0 end
-  local held = redis.call('XPENDING', b.stream, group, '-', '+', 1, consumer)
+  local held = redis.call('XPENDING', b.stream, group, '-', '+', 1, a.consumer)
   if #held > 0 then return 0 end
-  local removed = redis.pcall('XGROUP', 'DELCONSUMER', b.stream, group, consumer)
+  local removed = redis.pcall('XGROUP', 'DELCONSUMER', b.stream, group, a.consumer)
   if type(removed) == 'table' and removed.err then return 0 end
   return 1
 end)
+end

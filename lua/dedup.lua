@@ -1,9 +1,11 @@
 --[[ dedup.lua — shared locals for deduplication (used by glidemq_add and glidemq_upkeep).
   The `<base>:dedup` hash maps a dedup id to `<mode>:<expiresAt>:<jobId>`: the mode letter of the
-  add that wrote it (s simple, t throttle, d debounce), when its window ends (ms; 0 = no end) and
-  the job it points at. Valkey 8 has no per-field TTL, so these functions keep it: an entry that
-  is over is ignored and overwritten when an add meets it, and the promotion tick's bounded sweep
-  (dedupSweep) deletes the ones nobody meets again.
+  add that wrote it (s simple, t throttle, d debounce), when its window ends (ms of the server's
+  clock; 0 = no end) and the job it points at. Valkey 8 has no per-field TTL, so these functions
+  keep it: an entry that is over is ignored and overwritten when an add meets it, and the promotion
+  tick's bounded sweep (dedupSweep) deletes the ones nobody meets again. Windows are opened and
+  compared with the server's TIME only (callers pass serverNow()): a producer whose clock is off
+  can neither shorten nor stretch a window.
   Modes, as the new add asks:
     simple    blocked while the earlier job is not finished (and, with a ttl, its window is open).
     throttle  blocked while the window (ttl from the first add) is open, whatever the job does.
@@ -13,9 +15,13 @@
               otherwise it adds a new job (nothing is dropped). The window defaults to the delay.
 ]]
 local DEDUP_MODES = { simple = 's', throttle = 't', debounce = 'd' }
+local DEDUP_MAX_ID_LEN = 512 -- bytes of a dedup id (src/engine/options.ts agrees)
+-- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).
+local parseDedupEntry, checkDedup, applyDedup, recordDedup, dedupSweep
+do
 local DEDUP_SWEEP_COUNT = 100
 
-local function parseDedupEntry(v)
+parseDedupEntry = function(v)
   local mode, expiresAt, jobId = string.match(v, '^(%a):(%d+):(.*)$')
   return mode, tonumber(expiresAt) or 0, jobId
 end
@@ -33,34 +39,36 @@ local function debounceable(f)
   return f[1] == 'delayed' and not f[2]
 end
 
--- Checks one job's dedup arguments; returns an error reply or nil.
-local function validateDedup(label, id, ttl, mode, delay)
+-- The dedup checks decodeArgs cannot express; raises ERR_INVALID naming `what` (the function and
+-- the job). `ttl` and `delay` are numbers already checked, `mode` one of '', simple, throttle, debounce.
+checkDedup = function(what, id, ttl, mode, delay)
   if id == '' then
-    if mode ~= '' then return fail('ERR_INVALID', label .. ': a dedup mode needs a dedup id') end
-    return nil
+    if mode ~= '' or ttl ~= 0 then
+      refuse('ERR_INVALID', what .. ': dedupMode and dedupTtl need a dedupId (send "", 0, "" for no dedup)')
+    end
+    return
   end
-  if #id > 512 then return fail('ERR_INVALID', label .. ': a dedup id may be at most 512 bytes') end
-  if not DEDUP_MODES[mode] then
-    return fail('ERR_INVALID', label .. ': dedup mode must be simple, throttle or debounce, got "' .. tostring(mode) .. '"')
+  if mode == '' then refuse('ERR_INVALID', what .. ': a dedupId needs a dedupMode: simple, throttle or debounce') end
+  if mode == 'throttle' and ttl == 0 then refuse('ERR_INVALID', what .. ': throttle dedup needs a ttl > 0 (dedupTtl)') end
+  if mode == 'debounce' and delay <= 0 then
+    refuse('ERR_INVALID', what .. ': debounce dedup needs a delay > 0 (the job waits out the quiet period)')
   end
-  if not ttl or ttl < 0 or ttl ~= math.floor(ttl) then
-    return fail('ERR_INVALID', label .. ': dedup ttl must be a whole number of ms >= 0')
-  end
-  if mode == 'throttle' and ttl == 0 then return fail('ERR_INVALID', label .. ': throttle dedup needs a ttl > 0') end
-  if mode == 'debounce' and not (delay and delay > 0) then
-    return fail('ERR_INVALID', label .. ': debounce dedup needs a delay > 0 (the job waits out the quiet period)')
-  end
-  return nil
+end
+
+-- An entry's window end as digits (tostring would write a large sum as 1.2e+15, which
+-- parseDedupEntry could not read back).
+local function dedupEntry(mode, expiresAt, jobId)
+  return DEDUP_MODES[mode] .. ':' .. string.format('%.0f', expiresAt) .. ':' .. jobId
 end
 
 --[[ Decides an add with a dedup id before anything is created.
   Returns 'new' (go ahead and record the entry with recordDedup once the job exists),
   or 'blocked', existingId, or 'debounced', existingId (the delayed job took the new data). ]]
-local function applyDedup(k, now, dedupId, ttl, mode, data, delay)
+applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
   local v = redis.call('HGET', k.dedup, dedupId)
   if not v then return 'new' end
   local _, expiresAt, existing = parseDedupEntry(v)
-  if not existing or not dedupWindowOpen(expiresAt, now) then return 'new' end
+  if not existing or existing == '' or not dedupWindowOpen(expiresAt, now) then return 'new' end
   local jk = jobKey(k, existing)
   local f = redis.call('HMGET', jk, 'state', 'fence')
   if mode == 'throttle' or (mode == 'simple' and jobUnfinished(f[1])) then
@@ -71,47 +79,50 @@ local function applyDedup(k, now, dedupId, ttl, mode, data, delay)
     if ttl == 0 then ttl = delay end
     redis.call('HSET', jk, 'data', data, 'delay', delay)
     redis.call('ZADD', k.scheduled, now + delay, existing)
-    redis.call('HSET', k.dedup, dedupId, 'd:' .. (now + ttl) .. ':' .. existing)
+    redis.call('HSET', k.dedup, dedupId, dedupEntry('debounce', now + ttl, existing))
     emit(k, 'debounced', existing, 'dedupId', dedupId)
     return 'debounced', existing
   end
   return 'new'
 end
 
-local function recordDedup(k, now, dedupId, ttl, mode, delay, jobId)
+recordDedup = function(k, now, dedupId, ttl, mode, delay, jobId)
   if mode == 'debounce' and ttl == 0 then ttl = delay end
   local expiresAt = 0
   if ttl > 0 then expiresAt = now + ttl end
-  redis.call('HSET', k.dedup, dedupId, DEDUP_MODES[mode] .. ':' .. expiresAt .. ':' .. jobId)
+  redis.call('HSET', k.dedup, dedupId, dedupEntry(mode, expiresAt, jobId))
 end
 
--- Whether an entry can no longer block or absorb any add.
+-- Whether an entry can no longer block or absorb any add. A job key another program replaced by
+-- another type is no job: its entry is over (read with pcall, so that key cannot stop the sweep).
 local function dedupEntryOver(k, v, now)
   local mode, expiresAt, jobId = parseDedupEntry(v)
   if not mode or not dedupWindowOpen(expiresAt, now) then return true end
   if mode == 't' then return false end
-  local f = redis.call('HMGET', jobKey(k, jobId), 'state', 'fence')
+  local f = redis.pcall('HMGET', jobKey(k, jobId), 'state', 'fence')
+  if f.err then return true end
   if mode == 's' then return not jobUnfinished(f[1]) end
   return not debounceable(f)
 end
 
 -- One bounded HSCAN step over the dedup hash (cursor kept in meta); deletes entries that are over.
-local function dedupSweep(k, now)
+-- All reads come first, then the writes. The caller checked that meta and dedup are hashes.
+dedupSweep = function(k, now)
   if redis.call('EXISTS', k.dedup) == 0 then return 0 end
   local cursor = redis.call('HGET', k.meta, 'dedupCursor') or '0'
+  if not string.find(cursor, '^%d+$') then cursor = '0' end -- written by another program: start over
   local r = redis.call('HSCAN', k.dedup, cursor, 'COUNT', DEDUP_SWEEP_COUNT)
-  local removed = 0
+  local over = {}
   local entries = r[2]
   for i = 1, #entries, 2 do
-    if dedupEntryOver(k, entries[i + 1], now) then
-      redis.call('HDEL', k.dedup, entries[i])
-      removed = removed + 1
-    end
+    if dedupEntryOver(k, entries[i + 1], now) then over[#over + 1] = entries[i] end
   end
+  if #over > 0 then redis.call('HDEL', k.dedup, unpack(over)) end
   if r[1] == '0' then
     redis.call('HDEL', k.meta, 'dedupCursor')
   else
     redis.call('HSET', k.meta, 'dedupCursor', r[1])
   end
-  return removed
+  return #over
+end
 end

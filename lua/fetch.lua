@@ -2,70 +2,97 @@
 
   glidemq_fetch: takes up to `count` jobs for a worker without blocking (priority, then LIFO,
   then stream). Used when a worker starts or a slot frees up outside a finish call.
-    KEYS[1] meta key.  ARGV: consumer, now(ms), count (0: fetch nothing, recreate missing
-            consumer groups).
-    Returns {status, job1, job2, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
-            globalConcurrency limit: the worker takes jobs only through this function and
-            glidemq_finish, which check the limit, and waits on events instead of a blocking
-            XREADGROUP, whose deliveries would hold claims beyond the limit); each job is a claim
-            reply: id, fence, name, data, ts, opts, then other fields as pairs (lua/activate.lua,
-            claimJob). When paused, the second element is the id of the newest event (the worker
-            blocks on what follows).
+  KEYS[1]  meta key.
+  ARGV[1]  consumer: the worker's consumer name (the claims' owner).
+  ARGV[2]  count: jobs wanted (0..10000; 0: fetch nothing, recreate missing consumer groups).
+  Returns  {status, job1, job2, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
+           globalConcurrency limit: the worker takes jobs only through this function and
+           glidemq_finish, which check the limit, and waits on events instead of a blocking
+           XREADGROUP, whose deliveries would hold claims beyond the limit); each job is a claim
+           reply: id, fence, name, data, ts, opts, then other fields as pairs (lua/activate.lua,
+           claimJob). When paused, the second element is the id of the newest event (the worker
+           blocks on what follows). processedOn and lockedAt are the server's time.
+  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
+           Leftover entries of removed jobs are acked and dropped.
 
   glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read
   cannot run inside a function). Stream entries become active claims; wake entries are acked
-  and turned into priority/LIFO pops. While paused, or with no global slot free, delivered
+  and turned into priority/LIFO/group pops. While paused, or with no global slot free, delivered
   stream entries are handed back to the queue instead of being held.
-    KEYS[1] meta key.  ARGV: consumer, now(ms), want (free slots of the worker), nStream, then
-            nStream pairs (entryId, jobId), then the wake entry ids.
-    Returns {status, job1, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
-            globalConcurrency limit; entries beyond the free slots were handed back at once, so
-            a claim is never held while waiting for a slot). When paused, the second element is
-            the id of the newest event, as for glidemq_fetch.
-  Errors: none (leftover entries of removed jobs are acked and dropped).
+  KEYS[1]  meta key.
+  ARGV[1]  consumer: the worker's consumer name (the read was made as it).
+  ARGV[2]  want: free slots of the worker (0..10000): at most this many claims are made.
+  ARGV[3]  wakeIds: the wake stream entry ids delivered, joined by ',' ('' for none).
+  ARGV[4]  nStream: the number of job stream entries delivered (0..10000); `nStream` groups of 2
+           arguments follow, one per entry, each:
+    group.entryId: the job stream entry id.
+    group.jobId: the entry's id field as delivered (an entry of a removed or foreign job, or one
+           without the field: '', is acked and dropped).
+  Returns  {status, job1, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
+           globalConcurrency limit; entries beyond the free slots were handed back at once, so
+           a claim is never held while waiting for a slot). When paused, the second element is
+           the id of the newest event, as for glidemq_fetch.
+  Errors   ERR_INVALID (an argument, or nStream not matching the entries sent), ERR_WRONG_TYPE.
 ]]
-redis.register_function('glidemq_fetch', function(keys, args)
+-- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
+do
+local FETCH_ARGS = { 'consumer', ARG.nonEmpty, 'count', ARG.count }
+local FETCH_GROUPS = { 'stream', 'stream', 'wake', 'stream' } -- ensureQueue/ensureGroup create these
+local ACTIVATE_HEAD = { 'consumer', ARG.nonEmpty, 'want', ARG.count, 'wakeIds', ARG.streamIds, 'nStream', ARG.count }
+local ACTIVATE_ENTRY = { 'entryId', ARG.streamId, 'jobId', ARG.any }
+
+register('glidemq_fetch', function(keys, args)
   local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_fetch', args, FETCH_ARGS)
+  -- check phase: reads (a key of another type raises here, before any write) and key types
+  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
+  local since = m[1] == '1' and lastEventId(k)
+  requireTypes(k, FETCH_GROUPS)
+  local lists = checkFetch(k, a.count, m, false)
   ensureQueue(k)
-  if toInt(args[3], 1) <= 0 then
+  if a.count == 0 then
     -- count 0: a worker whose read found no consumer group (the stream was deleted or its group
     -- destroyed by hand) has both groups created again
     ensureGroup(k.stream)
     ensureGroup(k.wake)
   end
-  if isPaused(k) then return { 'paused', lastEventId(k) } end
-  local jobs = fetchNext(k, args[1], toInt(args[2], 0), toInt(args[3], 1))
-  table.insert(jobs, 1, globalLimit(k) > 0 and 'limited' or 'ok')
+  if since then return { 'paused', since } end
+  local jobs = fetchNext(k, a.consumer, serverNow(), a.count, m, lists)
+  table.insert(jobs, 1, toInt(m[2], 0) > 0 and 'limited' or 'ok')
   return jobs
 end)
 
-redis.register_function('glidemq_activate', function(keys, args)
+register('glidemq_activate', function(keys, args)
   local k = keysFor(keys[1])
-  local consumer, now, want, nStream = args[1], toInt(args[2], 0), toInt(args[3], 1), toInt(args[4], 0)
-  local paused = isPaused(k)
-  local out = { paused and 'paused' or (globalLimit(k) > 0 and 'limited' or 'ok') }
+  local a, entries = decodeArgs('glidemq_activate', args, ACTIVATE_HEAD, ACTIVATE_ENTRY, 'nStream')
+  local consumer, wakeIds = a.consumer, a.wakeIds
+  -- check phase: reads, then the types of the keys the writes below touch
+  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
+  local paused = m[1] == '1'
+  local out = { paused and 'paused' or (toInt(m[2], 0) > 0 and 'limited' or 'ok') }
   if paused then out[2] = lastEventId(k) end
   -- the entries being activated are already in the pending list: they do not hold a slot yet
   local free = 0
-  if not paused then free = math.min(freeSlots(k) + nStream, want) end
-  for i = 0, nStream - 1 do
-    local sid, id = args[5 + i * 2], args[6 + i * 2]
+  if not paused then free = math.min(freeSlots(k) + #entries, a.want) end
+  if #entries > 0 then requireTypes(k, STREAM_TYPES) end
+  if #wakeIds > 0 then requireTypes(k, LIST_TYPES) end -- wake acks, then list pops
+  local now = serverNow()
+  for _, e in ipairs(entries) do
     if free > 0 then
-      local job = activateEntry(k, sid, id, consumer, now)
+      local job = activateEntry(k, e.entryId, e.jobId, consumer, now)
       if job then
         out[#out + 1] = job
         free = free - 1
       end
     else
-      handBack(k, sid, id)
+      handBack(k, e.entryId, e.jobId)
     end
   end
-  local nWake = 0
-  for i = 5 + nStream * 2, #args do
-    redis.call('XACK', k.wake, GROUP, args[i])
-    redis.call('XDEL', k.wake, args[i])
-    nWake = nWake + 1
+  for _, wid in ipairs(wakeIds) do
+    redis.call('XACK', k.wake, GROUP, wid)
+    redis.call('XDEL', k.wake, wid)
   end
+  local nWake = #wakeIds
   while nWake > 0 and free > 0 do
     local job = popListJob(k, consumer, now)
     if not job then break end
@@ -75,3 +102,4 @@ redis.register_function('glidemq_activate', function(keys, args)
   end
   return out
 end)
+end

@@ -1,32 +1,58 @@
 --[[ finish.lua — glidemq_finish, glidemq_finishMany: complete or fail claims, then fetch the next jobs.
   At most one call per job in steady state: the worker's results go in, its next jobs come out.
+  Each call reads every job it finishes and checks the type of every key it will write (the job
+  hashes are read, so a job key of another type raises there) before its first write: a refused
+  call changes nothing. Times (finishedOn, the finished sets' scores, the due time of a retry,
+  the metrics minute, retention by age, the next jobs' processedOn and lockedAt) are the server's
+  TIME, read once per call.
 
   glidemq_finish
   KEYS[1]  meta key.
-  ARGV     jobId, fence, consumer, now(ms), outcome ('completed'|'failed'), value (return value
-           JSON, or the failure reason), retryDelay (ms; -1 = do not retry), fetchCount, keep (the
-           retention rule for the outcome, the job's removeOnComplete or removeOnFail: '' keep all |
-           '0' remove | 'count:N' | 'age:MS'), durationMs (processing time, counted in the
-           per-minute metrics, lua/metrics.lua).
+  ARGV[1]  jobId: the job the worker ran.
+  ARGV[2]  fence: the fence of its claim (the claim reply's second element).
+  ARGV[3]  consumer: the worker's consumer name.
+  ARGV[4]  outcome: 'completed' or 'failed'.
+  ARGV[5]  value: the return value (JSON text) for completed, the failure reason for failed.
+  ARGV[6]  retryDelay: -1 = do not retry; else ms from the server's now until the retry may run
+           (0 = at once), used while attempts are left.
+  ARGV[7]  fetchCount: next jobs wanted (0..10000).
+  ARGV[8]  keep: the retention rule for the outcome (the job's removeOnComplete or removeOnFail):
+           '' keep all | '0' remove at once | 'count:N' keep the newest N | 'age:MS' keep those
+           finished within MS ms.
+  ARGV[9]  durationMs: processing time (ms), counted in the per-minute metrics (lua/metrics.lua).
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
-  Errors   ERR_INVALID for an unknown outcome.
+  Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the
-  results that are ready together), each job exactly as glidemq_finish would finish it.
+  results that are ready together), each job exactly as glidemq_finish would finish it in
+  argument order (a job named twice: the second finish finds it finished, 'stale', or removed,
+  'missing').
   KEYS[1]  meta key.
-  ARGV     consumer, now(ms), count, fetchCount (next jobs wanted for the whole batch), then
-           `count` groups of 7: jobId, fence, outcome, value, retryDelay, keep, durationMs (as above).
+  ARGV[1]  consumer: the worker's consumer name.
+  ARGV[2]  count: the number of jobs (0..10000).
+  ARGV[3]  fetchCount: next jobs wanted for the whole batch (0..10000).
+  ARGV[4..]  `count` groups of 7 arguments, one per job, each as for glidemq_finish:
+    group.jobId: the job the worker ran.
+    group.fence: the fence of its claim.
+    group.outcome: 'completed' or 'failed'.
+    group.value: the return value (JSON text), or the failure reason.
+    group.retryDelay: -1 = do not retry; else ms from the server's now until the retry.
+    group.keep: the retention rule for the outcome ('' | '0' | 'count:N' | 'age:MS').
+    group.durationMs: processing time (ms), for the metrics.
   Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
            up to fetchCount next jobs.
-  Errors   ERR_INVALID for an unknown outcome (checked for every job before the first write).
+  Errors   ERR_INVALID (an argument, named with its group; a count that does not match the groups
+           sent), ERR_WRONG_TYPE. Every job is checked before the first write.
 
   Events   'failed' and 'retrying' always; 'completed' only on a queue with a globalConcurrency
            limit, whose workers wait on the events stream for a finish that frees a slot
            (src/engine/change-waiter.ts). Nothing else reads it, and on the hot path one XADD per
            job is a tenth of a finish's cost; completions are in the completed set and the metrics.
 ]]
+-- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
+do
 local MAX_RETENTION_REMOVALS = 100
 
 -- Applies a retention spec to a finished set, deleting the job hashes it drops.
@@ -39,6 +65,8 @@ local function retain(k, setKey, spec, now, justFinished)
     local kind, n = string.match(spec, '^(%a+):(%d+)$')
     n = tonumber(n)
     if kind == 'count' then
+      -- (a set never holds 2^32 members; a larger N would reach ZRANGE as '-1e+15', not an index)
+      if n >= 4294967295 then return end
       victims = redis.call('ZRANGE', setKey, 0, -(n + 1))
       if #victims > MAX_RETENTION_REMOVALS then
         local cut = {}
@@ -72,105 +100,232 @@ local function settle(k, jk, id, setKey, keep, now, made, state, field, value)
   retain(k, setKey, keep, now, id)
 end
 
--- Finishes one claim (see glidemq_finish) and returns its status. With `acks` given, a stream
--- claim's entry id is appended to it instead of being acked and deleted here: the caller acks them
--- all in one command and deletes them with dropAcked, before anything reads the pending list again.
--- `announce`: emit the 'completed' event (see the header).
--- `keep` is the retention rule for the outcome.
-local function finishOne(k, id, fence, consumer, now, outcome, value, retryDelay, keep, announce, acks)
+-- A retention rule as options.ts encodeRetention writes it.
+local KEEP_RULE = kind("a retention rule: '' (keep all), '0' (remove), 'count:N' or 'age:MS'", function(v)
+  if v == '' or v == '0' then return v end
+  local rule, n = string.match(v, '^(%a+):(%d+)$')
+  if (rule == 'count' or rule == 'age') and tonumber(n) <= MAX_SAFE_INT then return v end
+  return nil
+end)
+local FINISH_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty,
+  'outcome', ARG.oneOf('completed', 'failed'), 'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT),
+  'fetchCount', ARG.count, 'keep', KEEP_RULE, 'durationMs', ARG.ms }
+local FINISH_MANY_HEAD = { 'consumer', ARG.nonEmpty, 'count', ARG.count, 'fetchCount', ARG.count }
+local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', ARG.oneOf('completed', 'failed'),
+  'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'keep', KEEP_RULE, 'durationMs', ARG.ms }
+-- The keys each outcome writes besides the claim's own (activate.lua requireReleaseTypes).
+local FINISH_TYPES = {
+  completed = { 'completed', 'zset' },
+  failed = { 'failed', 'zset', 'events', 'stream' },
+  delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream' },
+  events = { 'events', 'stream' },
+}
+
+--[[ The check phase for one job `j` (a decoded argument group), writing nothing: reads the job's
+  hash, decides its status and checks the types of the keys the write phase will write for it.
+  Returns status ('completed', 'failed', 'retried', 'delayed', 'stale' or 'missing'), then for an
+  owned claim: its job key, src, stream entry id, attempts made, and whether its writes may put a
+  job in a list (a released list claim, a requeue). A stream claim's entry is acked by the XACK
+  that opens the caller's write phase (which so checks the stream's type). `seen` (finishMany):
+  the status a later finish of an id gets once an earlier job of the call finished it.
+  `announce`: 'completed' is emitted. (Results go back as values, not as fields of `j`: growing
+  the decoded table per job costs more than the rest of the plan; see glidemq_finishMany.) ]]
+local function planFinish(k, j, consumer, seen, announce)
+  local id = j.jobId
+  if seen and seen[id] then return seen[id] end
   local jk = jobKey(k, id)
+  local keep = j.keep
   local cur
-  if outcome == 'completed' and keep == '0' then
+  if j.outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
     cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid')
   else
     cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'attemptsMade', 'attempts')
   end
   if not cur[1] then return 'missing' end
-  if cur[1] ~= 'active' or cur[2] ~= fence or cur[3] ~= consumer then return 'stale' end
-  if acks and cur[4] == 's' and cur[5] then
-    acks[#acks + 1] = cur[5]
-  else
-    releaseClaim(k, id, cur[4], cur[5])
-  end
+  if cur[1] ~= 'active' or tonumber(cur[2]) ~= j.fence or cur[3] ~= consumer then return 'stale' end
+  local src, sid = cur[4], cur[5]
+  local lists = src ~= 's'
+  if lists then requireReleaseTypes(k, src) end
   local made = toInt(cur[6], 0) + 1
-  if outcome == 'completed' then
-    settle(k, jk, id, k.completed, keep, now, made, 'completed', 'returnvalue', value)
-    if announce then emit(k, 'completed', id) end
-    return 'completed'
-  end
-  if retryDelay >= 0 and made < toInt(cur[7], 1) then
-    local status
-    redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
-    local fields = { 'attemptsMade', made, 'failedReason', value }
-    if retryDelay > 0 then
-      fields[5], fields[6] = 'state', 'delayed'
-      redis.call('HSET', jk, unpack(fields))
-      redis.call('ZADD', k.scheduled, now + retryDelay, id)
-      groupHoldDelayed(k, id, jk)
+  local status
+  if j.outcome == 'completed' then
+    status = 'completed'
+    if keep ~= '0' then requireTypesOnce(k, FINISH_TYPES.completed) end
+    if announce then requireTypesOnce(k, FINISH_TYPES.events) end
+  elseif j.retryDelay >= 0 and made < toInt(cur[7], 1) then
+    if j.retryDelay > 0 then
       status = 'delayed'
+      requireTypesOnce(k, FINISH_TYPES.delayed)
     else
-      redis.call('HSET', jk, unpack(fields))
-      requeue(k, id, jk)
       status = 'retried'
+      requireRequeueTypes(k, redis.call('HGET', jk, 'grp') or nil)
+      requireTypesOnce(k, FINISH_TYPES.events)
+      lists = true
     end
-    emit(k, 'retrying', id, 'reason', value)
-    return status
+  else
+    status = 'failed'
+    requireTypesOnce(k, keep ~= '0' and FINISH_TYPES.failed or FINISH_TYPES.events)
   end
-  settle(k, jk, id, k.failed, keep, now, made, 'failed', 'failedReason', value)
-  emit(k, 'failed', id, 'reason', value)
-  return 'failed'
+  if seen then
+    -- a final outcome with keep '0' deletes the job; anything else leaves it not active
+    seen[id] = ((status == 'completed' or status == 'failed') and keep == '0') and 'missing' or 'stale'
+  end
+  return status, jk, src, sid, made, lists
 end
 
-local function badOutcome(id, outcome)
-  return fail('ERR_INVALID', 'job ' .. id .. ': finish outcome must be completed or failed, got ' .. tostring(outcome))
+-- Whether a job id appears twice in `jobs` (then planFinish needs its `seen` table). A batch
+-- rarely does: comparing a small one's ids pairwise costs less than building the table.
+local function hasRepeatedId(jobs)
+  local n = #jobs
+  if n > 8 then return true end
+  for i = 2, n do
+    local id = jobs[i].jobId
+    for j = 1, i - 1 do
+      if jobs[j].jobId == id then return true end
+    end
+  end
+  return false
 end
 
-redis.register_function('glidemq_finish', function(keys, args)
+-- The count stored in metrics hash `key` for `minute`, read before the first write (a key of
+-- another type raises here), or nil. A value that is not a count is refused: HINCRBY would fail
+-- on it halfway through the call.
+local function metricsCount(key, minute)
+  local v = redis.call('HGET', key, minute)
+  if v and not string.find(v, '^%-?%d+$') then
+    refuse('ERR_WRONG_TYPE', 'metrics key ' .. key .. ' field ' .. minute .. ' holds ' .. showArg(v) ..
+      ', where glidemq keeps a count: another program wrote to it (delete the key)')
+  end
+  return v and tonumber(v)
+end
+
+-- Checks, before the first write, what recordMetrics will write at server time `now` for
+-- `completed` / `failed` finishes: the minute's counters and time are read (metricsCount), and
+-- the minute's first finish, which also writes the minutes index and trims, checks every metrics
+-- key. Two reads on the hot path, where checking every key would take four TYPE calls.
+local function checkMetrics(k, now, completed, failed)
+  local m = metricsKeys(k)
+  local minute = math.floor(now / 60000)
+  local first = false
+  if completed and (metricsCount(m.completed, minute) or 0) == 0 then first = true end
+  if failed and (metricsCount(m.failed, minute) or 0) == 0 then first = true end
+  metricsCount(m.time, minute)
+  if first then requireMetricsTypes(k) end
+end
+
+-- The write phase for a job planFinish found owned (status completed, failed, retried or
+-- delayed). A stream claim's entry was acked by the caller (see planFinish), which deletes it
+-- after this; a list claim is released here. `now` is the server's time.
+local function applyFinish(k, j, status, jk, src, sid, made, now, announce)
+  local id, value = j.jobId, j.value
+  if src ~= 's' then releaseClaim(k, id, src, sid) end
+  if status == 'completed' then
+    settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value)
+    if announce then emit(k, 'completed', id) end
+    return
+  end
+  if status == 'failed' then
+    settle(k, jk, id, k.failed, j.keep, now, made, 'failed', 'failedReason', value)
+    emit(k, 'failed', id, 'reason', value)
+    return
+  end
+  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
+  if status == 'delayed' then
+    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed')
+    redis.call('ZADD', k.scheduled, now + j.retryDelay, id)
+    groupHoldDelayed(k, id, jk)
+  else
+    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value)
+    requeue(k, id, jk)
+  end
+  emit(k, 'retrying', id, 'reason', value)
+end
+
+register('glidemq_finish', function(keys, args)
   local k = keysFor(keys[1])
-  local id, fence, consumer, now = args[1], args[2], args[3], toInt(args[4], 0)
-  local outcome = args[5]
-  if outcome ~= 'completed' and outcome ~= 'failed' then return badOutcome(id, outcome) end
+  local a = decodeArgs('glidemq_finish', args, FINISH_ARGS)
+  -- check phase
+  local now = serverNow()
   local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
-  local status = finishOne(k, id, fence, consumer, now, outcome, args[6], toInt(args[7], -1), args[9] or '', toInt(m[2], 0) > 0)
-  if status ~= 'stale' and status ~= 'missing' then recordMetrics(k, now, status == 'completed', toInt(args[10], 0)) end
-  local out = fetchNext(k, consumer, now, toInt(args[8], 0), m)
+  local announce = toInt(m[2], 0) > 0
+  local status, jk, src, sid, made, lists = planFinish(k, a, a.consumer, nil, announce)
+  local acked = jk and src == 's' and sid
+  if jk then checkMetrics(k, now, status == 'completed', status ~= 'completed') end
+  -- the XACK that opens the write phase raises on a stream of another type before any write
+  if acked then rawset(k, STREAM_TYPES, true) end
+  lists = checkFetch(k, a.fetchCount, m, lists or false)
+  -- write phase
+  if jk then
+    if acked then redis.call('XACK', k.stream, GROUP, sid) end
+    applyFinish(k, a, status, jk, src, sid, made, now, announce)
+    if acked then redis.call('XDEL', k.stream, sid) end
+    recordMetrics(k, now, status == 'completed', a.durationMs)
+  end
+  local out = fetchNext(k, a.consumer, now, a.fetchCount, m, lists)
   table.insert(out, 1, status)
   return out
 end)
 
-local MANY_FIELDS = 7
-local MANY_HEADER = 4
-
-redis.register_function('glidemq_finishMany', function(keys, args)
+register('glidemq_finishMany', function(keys, args)
   local k = keysFor(keys[1])
-  local consumer, now, count, fetchCount = args[1], toInt(args[2], 0), toInt(args[3], 0), toInt(args[4], 0)
-  for i = 0, count - 1 do
-    local o = MANY_HEADER + i * MANY_FIELDS
-    local outcome = args[o + 3]
-    if outcome ~= 'completed' and outcome ~= 'failed' then return badOutcome(args[o + 1], outcome) end
-  end
+  local a, jobs = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count')
+  local consumer = a.consumer
+  -- check phase: every job's hash is read, and every key type checked, before the first write.
+  -- What the write phase needs per job goes in statuses (the reply), acks, and j.jk: an eighth
+  -- field fits the decoded group's table as it is (a new table per job, or a ninth field, would
+  -- grow a table per job on the hottest path). The src and sid of a list claim and the attempts
+  -- made are kept only when needed (a job without a list src is a stream claim, acked above).
+  local now = serverNow()
   local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
   local announce = toInt(m[2], 0) > 0
+  local seen = hasRepeatedId(jobs) and {} or nil
   local statuses, acks = {}, {}
-  local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
-  for i = 0, count - 1 do
-    local o = MANY_HEADER + i * MANY_FIELDS
-    local status = finishOne(k, args[o + 1], args[o + 2], consumer, now, args[o + 3], args[o + 4],
-      toInt(args[o + 5], -1), args[o + 6] or '', announce, acks)
-    statuses[i + 1] = status
-    if status == 'completed' then
-      nCompleted, msCompleted = nCompleted + 1, msCompleted + toInt(args[o + 7], 0)
-    elseif status ~= 'stale' and status ~= 'missing' then
-      nFailed, msFailed = nFailed + 1, msFailed + toInt(args[o + 7], 0)
+  local mades, listSrcs, listSids
+  local lists, anyCompleted, anyFailed = false, false, false
+  for i, j in ipairs(jobs) do
+    local status, jk, src, sid, made, jobLists = planFinish(k, j, consumer, seen, announce)
+    statuses[i] = status
+    if jk then
+      j.jk = jk
+      if status == 'completed' then anyCompleted = true else anyFailed = true end
+      if jobLists then lists = true end
+      if src == 's' then
+        if sid then acks[#acks + 1] = sid end
+      elseif src then
+        listSrcs, listSids = listSrcs or {}, listSids or {}
+        listSrcs[i], listSids[i] = src, sid
+      end
+      if status ~= 'completed' or j.keep ~= '0' then
+        mades = mades or {}
+        mades[i] = made
+      end
     end
   end
-  if #acks > 0 then
-    redis.call('XACK', k.stream, GROUP, unpack(acks))
-    dropAcked(k, acks)
+  if anyCompleted or anyFailed then checkMetrics(k, now, anyCompleted, anyFailed) end
+  -- the XACK that opens the write phase raises on a stream of another type before any write
+  if #acks > 0 then rawset(k, STREAM_TYPES, true) end
+  lists = checkFetch(k, a.fetchCount, m, lists)
+  -- write phase
+  if #acks > 0 then redis.call('XACK', k.stream, GROUP, unpack(acks)) end
+  local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
+  for i, j in ipairs(jobs) do
+    local jk = j.jk
+    if jk then
+      local status = statuses[i]
+      local src = listSrcs and listSrcs[i] or 's'
+      applyFinish(k, j, status, jk, src, listSids and listSids[i], mades and mades[i], now, announce)
+      if status == 'completed' then
+        nCompleted, msCompleted = nCompleted + 1, msCompleted + j.durationMs
+      else
+        nFailed, msFailed = nFailed + 1, msFailed + j.durationMs
+      end
+    end
   end
+  if #acks > 0 then dropAcked(k, acks) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
-  for _, job in ipairs(fetchNext(k, consumer, now, fetchCount, m)) do statuses[#statuses + 1] = job end
+  for _, job in ipairs(fetchNext(k, consumer, now, a.fetchCount, m, lists)) do statuses[#statuses + 1] = job end
   return statuses
 end)
+end

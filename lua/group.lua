@@ -15,27 +15,82 @@
   Invariant: a group with waiting jobs is in ready-groups, in timed-groups, or parked because it is
   full (maxConcurrency reached, or held); each path that frees a slot or adds a job calls touchGroup.
   `active` changes only together with an h:<jobId> field, so a double release cannot drift it.
-  Time comes from the callers' `now` (ARGV), never from the server clock.
+  Time: every `now` these helpers take is the server's TIME, read by the calling function with
+  serverNow() (helpers.lua) and passed down, never a caller's clock: windowStart, lastRefill and
+  the timed-groups scores are server times, so workers whose clocks disagree still share one clock
+  for a group's limits. A wait a client needs is returned relative (glidemq_promote's nextDueIn).
+  Key types: a function that may put a job into a group (glidemq_add; a retry, promotion or stall
+  that requeues one) calls groupRequireTypes(k, groupId) for each such group before its first
+  write: it raises ERR_WRONG_TYPE when a group key, or a queue key these helpers write, holds
+  another type. Paths that only schedule groups already there (takeGroupJob, promoteTimedGroups,
+  a slot given back by finish or remove) never raise on such a key halfway through a call: they
+  take the group out of ready- and timed-groups and leave its keys as another program wrote them.
+  groupParse checks a job's group spec in full (glidemq_add validates with it before writing).
 ]]
+-- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).
+local groupKeys, readGroup, concurrencyLimit, groupRequireTypes, groupHoldDelayed, groupForget,
+  promoteTimedGroups, groupConfigure, groupParse, takeGroupJob, nextTimedGroup
+do
 local GROUP_SCAN = 50   -- ready groups examined per pop
 local HOLDER_CHECK = 100
+-- Group spec fields (as groups.ts encodes them) and the refill rate range (tokens/s; groups.ts agrees).
+local GROUP_SPEC = { keys = { id = true, maxConcurrency = true, rateMax = true, rateDuration = true,
+  capacity = true, refillRate = true, ordered = true }, minRefill = 0.000001, maxRefill = 1000000,
+  maxWhole = '9007199254740991' } -- MAX_SAFE_INT as text (string.* is not loaded while the library loads)
 
-local function groupKeys(k, gid)
+groupKeys = function(k, gid)
   local gk = k.groupPrefix .. gid .. '}'
   return gk, gk .. ':jobs'
+end
+
+-- Queue keys the group helpers write, and their types.
+local GROUP_QUEUE_TYPES = { 'meta', 'hash', 'readyGroups', 'zset', 'timedGroups', 'zset', 'wake', 'stream' }
+
+--[[ Raises ERR_WRONG_TYPE unless the keys a job joining group `gid` may write (the group's hash and
+  job line, and the queue's meta, ready-groups, timed-groups and wake keys) are absent or of the
+  type glidemq keeps there. Call it before the first write of a function that may enqueue into,
+  release or re-queue a group job (gid nil: the queue keys only). Each key is checked once per call
+  (remembered on `k`). ]]
+groupRequireTypes = function(k, gid)
+  local seen = rawget(k, 'groupTypesChecked')
+  if not seen then
+    requireTypes(k, GROUP_QUEUE_TYPES)
+    seen = {}
+    rawset(k, 'groupTypesChecked', seen)
+  end
+  if gid and not seen[gid] then
+    local gk, jobs = groupKeys(k, gid)
+    requireKeyType(gk, 'hash')
+    requireKeyType(jobs, 'zset')
+    seen[gid] = true
+  end
+end
+
+-- A command on a group key (or a job hash a group names) that another program may have
+-- overwritten: its reply, or nil on WRONGTYPE (which writes nothing). Other errors are raised.
+local function groupTry(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, '^WRONGTYPE') then return nil end
+    error(r)
+  end
+  return r
 end
 
 local GROUP_FIELDS = { 'maxConcurrency', 'active', 'ordered', 'heldBy', 'rateMax', 'rateDuration',
   'windowStart', 'windowCount', 'capacity', 'refillRate', 'tokens', 'lastRefill' }
 
-local function readGroup(gk)
-  local v = redis.call('HMGET', gk, unpack(GROUP_FIELDS))
+-- The group's settings and counters, or nil when its hash holds another type. (This name shadows
+-- args.lua's readGroup from here on; args.lua's decodeArgs keeps its own.)
+readGroup = function(gk)
+  local v = groupTry('HMGET', gk, unpack(GROUP_FIELDS))
+  if not v then return nil end
   local g = {}
   for i, name in ipairs(GROUP_FIELDS) do g[name] = v[i] end
   return g
 end
 
-local function concurrencyLimit(g)
+concurrencyLimit = function(g)
   if g.ordered == '1' then return 1 end
   return toInt(g.maxConcurrency, 0)
 end
@@ -50,7 +105,7 @@ local function healHolders(k, gid, gk)
       checked = checked + 1
       if checked > HOLDER_CHECK then break end
       local id = string.sub(f, 3)
-      local j = redis.call('HMGET', jobKey(k, id), 'state', 'grp', 'src')
+      local j = groupTry('HMGET', jobKey(k, id), 'state', 'grp', 'src') or {}
       if j[1] ~= 'active' or j[2] ~= gid or j[3] ~= 'g' then
         redis.call('HDEL', gk, f)
         dropped = dropped + 1
@@ -68,7 +123,7 @@ end
 -- True when no slot is free (concurrency reached, or an ordered group held by a pending retry).
 local function groupFull(k, gid, gk, g, heal)
   if g.ordered == '1' and g.heldBy then
-    if redis.call('HGET', jobKey(k, g.heldBy), 'state') == 'delayed' then return true end
+    if groupTry('HGET', jobKey(k, g.heldBy), 'state') == 'delayed' then return true end
     redis.call('HDEL', gk, 'heldBy') -- the holding job was removed or moved on
     g.heldBy = nil
   end
@@ -127,17 +182,21 @@ local function groupRoom(g, now, waiting)
 end
 
 -- Makes a group that has waiting jobs findable again (unless a time gate or a full slot holds it)
--- and wakes up to `wakes` blocked workers for it.
+-- and wakes up to `wakes` blocked workers for it. A group whose keys hold another type is taken
+-- out of ready- and timed-groups (nothing can run from it).
 local function touchGroup(k, gid, wakes)
   local gk, jobs = groupKeys(k, gid)
-  if redis.call('ZCARD', jobs) == 0 then
+  local waiting = groupTry('ZCARD', jobs)
+  if not waiting or waiting == 0 then
     redis.call('ZREM', k.readyGroups, gid)
     redis.call('ZREM', k.timedGroups, gid)
     return
   end
   if redis.call('ZSCORE', k.timedGroups, gid) then return end
-  if groupFull(k, gid, gk, readGroup(gk), true) then
+  local g = readGroup(gk)
+  if not g or groupFull(k, gid, gk, g, true) then
     redis.call('ZREM', k.readyGroups, gid)
+    if not g then redis.call('ZREM', k.timedGroups, gid) end
     return
   end
   if not redis.call('ZSCORE', k.readyGroups, gid) then
@@ -146,7 +205,11 @@ local function touchGroup(k, gid, wakes)
   for _ = 1, wakes do wakeWorkers(k) end
 end
 
+-- Puts a job in its group's line. Its caller checked the keys with groupRequireTypes before its
+-- first write; the check here (free when it did) only keeps this helper from writing into a
+-- wrong-typed key.
 groupEnqueue = function(k, id, jk, gid)
+  groupRequireTypes(k, gid)
   local gk, jobs = groupKeys(k, gid)
   local seq = redis.call('HGET', jk, 'gseq')
   if not seq then
@@ -161,10 +224,10 @@ groupEnqueue = function(k, id, jk, gid)
 end
 
 groupRelease = function(k, id)
-  local gid = redis.call('HGET', jobKey(k, id), 'grp')
+  local gid = groupTry('HGET', jobKey(k, id), 'grp')
   if not gid then return end
   local gk = groupKeys(k, gid)
-  if redis.call('HDEL', gk, 'h:' .. id) == 1 then
+  if groupTry('HDEL', gk, 'h:' .. id) == 1 then
     local n = toInt(redis.call('HGET', gk, 'active'), 0) - 1
     if n < 0 then n = 0 end
     redis.call('HSET', gk, 'active', n)
@@ -173,43 +236,50 @@ groupRelease = function(k, id)
 end
 
 -- An ordered group waits for a job that is delayed (a retry backoff, a parked step) before it starts the next job.
-local function groupHoldDelayed(k, id, jk)
+groupHoldDelayed = function(k, id, jk)
   local gid = redis.call('HGET', jk, 'grp')
   if not gid then return end
   local gk = groupKeys(k, gid)
-  if redis.call('HGET', gk, 'ordered') == '1' then
+  if groupTry('HGET', gk, 'ordered') == '1' then
     redis.call('HSET', gk, 'heldBy', id)
     redis.call('ZREM', k.readyGroups, gid)
   end
 end
 
 -- Takes a waiting job out of its group's line (removeJob); frees a hold it had on the group.
-local function groupForget(k, id, jk)
+groupForget = function(k, id, jk)
   local gid = redis.call('HGET', jk, 'grp')
   if not gid then return end
   local gk, jobs = groupKeys(k, gid)
-  if redis.call('ZREM', jobs, id) == 1 then redis.call('HINCRBY', k.meta, 'groupWaiting', -1) end
-  if redis.call('HGET', gk, 'heldBy') == id then redis.call('HDEL', gk, 'heldBy') end
+  if groupTry('ZREM', jobs, id) == 1 then redis.call('HINCRBY', k.meta, 'groupWaiting', -1) end
+  if groupTry('HGET', gk, 'heldBy') == id then redis.call('HDEL', gk, 'heldBy') end
   touchGroup(k, gid, 0)
 end
 
--- Moves groups whose rate window or bucket allows a start again from timed- to ready-groups.
--- Returns how many blocked workers were woken.
-local function promoteTimedGroups(k, now)
+-- Moves groups whose rate window or bucket allows a start again (at server time `now`) from
+-- timed- to ready-groups. Returns how many blocked workers were woken.
+promoteTimedGroups = function(k, now)
   local due = redis.call('ZRANGEBYSCORE', k.timedGroups, '-inf', now, 'LIMIT', 0, 100)
   local woke = 0
   for _, gid in ipairs(due) do
     redis.call('ZREM', k.timedGroups, gid)
     local gk, jobs = groupKeys(k, gid)
-    local room = groupRoom(readGroup(gk), now, redis.call('ZCARD', jobs))
-    touchGroup(k, gid, room)
-    woke = woke + room
+    local g, waiting = readGroup(gk), groupTry('ZCARD', jobs)
+    if g and waiting then
+      local room = groupRoom(g, now, waiting)
+      touchGroup(k, gid, room)
+      woke = woke + room
+    else
+      redis.call('ZREM', k.readyGroups, gid)
+    end
   end
   return woke
 end
 
--- Applies the group settings a job carries (the latest add that names a setting wins).
-local function groupConfigure(k, spec, now)
+-- Applies the group settings a job carries (the latest add that names a setting wins). `spec` is
+-- one groupParse returned; `now` the server time (a new bucket starts full at it).
+groupConfigure = function(k, spec, now)
+  groupRequireTypes(k, spec.id)
   local gk = groupKeys(k, spec.id)
   if spec.maxConcurrency then redis.call('HSET', gk, 'maxConcurrency', spec.maxConcurrency) end
   if spec.rateMax then
@@ -236,31 +306,54 @@ local function groupConfigure(k, spec, now)
   if redis.call('HEXISTS', gk, 'active') == 0 then redis.call('HSET', gk, 'active', 0, 'seq', 0) end
 end
 
--- Validates a job's group spec (JSON text); returns the decoded spec or nil, message.
-local function groupParse(text)
+--[[ Checks a job's group spec (JSON text, as groups.ts encodeGroup writes it) in full: known fields
+  only; id 1..MAX_ID_LEN bytes without "{", "}", whitespace or control characters; counts whole
+  and finite (0..2^53-1; rateDuration from 1 ms); refillRate a finite number of tokens per second
+  within GROUP_SPEC's range; ordered a boolean. Returns the decoded spec, or nil and a message
+  that names the field (the caller prefixes the job and raises ERR_INVALID before any write). ]]
+groupParse = function(text)
   local ok, spec = pcall(cjson.decode, text)
-  if not ok or type(spec) ~= 'table' then return nil, 'group must be a JSON object' end
+  if not ok or type(spec) ~= 'table' then return nil, 'group must be a JSON object like {"id":"customer-42"}' end
   for key, v in pairs(spec) do
+    if not GROUP_SPEC.keys[key] then
+      return nil, 'unknown group option ' .. showArg(tostring(key)) ..
+        ' (known: id, maxConcurrency, rateMax, rateDuration, capacity, refillRate, ordered)'
+    end
     if v == cjson.null then spec[key] = nil end
   end
-  if type(spec.id) ~= 'string' or spec.id == '' or #spec.id > 256 or string.find(spec.id, '[{}%s%c]') then
-    return nil, 'group.id must be 1..256 characters without "{", "}" or whitespace'
+  local id = spec.id
+  if type(id) ~= 'string' or id == '' or #id > MAX_ID_LEN or string.find(id, '[{}%s%c]') then
+    return nil, 'group.id must be 1 to ' .. MAX_ID_LEN .. ' bytes without "{", "}", whitespace or control characters'
   end
-  local function whole(name, min)
+  -- A finite number within [min, max] (and whole when asked); absent is fine.
+  local function inRange(name, min, max, whole)
     local v = spec[name]
     if v == nil then return true end
-    return type(v) == 'number' and v >= min and v == math.floor(v)
+    return type(v) == 'number' and v >= min and v <= max and (not whole or v == math.floor(v))
   end
-  if not whole('maxConcurrency', 0) then return nil, 'group.maxConcurrency must be a whole number >= 0' end
-  if not whole('rateMax', 0) or not whole('rateDuration', 1) then
-    return nil, 'group.rateMax must be a whole number >= 0 and group.rateDuration a number of ms >= 1'
+  if not inRange('maxConcurrency', 0, MAX_SAFE_INT, true) then
+    return nil, 'group.maxConcurrency must be a whole number from 0 to ' .. GROUP_SPEC.maxWhole
   end
+  if not inRange('rateMax', 0, MAX_SAFE_INT, true) then
+    return nil, 'group.rateMax must be a whole number from 0 to ' .. GROUP_SPEC.maxWhole
+  end
+  if not inRange('rateDuration', 1, MAX_SAFE_INT, true) then
+    return nil, 'group.rateDuration must be a whole number of ms from 1 to ' .. GROUP_SPEC.maxWhole
+  end
+  if spec.rateDuration and spec.rateMax == nil then return nil, 'group.rateDuration is only meaningful with group.rateMax' end
   if spec.rateMax and spec.rateMax > 0 and not spec.rateDuration then
-    return nil, 'group.rateMax needs group.rateDuration'
+    return nil, 'group.rateMax needs group.rateDuration (the window length)'
   end
-  if not whole('capacity', 0) then return nil, 'group.tokenBucket.capacity must be a whole number >= 0' end
-  if spec.capacity and spec.capacity > 0 and not (type(spec.refillRate) == 'number' and spec.refillRate > 0) then
-    return nil, 'group.tokenBucket.refillRate must be a number of tokens per second > 0'
+  if not inRange('capacity', 0, MAX_SAFE_INT, true) then
+    return nil, 'group.tokenBucket.capacity must be a whole number from 0 to ' .. GROUP_SPEC.maxWhole
+  end
+  if not inRange('refillRate', GROUP_SPEC.minRefill, GROUP_SPEC.maxRefill, false) then
+    return nil, 'group.tokenBucket.refillRate must be a number of tokens per second from ' ..
+      GROUP_SPEC.minRefill .. ' to ' .. GROUP_SPEC.maxRefill
+  end
+  if spec.refillRate and spec.capacity == nil then return nil, 'group.tokenBucket.refillRate needs group.tokenBucket.capacity' end
+  if spec.capacity and spec.capacity > 0 and not spec.refillRate then
+    return nil, 'group.tokenBucket.capacity needs group.tokenBucket.refillRate (tokens per second)'
   end
   if spec.ordered ~= nil and type(spec.ordered) ~= 'boolean' then return nil, 'group.ordered must be true or false' end
   if spec.ordered and spec.maxConcurrency and spec.maxConcurrency > 1 then
@@ -269,9 +362,10 @@ local function groupParse(text)
   return spec
 end
 
--- Pops the first job of the first group that may start one at `now`, taking its slot, rate window
--- count and token. Returns the job id (the caller activates it in the same call) or nil.
-local function takeGroupJob(k, consumer, now)
+-- Pops the first job of the first group that may start one at server time `now`, taking its slot,
+-- rate window count and token. Returns the job id (the caller activates it in the same call) or nil.
+-- A ready group whose keys hold another type is dropped from ready-groups and skipped.
+takeGroupJob = function(k, consumer, now)
   promoteTimedGroups(k, now)
   for _ = 1, GROUP_SCAN do
     local top = redis.call('ZRANGE', k.readyGroups, 0, 0)
@@ -279,12 +373,13 @@ local function takeGroupJob(k, consumer, now)
     if not gid then return nil end
     local gk, jobs = groupKeys(k, gid)
     local g = readGroup(gk)
-    local verdict, when = groupGate(k, gid, gk, g, now, true)
+    local verdict, when = 'full', nil
+    if g then verdict, when = groupGate(k, gid, gk, g, now, true) end
     if verdict == 'ok' then
       local id
       while true do
-        local head = redis.call('ZPOPMIN', jobs)
-        if not head[1] then break end
+        local head = groupTry('ZPOPMIN', jobs)
+        if not head or not head[1] then break end
         redis.call('HINCRBY', k.meta, 'groupWaiting', -1)
         if redis.call('EXISTS', jobKey(k, head[1])) == 1 then
           id = head[1]
@@ -323,15 +418,17 @@ local function takeGroupJob(k, consumer, now)
       redis.call('ZREM', k.readyGroups, gid)
       redis.call('ZADD', k.timedGroups, when, gid)
     else
-      redis.call('ZREM', k.readyGroups, gid) -- parked until a slot is released
+      redis.call('ZREM', k.readyGroups, gid) -- parked until a slot is released (or its keys are unusable)
     end
   end
   return nil
 end
 
--- The earliest time a timed group may run again, or nil.
-local function nextTimedGroup(k)
+-- The earliest server time (ms) a timed group may run again, or nil. Absolute: callers return it
+-- relative to their now.
+nextTimedGroup = function(k)
   local first = redis.call('ZRANGE', k.timedGroups, 0, 0, 'WITHSCORES')
   if first[2] then return toInt(first[2], nil) end
   return nil
+end
 end

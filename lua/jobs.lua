@@ -1,6 +1,14 @@
 --[[ jobs.lua — creating jobs (no registered functions here): insertJob, nextJobId.
   Shared by glidemq_add (lua/add.lua) and scheduler firing (lua/schedulers.lua).
+  `now` is always the server's time (serverNow() of the calling function): it becomes the job's ts
+  and, with its delay, its due time in the scheduled set.
 ]]
+
+-- The queue keys insertJob and nextJobId may write, as requireTypes takes them: a caller checks
+-- them (or the ones its jobs need) before its first write. A group job also writes its group's
+-- keys (lua/group.lua), which the caller checks too.
+local INSERT_JOB_WRITES = { 'meta', 'hash', 'id', 'string', 'events', 'stream', 'stream', 'stream', 'wake', 'stream',
+  'scheduled', 'zset', 'prioritized', 'zset', 'lifo', 'list' }
 
 -- Writes a new job's hash and puts it where it waits (scheduled set, its group, or ready). Shared
 -- with scheduler firing (lua/schedulers.lua). `group` is a spec checked by groupParse, or nil.

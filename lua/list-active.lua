@@ -12,6 +12,25 @@ local function isListClaim(state, src)
   return state == 'active' and src ~= nil and src ~= false and src ~= 's'
 end
 
+-- HMGET of `...` from job hash `key`, or nil when the key holds another type (another program
+-- wrote it). Recovery and listing paths skip such a key, and never write it, instead of failing
+-- for the whole queue on every call (heal drops it from list-active-ids).
+local function jobFieldsOrNil(key, ...)
+  local f = redis.pcall('HMGET', key, ...)
+  if type(f) == 'table' and not f.err then return f end
+  return nil
+end
+
+-- A list claim's lock age in ms at the server's TIME `now`, and whether its lockedAt lies in the
+-- future (written from a clock ahead of the server's: the age counts as 0, see reclaim.lua). A
+-- lockedAt that is missing or not a time (negative, 'nan', 'inf') counts as never locked: age `now`.
+local function lockAge(lockedAt, now)
+  local at = tonumber(lockedAt)
+  if not at or at ~= at or at < 0 or at == math.huge then return now, false end
+  if at > now then return 0, true end
+  return now - math.floor(at), false
+end
+
 local function listActiveTrusted(k)
   if redis.call('HGET', k.meta, 'listActiveSeeded') ~= '1' then return false end
   return redis.call('SCARD', k.listActiveIds) >= toInt(redis.call('GET', k.listActive), 0)
@@ -34,8 +53,8 @@ local function scanListClaims(k, cursor, maxSteps)
       local id = string.sub(key, plen + 1)
       -- job ids never contain ':' (job:<id>:logs and other sub-keys are skipped)
       if id ~= '' and not string.find(id, ':', 1, true) then
-        local f = redis.pcall('HMGET', key, 'state', 'src')
-        if type(f) == 'table' and not f.err and isListClaim(f[1], f[2]) then found[#found + 1] = id end
+        local f = jobFieldsOrNil(key, 'state', 'src')
+        if f and isListClaim(f[1], f[2]) then found[#found + 1] = id end
       end
     end
   until cursor == '0' or steps >= maxSteps

@@ -1,18 +1,32 @@
 --[[ metrics-buckets.lua — the per-minute counters (no registered functions here): recordMetrics
-  (used by lua/finish.lua) and trimMetrics (lua/upkeep.lua). The key layout and retention are
-  described in lua/metrics.lua.
+  (used by lua/finish.lua), trimMetrics (lua/upkeep.lua) and requireMetricsTypes (both). The key
+  layout and retention are described in lua/metrics.lua. `now` is always the server's time: the
+  caller's serverNow(), never a time a client sent.
 ]]
 local METRICS_RETENTION_MINUTES = 1440
+-- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).
+local metricsKeys, requireMetricsTypes, trimMetrics, recordMetrics
+do
 local METRICS_TRIM_BATCH = 500
 local METRICS_KEY_TTL_MS = (METRICS_RETENTION_MINUTES + 1) * 60000
 
-local function metricsKeys(k)
+metricsKeys = function(k)
   local m = k.base .. ':metrics:'
   return { completed = m .. 'completed', failed = m .. 'failed', time = m .. 'time', minutes = m .. 'minutes' }
 end
 
+-- Raises unless every metrics key is absent or of the type glidemq keeps there: a function that
+-- records or trims metrics calls it before its first write.
+requireMetricsTypes = function(k)
+  local m = metricsKeys(k)
+  requireKeyType(m.completed, 'hash')
+  requireKeyType(m.failed, 'hash')
+  requireKeyType(m.time, 'hash')
+  requireKeyType(m.minutes, 'zset')
+end
+
 -- Deletes up to `limit` buckets older than the retention window; returns how many went.
-local function trimMetrics(k, now, limit)
+trimMetrics = function(k, now, limit)
   local m = metricsKeys(k)
   local cutoff = math.floor(now / 60000) - METRICS_RETENTION_MINUTES
   local old = redis.call('ZRANGEBYSCORE', m.minutes, '-inf', cutoff, 'LIMIT', 0, limit)
@@ -26,7 +40,7 @@ end
 
 -- Counts one finished attempt (or `attempts` of them, with their summed processing ms). Two
 -- commands on the hot path; the index write and the trim run only for the first finish of a minute.
-local function recordMetrics(k, now, completed, durationMs, attempts)
+recordMetrics = function(k, now, completed, durationMs, attempts)
   local m = metricsKeys(k)
   local minute = math.floor(now / 60000)
   local counter = completed and m.completed or m.failed
@@ -41,4 +55,4 @@ local function recordMetrics(k, now, completed, durationMs, attempts)
     end
   end
 end
-
+end

@@ -1,67 +1,113 @@
 --[[ progress.lua — glidemq_updateProgress, glidemq_addLog, glidemq_extendLocks
   Writes from a running processor. Each checks that the caller still owns the claim, so a stale
-  worker cannot touch a job that was redispatched, and a removed job is never re-created.
+  worker cannot touch a job that was redispatched, and a removed job is never re-created. Every
+  argument, the job hashes and the types of the keys written are checked before the first write.
 
-  glidemq_updateProgress  KEYS[1] meta. ARGV: jobId, fence, progress(JSON). Returns 1, or 0 if stale.
-  glidemq_addLog          KEYS[1] meta. ARGV: jobId, fence, line, keep(max lines). Returns the log
-                          length, or 0 if stale.
-  glidemq_extendLocks     KEYS[1] meta. ARGV: consumer, now(ms), then pairs (jobId, fence).
-                          Resets the idle time of each owned claim (stream: XCLAIM to itself;
-                          list: lockedAt). Returns the ids this consumer no longer owns.
-  Errors: ERR_JOB_NOT_FOUND when the job no longer exists (progress, log).
+  glidemq_updateProgress
+  KEYS[1]  meta key.
+  ARGV[1]  jobId: the running job.
+  ARGV[2]  fence: the fence of its claim.
+  ARGV[3]  progress: the progress as JSON text (any JSON value).
+  Returns  1, or 0 if the claim is stale (nothing changed).
+  Errors   ERR_JOB_NOT_FOUND (the job no longer exists), ERR_INVALID (an argument),
+           ERR_WRONG_TYPE (the job or events key holds another type).
+
+  glidemq_addLog
+  KEYS[1]  meta key.
+  ARGV[1]  jobId: the running job.
+  ARGV[2]  fence: the fence of its claim.
+  ARGV[3]  line: the log line.
+  ARGV[4]  keep: the newest lines kept (0 = all).
+  Returns  the log's length, or 0 if the claim is stale (nothing changed).
+  Errors   ERR_JOB_NOT_FOUND (the job no longer exists), ERR_INVALID (an argument),
+           ERR_WRONG_TYPE (the job or its logs key holds another type).
+
+  glidemq_extendLocks — the heartbeat: resets the lock of each claim `consumer` still owns (stream
+  claim: XCLAIM to itself, which resets the entry's idle time; every claim: lockedAt = the
+  server's now, which list claims' stalled checks compare with the server's clock).
+  KEYS[1]  meta key.
+  ARGV[1]  consumer: the worker's consumer name.
+  ARGV[2..]  groups of 2 arguments to the end of ARGV, one per claim, each:
+    group.jobId: a job the worker holds.
+    group.fence: the fence of its claim.
+  Returns  the ids of the named jobs this consumer no longer owns (nothing was written for them).
+  Errors   ERR_INVALID (an argument; an incomplete last group), ERR_WRONG_TYPE.
 ]]
+-- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
+do
+local PROGRESS_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'progress', kind('a JSON value', function(v)
+  if pcall(cjson.decode, v) then return v end
+  return nil
+end) }
+local LOG_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'line', ARG.any, 'keep', ARG.int(0, MAX_SAFE_INT) }
+local EXTEND_HEAD = { 'consumer', ARG.nonEmpty }
+local EXTEND_CLAIM = { 'jobId', ARG.jobId, 'fence', ARG.fence }
+local PROGRESS_TYPES = { 'events', 'stream' }
+
 local function ownedBy(jk, fence)
   local f = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid')
-  if f[1] == 'active' and f[2] == fence then return f end
+  if f[1] == 'active' and tonumber(f[2]) == fence then return f end
   return nil
 end
 
 -- A write from a running processor: the job must exist (never re-created) and the claim be current.
--- Returns the job key, or nil and the reply to give (an error, or 0 for a stale claim).
+-- Returns the job key, or nil for a stale claim. Raises ERR_JOB_NOT_FOUND for a removed job.
 local function claimedJob(k, id, fence, what)
   local jk = jobKey(k, id)
   if redis.call('EXISTS', jk) == 0 then
-    return nil, fail('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed?): cannot ' .. what)
+    refuse('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed?): cannot ' .. what)
   end
-  if not ownedBy(jk, fence) then return nil, 0 end
+  if not ownedBy(jk, fence) then return nil end
   return jk
 end
 
-redis.register_function('glidemq_updateProgress', function(keys, args)
+register('glidemq_updateProgress', function(keys, args)
   local k = keysFor(keys[1])
-  local jk, refusal = claimedJob(k, args[1], args[2], 'update progress')
-  if not jk then return refusal end
-  redis.call('HSET', jk, 'progress', args[3])
-  emit(k, 'progress', args[1], 'data', args[3])
+  local a = decodeArgs('glidemq_updateProgress', args, PROGRESS_ARGS)
+  local jk = claimedJob(k, a.jobId, a.fence, 'update progress')
+  if not jk then return 0 end
+  requireTypes(k, PROGRESS_TYPES)
+  redis.call('HSET', jk, 'progress', a.progress)
+  emit(k, 'progress', a.jobId, 'data', a.progress)
   return 1
 end)
 
-redis.register_function('glidemq_addLog', function(keys, args)
+register('glidemq_addLog', function(keys, args)
   local k = keysFor(keys[1])
-  local jk, refusal = claimedJob(k, args[1], args[2], 'add a log line')
-  if not jk then return refusal end
-  local n = redis.call('RPUSH', jk .. ':logs', args[3])
-  local keep = toInt(args[4], 0)
-  if keep > 0 and n > keep then redis.call('LTRIM', jk .. ':logs', -keep, -1) end
+  local a = decodeArgs('glidemq_addLog', args, LOG_ARGS)
+  local jk = claimedJob(k, a.jobId, a.fence, 'add a log line')
+  if not jk then return 0 end
+  local logs = jk .. ':logs'
+  requireKeyType(logs, 'list')
+  local n = redis.call('RPUSH', logs, a.line)
+  if a.keep > 0 and n > a.keep then redis.call('LTRIM', logs, -a.keep, -1) end
   return n
 end)
 
-redis.register_function('glidemq_extendLocks', function(keys, args)
+register('glidemq_extendLocks', function(keys, args)
   local k = keysFor(keys[1])
-  local consumer, now = args[1], toInt(args[2], 0)
+  local a, claims = decodeArgs('glidemq_extendLocks', args, EXTEND_HEAD, EXTEND_CLAIM)
+  local consumer = a.consumer
+  -- check phase: every job hash is read before the first write
   local lost = {}
-  for i = 3, #args, 2 do
-    local id, fence = args[i], args[i + 1]
-    local jk = jobKey(k, id)
-    local f = ownedBy(jk, fence)
+  for _, c in ipairs(claims) do
+    c.jk = jobKey(k, c.jobId)
+    local f = ownedBy(c.jk, c.fence)
     if f and f[3] == consumer then
-      redis.call('HSET', jk, 'lockedAt', now)
-      if f[4] == 's' and f[5] then
-        redis.call('XCLAIM', k.stream, GROUP, consumer, 0, f[5], 'JUSTID')
-      end
+      c.sid = f[4] == 's' and f[5] or nil
+      if c.sid then requireTypesOnce(k, STREAM_TYPES) end
     else
-      lost[#lost + 1] = id
+      c.jk = nil
+      lost[#lost + 1] = c.jobId
+    end
+  end
+  local now = serverNow()
+  for _, c in ipairs(claims) do
+    if c.jk then
+      redis.call('HSET', c.jk, 'lockedAt', now)
+      if c.sid then redis.call('XCLAIM', k.stream, GROUP, consumer, 0, c.sid, 'JUSTID') end
     end
   end
   return lost
 end)
+end

@@ -9,8 +9,8 @@
            A scheduled id whose job hash is gone (removed) is dropped, never re-created.
 ]]
 local PROMOTE_ARGS = { 'limit', ARG.int(1, MAX_COUNT) }
-local PROMOTE_WRITES = { 'scheduled', 'zset', 'stream', 'stream', 'prioritized', 'zset', 'lifo', 'list',
-  'wake', 'stream', 'events', 'stream', 'readyGroups', 'zset', 'timedGroups', 'zset' }
+local PROMOTE_WRITES = { 'meta', 'hash', 'scheduled', 'zset', 'stream', 'stream', 'prioritized', 'zset',
+  'lifo', 'list', 'wake', 'stream', 'events', 'stream', 'readyGroups', 'zset', 'timedGroups', 'zset' }
 
 register('glidemq_promote', function(keys, args)
   local k = keysFor(keys[1])
@@ -18,12 +18,14 @@ register('glidemq_promote', function(keys, args)
   requireTypes(k, PROMOTE_WRITES)
   local now = serverNow()
   local due = redis.call('ZRANGEBYSCORE', k.scheduled, '-inf', now, 'LIMIT', 0, a.limit)
-  -- Every due job's hash is read (and so type-checked) before the first write.
+  -- Every due job's hash, and the keys of the group it rejoins, are checked before the first write.
   local delayed = {}
   for i, id in ipairs(due) do
     local jk = jobKey(k, id)
     requireKeyType(jk, 'hash')
-    delayed[i] = redis.call('HGET', jk, 'state') == 'delayed'
+    local f = redis.call('HMGET', jk, 'state', 'grp')
+    delayed[i] = f[1] == 'delayed'
+    if delayed[i] and f[2] then groupRequireTypes(k, f[2]) end
   end
   local promoted = 0
   for i, id in ipairs(due) do

@@ -4,51 +4,77 @@
   stalledCount <= maxStalledCount, else failed with the reason `job stalled more than
   maxStalledCount`. Redispatch leaves the job waiting with no owner: the old worker's fence no
   longer matches, so its late finish/progress/heartbeat is a visible no-op ('stale').
-  A job whose hash is gone (removed) is never re-created: what still names it is dropped.
+  A job whose hash is gone (removed) is never re-created: what still names it is dropped. A job
+  key another program overwrote with another type is treated the same way and never written.
   Neither function does anything while the queue is paused. With dryRun '1' nothing is written:
   the replies list what would be redispatched and failed.
+  Time: every age is the server's. Stream claims' idle times are the pending entries list's
+  (kept by the server); list claims' ages are the server's TIME minus `lockedAt`, which the claim
+  and heartbeat paths write from the server's TIME too. No caller's clock decides a reclaim.
+  Both functions read everything they decide on (pending entries, job hashes) before the first
+  write, and check the type of every queue key they may write, so a refused call writes nothing.
 
-  glidemq_reclaimStalled — the job stream's pending entries list, through XAUTOCLAIM.
-    KEYS[1] meta key.
-    ARGV    consumer (claims pass through it for the length of the call), now(ms), minIdle(ms,
-            the lockDuration), maxStalledCount, consumerIdleMs (stale-consumer threshold; see
-            consumer-cleanup.lua), dryRun ('1'|'0'), cursor (stream id to resume from, '0-0' first).
-    Returns {'paused'} or {'ok', {redispatched ids}, {failed ids}, consumersRemoved, nextCursor,
-            dropped}: at most RECLAIM_MAX_PAGES pages of RECLAIM_PAGE entries are walked per call;
-            nextCursor '0-0' means the walk wrapped, anything else is where the next call resumes.
-            dropped counts entries of removed jobs and superseded entries that were acked and deleted.
+  glidemq_reclaimStalled — the job stream's pending entries list.
+    KEYS[1]  meta key.
+    ARGV[1]  consumer: the calling worker's consumer; never deleted as a stale consumer.
+    ARGV[2]  minIdle: ms a pending entry must be idle (server idle time) to count as stalled (the lockDuration).
+    ARGV[3]  maxStalledCount: stalls a job may have and still be redispatched (whole number >= 0).
+    ARGV[4]  consumerIdleMs: stale-consumer threshold in ms (see consumer-cleanup.lua).
+    ARGV[5]  dryRun: '1' changes nothing and reports what would be done, '0' reclaims.
+    ARGV[6]  cursor: where the walk resumes: the previous call's nextCursor ('0-0' for the start).
+    Returns  {'paused'} or {'ok', {redispatched ids}, {failed ids}, consumersRemoved, nextCursor,
+             dropped}: at most RECLAIM_MAX_PAGES pages of RECLAIM_PAGE entries are claimed per call
+             through XAUTOCLAIM (claims pass through `consumer` for the length of the call; the
+             server's idle time decides), then acked and deleted: a claim's job is redispatched or
+             failed, any other entry just goes. nextCursor '0-0' means the walk wrapped, anything
+             else is where the next call resumes (a dry run lists with XPENDING IDLE instead and
+             its cursor is the last entry it listed: pass it back only to a dry run). dropped counts
+             entries of removed jobs and superseded entries that were acked and deleted.
+             The entries XAUTOCLAIM can claim are read first (XPENDING IDLE over the same range,
+             with their job hashes), so every check is made before its first write.
     A delivered entry that was never activated (state still waiting with that entry id: a worker
     died between its read and its activation) is an un-activated claim and counts a stall too.
 
-  glidemq_reclaimStalledListJobs — claimed priority/LIFO jobs (no pending entry).
-    KEYS[1] meta key.
-    ARGV    now(ms), minIdle(ms; a claim whose lockedAt is older is stalled), maxStalledCount, dryRun.
+  glidemq_reclaimStalledListJobs — claimed priority/LIFO/group jobs (no pending entry).
+    KEYS[1]  meta key.
+    ARGV[1]  minIdle: ms; a claim whose lock age (server TIME - lockedAt) is at least this is stalled.
+    ARGV[2]  maxStalledCount: stalls a job may have and still be redispatched (whole number >= 0).
+    ARGV[3]  dryRun: '1' changes nothing and reports what would be done, '0' reclaims.
     Candidates come from the list-active-ids set while it is trusted (see list-active.lua); else
     from the set plus a bounded SCAN over job hashes (at most LIST_RECLAIM_MAX_STEPS steps per call,
     from cursor 0), so on a very large keyspace a stalled claim past that bound can stay unfound
     until healListActive has re-seeded the set.
-    Returns {'paused'} or {'ok', {redispatched ids}, {failed ids}, source ('set'|'scan'), scanSteps}.
+    A lockedAt in the future (written by a client of an older library from its own clock, or seen
+    after a failover to a server whose clock is behind) counts as age 0, and (not in a dry run) is
+    set to the server's TIME: the claim is then reclaimed minIdle later unless its worker heartbeats.
+    So a skewed clock can neither get a live claim reclaimed nor make a dead one immune forever.
+    Returns  {'paused'} or {'ok', {redispatched ids}, {failed ids}, source ('set'|'scan'), scanSteps}.
 
-  Errors: ERR_INVALID for malformed arguments (checked before any write).
+  Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 ]]
+do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local STALLED_REASON = 'job stalled more than maxStalledCount'
 local RECLAIM_PAGE = 100
 local RECLAIM_MAX_PAGES = 10
 local LIST_RECLAIM_MAX_STEPS = 1000
 
-local function checkReclaimArgs(minIdle, maxStalled, dry)
-  if not minIdle or minIdle < 0 then return fail('ERR_INVALID', 'minimum idle time must be a number of ms >= 0') end
-  if not maxStalled or maxStalled < 0 or maxStalled ~= math.floor(maxStalled) then
-    return fail('ERR_INVALID', 'maxStalledCount must be a whole number >= 0')
-  end
-  if not validFlag(dry) then return fail('ERR_INVALID', "dry run flag must be '0' or '1'") end
-  return nil
-end
+local RECLAIM_ARGS = { 'consumer', ARG.nonEmpty, 'minIdle', ARG.ms, 'maxStalledCount', ARG.int(0, 1000000000),
+  'consumerIdleMs', ARG.ms, 'dryRun', ARG.flag, 'cursor', ARG.streamId }
+local RECLAIM_LIST_ARGS = { 'minIdle', ARG.ms, 'maxStalledCount', ARG.int(0, 1000000000), 'dryRun', ARG.flag }
+-- What a stall writes: the job stream (ack, delete, re-add), the failed set and events, and where
+-- requeue puts a job (prioritized, lifo, wake, meta's sequences, the group sets); list claims also
+-- release list-active-ids / list-active.
+local RECLAIM_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'failed', 'zset',
+  'prioritized', 'zset', 'lifo', 'list', 'readyGroups', 'zset', 'timedGroups', 'zset' }
+local RECLAIM_LIST_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'failed', 'zset',
+  'prioritized', 'zset', 'lifo', 'list', 'readyGroups', 'zset', 'timedGroups', 'zset', 'listActiveIds', 'set',
+  'listActive', 'string' }
 
--- Counts a stall for a job already taken out of active delivery state, then redispatches or fails it.
--- Returns true when redispatched.
-local function stallJob(k, id, jk, now, maxStalled)
-  local n = redis.call('HINCRBY', jk, 'stalledCount', 1)
+-- Counts a stall for a job already taken out of active delivery state (`n`: its stalledCount with
+-- this stall, from the read phase: set, not HINCRBY, which a non-integer field would refuse
+-- halfway), then redispatches or fails it. Returns true when redispatched.
+local function stallJob(k, id, jk, now, n, maxStalled)
+  redis.call('HSET', jk, 'stalledCount', n)
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'sid')
   emit(k, 'stalled', id, 'stalledCount', n)
   if n <= maxStalled then
@@ -61,58 +87,11 @@ local function stallJob(k, id, jk, now, maxStalled)
   return false
 end
 
-local function wouldRedispatch(jk, maxStalled)
-  return toInt(redis.call('HGET', jk, 'stalledCount'), 0) + 1 <= maxStalled
-end
-
--- One pending entry past the idle threshold. `id` is the job id the entry names (nil if unreadable).
-local function reclaimEntry(k, sid, id, now, maxStalled, dry, out)
-  local f = {}
-  local jk
-  if id then
-    jk = jobKey(k, id)
-    f = redis.call('HMGET', jk, 'state', 'sid', 'src')
-  end
-  local claim = f[2] == sid and (f[1] == 'waiting' or (f[1] == 'active' and f[3] == 's'))
-  if not claim then
-    -- a removed job, or an entry a redispatch or hand-back already superseded
-    if not dry then
-      redis.call('XACK', k.stream, GROUP, sid)
-      redis.call('XDEL', k.stream, sid)
-    end
-    out.dropped = out.dropped + 1
-    return
-  end
-  local redispatch
-  if dry then
-    redispatch = wouldRedispatch(jk, maxStalled)
-  else
-    redis.call('XACK', k.stream, GROUP, sid)
-    redis.call('XDEL', k.stream, sid)
-    redispatch = stallJob(k, id, jk, now, maxStalled)
-  end
-  local into = redispatch and out.redispatched or out.failed
-  into[#into + 1] = id
-end
-
--- Dry run: XPENDING lists idle entries without claiming them; the cursor is the last id seen.
-local function pendingPage(k, minIdle, cursor)
-  local start = cursor == '0-0' and '-' or ('(' .. cursor)
-  local pend = redis.call('XPENDING', k.stream, GROUP, 'IDLE', minIdle, start, '+', RECLAIM_PAGE)
-  local entries = {}
-  for _, p in ipairs(pend) do
-    local e = redis.call('XRANGE', k.stream, p[1], p[1])
-    entries[#entries + 1] = { p[1], e[1] and e[1][2] or false }
-  end
-  local nextCursor = '0-0'
-  if #pend == RECLAIM_PAGE then nextCursor = pend[#pend][1] end
-  return entries, nextCursor, 0
-end
-
-local function autoclaimPage(k, consumer, minIdle, cursor)
-  local r = redis.call('XAUTOCLAIM', k.stream, GROUP, consumer, minIdle, cursor, 'COUNT', RECLAIM_PAGE)
-  -- r[3]: pending ids whose entries were deleted; XAUTOCLAIM has already dropped them from the PEL
-  return r[2], r[1], r[3] and #r[3] or 0
+-- A job's stalledCount after one more stall (a field that is no whole number >= 0 counts as 0).
+local function stallsAfter(field)
+  local n = tonumber(field)
+  if not n or n ~= n or n < 0 or n > 1000000000 then n = 0 end
+  return math.floor(n) + 1
 end
 
 local function entryJobId(fields)
@@ -123,58 +102,102 @@ local function entryJobId(fields)
   return nil
 end
 
-redis.register_function('glidemq_reclaimStalled', function(keys, args)
+-- Read phase of the stream walk: the pending entries idle at least minIdle from `a.cursor`, as
+-- many as RECLAIM_MAX_PAGES pages of XAUTOCLAIM can claim (each claimed entry is one of the first
+-- RECLAIM_PAGE * RECLAIM_MAX_PAGES of them). Each becomes { sid, id, jk, claim, redispatch };
+-- claims' group keys are type-checked. `inclusive`: the cursor is XAUTOCLAIM's (the next id to
+-- look at), else the last id a dry run listed. Returns the entries by sid, the ids in order, the
+-- cursor after them ('0-0' when the walk wrapped), and false when the stream has no group.
+local function streamCandidates(k, a, inclusive)
+  local bySid, order, cursor = {}, {}, a.cursor
+  for page = 1, RECLAIM_MAX_PAGES do
+    local start = '(' .. cursor
+    if cursor == '0-0' and page == 1 then start = '-' elseif inclusive and page == 1 then start = cursor end
+    local pend = redis.pcall('XPENDING', k.stream, GROUP, 'IDLE', a.minIdle, start, '+', RECLAIM_PAGE)
+    if type(pend) == 'table' and pend.err then
+      if string.find(pend.err, 'NOGROUP') then return bySid, order, '0-0', false end
+      error(pend.err, 0)
+    end
+    for _, p in ipairs(pend) do
+      local e = redis.call('XRANGE', k.stream, p[1], p[1])
+      local c = { sid = p[1], claim = false }
+      c.id = entryJobId(e[1] and e[1][2])
+      if c.id then
+        c.jk = jobKey(k, c.id)
+        local f = jobFieldsOrNil(c.jk, 'state', 'sid', 'src', 'stalledCount', 'grp')
+        -- a claim: the job's current entry, delivered (waiting) or activated from the stream;
+        -- anything else is a removed job or an entry a redispatch or hand-back already superseded
+        if f and f[2] == p[1] and (f[1] == 'waiting' or (f[1] == 'active' and f[3] == 's')) then
+          c.claim = true
+          c.stalls = stallsAfter(f[4])
+          c.redispatch = c.stalls <= a.maxStalledCount
+          if f[5] then groupRequireTypes(k, f[5]) end
+        end
+      end
+      bySid[c.sid] = c
+      order[#order + 1] = c.sid
+    end
+    if #pend < RECLAIM_PAGE then return bySid, order, '0-0', true end
+    cursor = pend[#pend][1]
+  end
+  return bySid, order, cursor, true
+end
+
+-- Takes one entry read in the read phase, claimed by XAUTOCLAIM (or listed by a dry run).
+local function reclaimEntry(k, a, c, now, out)
+  if not a.dryRun then
+    redis.call('XACK', k.stream, GROUP, c.sid)
+    redis.call('XDEL', k.stream, c.sid)
+  end
+  if not c.claim then
+    out.dropped = out.dropped + 1
+    return
+  end
+  local redispatch = c.redispatch
+  if not a.dryRun then redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount) end
+  local into = redispatch and out.redispatched or out.failed
+  into[#into + 1] = c.id
+end
+
+register('glidemq_reclaimStalled', function(keys, args)
   local k = keysFor(keys[1])
-  local consumer, now = args[1], tonumber(args[2])
-  local minIdle, maxStalled, consumerIdle = tonumber(args[3]), tonumber(args[4]), tonumber(args[5])
-  local dryFlag, cursor = args[6], args[7] or '0-0'
-  if not consumer or consumer == '' then return fail('ERR_INVALID', 'reclaim needs a consumer name') end
-  if not now then return fail('ERR_INVALID', 'now must be a time in ms') end
-  local bad = checkReclaimArgs(minIdle, maxStalled, dryFlag)
-  if bad then return bad end
-  if not consumerIdle or consumerIdle < 0 then return fail('ERR_INVALID', 'consumer idle threshold must be a number of ms >= 0') end
-  if not string.match(cursor, '^%d+%-%d+$') then return fail('ERR_INVALID', 'cursor must be a stream id such as 0-0') end
+  local a = decodeArgs('glidemq_reclaimStalled', args, RECLAIM_ARGS)
+  requireTypes(k, RECLAIM_WRITES)
   if isPaused(k) then return { 'paused' } end
-  local dry = dryFlag == '1'
-  local out = { redispatched = {}, failed = {}, dropped = 0 }
   if redis.call('EXISTS', k.stream) == 0 then return { 'ok', {}, {}, 0, '0-0', 0 } end
-  local pages = 0
-  repeat
-    pages = pages + 1
-    local entries, gone
-    local ok, err = pcall(function()
-      if dry then
-        entries, cursor, gone = pendingPage(k, minIdle, cursor)
-      else
-        entries, cursor, gone = autoclaimPage(k, consumer, minIdle, cursor)
+  local now = serverNow()
+  local bySid, order, cursor, grouped = streamCandidates(k, a, not a.dryRun)
+  local out = { redispatched = {}, failed = {}, dropped = 0 }
+  if a.dryRun then
+    for _, sid in ipairs(order) do reclaimEntry(k, a, bySid[sid], now, out) end
+  elseif grouped then
+    -- the claims pass through XAUTOCLAIM (the server's idle time decides); every entry it can
+    -- claim here was read above, so nothing below can refuse halfway
+    cursor = a.cursor
+    for _ = 1, RECLAIM_MAX_PAGES do
+      local r = redis.call('XAUTOCLAIM', k.stream, GROUP, a.consumer, a.minIdle, cursor, 'COUNT', RECLAIM_PAGE)
+      cursor = r[1]
+      -- r[3]: pending ids whose entries were deleted; XAUTOCLAIM has already dropped them from the PEL
+      out.dropped = out.dropped + (r[3] and #r[3] or 0)
+      for _, e in ipairs(r[2]) do
+        local c = bySid[e[1]]
+        -- (never nil, see streamCandidates; were it, the entry would stay pending for a later call)
+        if c then reclaimEntry(k, a, c, now, out) end
       end
-    end)
-    if not ok then
-      local msg = type(err) == 'table' and err.err or tostring(err)
-      if string.find(tostring(msg), 'NOGROUP') then
-        cursor = '0-0'
-        break
-      end
-      error(err)
+      if cursor == '0-0' then break end
     end
-    out.dropped = out.dropped + gone
-    for _, e in ipairs(entries) do
-      reclaimEntry(k, e[1], entryJobId(e[2]), now, maxStalled, dry, out)
-    end
-  until cursor == '0-0' or pages >= RECLAIM_MAX_PAGES
-  local removed = removeStaleConsumers(k, consumer, consumerIdle, dry)
+  end
+  local removed = removeStaleConsumers(k, a.consumer, a.consumerIdleMs, a.dryRun)
   return { 'ok', out.redispatched, out.failed, removed, cursor, out.dropped }
 end)
 
-redis.register_function('glidemq_reclaimStalledListJobs', function(keys, args)
+register('glidemq_reclaimStalledListJobs', function(keys, args)
   local k = keysFor(keys[1])
-  local now, minIdle, maxStalled, dryFlag = tonumber(args[1]), tonumber(args[2]), tonumber(args[3]), args[4]
-  if not now then return fail('ERR_INVALID', 'now must be a time in ms') end
-  local bad = checkReclaimArgs(minIdle, maxStalled, dryFlag)
-  if bad then return bad end
+  local a = decodeArgs('glidemq_reclaimStalledListJobs', args, RECLAIM_LIST_ARGS)
+  requireTypes(k, RECLAIM_LIST_WRITES)
   if isPaused(k) then return { 'paused' } end
-  local dry = dryFlag == '1'
   if redis.call('EXISTS', k.meta) == 0 then return { 'ok', {}, {}, 'set', 0 } end
+  local now = serverNow()
   local ids = redis.call('SMEMBERS', k.listActiveIds)
   local source, steps = 'set', 0
   if not listActiveTrusted(k) then
@@ -190,21 +213,37 @@ redis.register_function('glidemq_reclaimStalledListJobs', function(keys, args)
       end
     end
   end
-  local redispatched, failed = {}, {}
+  -- read phase: every candidate's hash, before any write
+  local stalled, future = {}, {}
   for _, id in ipairs(ids) do
     local jk = jobKey(k, id)
-    local f = redis.call('HMGET', jk, 'state', 'src', 'lockedAt')
-    if isListClaim(f[1], f[2]) and now - toInt(f[3], 0) >= minIdle then
-      local redispatch
-      if dry then
-        redispatch = wouldRedispatch(jk, maxStalled)
-      else
-        listRelease(k, id)
-        redispatch = stallJob(k, id, jk, now, maxStalled)
+    local f = jobFieldsOrNil(jk, 'state', 'src', 'lockedAt', 'stalledCount', 'grp')
+    if f and isListClaim(f[1], f[2]) then
+      local age, ahead = lockAge(f[3], now)
+      if ahead then future[#future + 1] = jk end
+      if age >= a.minIdle then
+        if f[5] then groupRequireTypes(k, f[5]) end
+        local stalls = stallsAfter(f[4])
+        stalled[#stalled + 1] = { id = id, jk = jk, stalls = stalls, redispatch = stalls <= a.maxStalledCount }
       end
-      local into = redispatch and redispatched or failed
-      into[#into + 1] = id
+    end
+  end
+  local redispatched, failed = {}, {}
+  for _, c in ipairs(stalled) do
+    local redispatch = c.redispatch
+    if not a.dryRun then
+      listRelease(k, c.id)
+      redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount)
+    end
+    local into = redispatch and redispatched or failed
+    into[#into + 1] = c.id
+  end
+  if not a.dryRun then
+    -- a future lockedAt starts to age from now (a stalled one was just released instead)
+    for _, jk in ipairs(future) do
+      if redis.call('HGET', jk, 'state') == 'active' then redis.call('HSET', jk, 'lockedAt', now) end
     end
   end
   return { 'ok', redispatched, failed, source, steps }
 end)
+end

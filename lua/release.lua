@@ -1,22 +1,44 @@
 --[[ release.lua — glidemq_release: gives back claims a worker holds but will not run (prefetched
   jobs at close). Each owned claim is released and the job re-queued where its options say.
-  KEYS[1] meta key.  ARGV: consumer, then pairs (jobId, fence).
-  Returns the number of jobs given back (claims this consumer no longer owns are left alone).
-  Errors: none.
+  Every job hash is read, and the type of every key the release and requeue write checked,
+  before the first write.
+  KEYS[1]  meta key.
+  ARGV[1]  consumer: the worker's consumer name.
+  ARGV[2..]  groups of 2 arguments to the end of ARGV, one per claim, each:
+    group.jobId: a job the worker holds.
+    group.fence: the fence of its claim.
+  Returns  the number of jobs given back (claims this consumer no longer owns are left alone).
+  Errors   ERR_INVALID (an argument; an incomplete last group), ERR_WRONG_TYPE.
 ]]
-redis.register_function('glidemq_release', function(keys, args)
+-- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
+do
+local RELEASE_HEAD = { 'consumer', ARG.nonEmpty }
+local RELEASE_CLAIM = { 'jobId', ARG.jobId, 'fence', ARG.fence }
+
+register('glidemq_release', function(keys, args)
   local k = keysFor(keys[1])
-  local consumer = args[1]
+  local a, claims = decodeArgs('glidemq_release', args, RELEASE_HEAD, RELEASE_CLAIM)
+  -- check phase
+  local seen = {}
+  for _, c in ipairs(claims) do
+    local jk = jobKey(k, c.jobId)
+    local f = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'grp')
+    if f[1] == 'active' and tonumber(f[2]) == c.fence and f[3] == a.consumer and not seen[c.jobId] then
+      seen[c.jobId] = true
+      c.jk = jk
+      requireReleaseTypes(k, f[4])
+      requireRequeueTypes(k, f[5] or nil)
+    end
+  end
+  -- write phase
   local released = 0
-  for i = 2, #args, 2 do
-    local id, fence = args[i], args[i + 1]
-    local jk = jobKey(k, id)
-    local f = redis.call('HMGET', jk, 'state', 'fence', 'owner')
-    if f[1] == 'active' and f[2] == fence and f[3] == consumer then
-      releaseActive(k, id, jk)
-      requeue(k, id, jk)
+  for _, c in ipairs(claims) do
+    if c.jk then
+      releaseActive(k, c.jobId, c.jk)
+      requeue(k, c.jobId, c.jk)
       released = released + 1
     end
   end
   return released
 end)
+end

@@ -1,18 +1,57 @@
 --[[ remove.lua — removing jobs: glidemq_removeJob, glidemq_drain, glidemq_clean
   A job hash goes last, after every structure that names it: a structure that still names a
   removed id drops it when it meets it, so a removed job is never re-created by a late write.
+  Each function reads every job hash it will remove (a job key of another type raises
+  ERR_WRONG_TYPE there) and checks the type of every queue and group key it may write, all before
+  the first write, so a refused call writes nothing.
 
-  glidemq_removeJob  KEYS[1] meta. ARGV: jobId, force ('1' also removes an active job).
-                     Returns 1 when removed, 0 when there was no such job.
-                     Errors: ERR_JOB_ACTIVE when the job is being processed and force is not given.
-  glidemq_drain      KEYS[1] meta. ARGV: includeDelayed ('1'|'0'), limit, dryRun ('1'|'0').
-                     Removes up to `limit` jobs that wait (stream entries not yet delivered, LIFO,
-                     prioritized, and delayed when asked); active jobs are left alone.
-                     Returns {removed (or would remove), more (1 when jobs are left to drain)}.
-  glidemq_clean      KEYS[1] meta. ARGV: state ('completed'|'failed'), olderThan (ms), limit, dryRun.
-                     Returns the ids removed (or that would be), oldest first.
-                     Errors: ERR_INVALID for another state.
+  glidemq_removeJob
+    KEYS[1]  meta key.
+    ARGV[1]  jobId: the job to remove.
+    ARGV[2]  force: '1' also removes an active job (its claim is released), '0' refuses one.
+    Returns  1 when removed, 0 when there was no such job.
+    Errors   ERR_JOB_ACTIVE (the job is being processed and force is '0'), ERR_INVALID (jobId,
+             force), ERR_WRONG_TYPE (a key it writes holds another type).
+
+  glidemq_drain
+    KEYS[1]  meta key.
+    ARGV[1]  includeDelayed: '1' also removes delayed jobs, '0' leaves them.
+    ARGV[2]  limit: jobs removed per call (1..10000).
+    ARGV[3]  dryRun: '1' only counts what would be removed (all of it, not one call's share).
+    Removes up to `limit` jobs that wait (stream entries not yet delivered, LIFO, prioritized, and
+    delayed when asked); active jobs are left alone.
+    Returns  {removed (or would remove), more (1 when jobs are left to drain)}.
+    Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
+
+  glidemq_clean
+    KEYS[1]  meta key.
+    ARGV[1]  state: 'completed' or 'failed', the set to clean.
+    ARGV[2]  graceMs: jobs that finished within this many ms before the server's TIME are kept.
+    ARGV[3]  limit: jobs removed per call (1..10000).
+    ARGV[4]  dryRun: '1' only lists what would be removed.
+    The age is the server's: finished jobs are scored with the server's TIME, and compared with
+    the server's TIME here (no caller's clock decides what is old enough).
+    Returns  the ids removed (or that would be), oldest first.
+    Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 ]]
+do -- this file's locals end here: the library's main chunk may hold at most 200 locals
+local REMOVE_JOB_ARGS = { 'jobId', ARG.jobId, 'force', ARG.flag }
+local DRAIN_ARGS = { 'includeDelayed', ARG.flag, 'limit', ARG.int(1, MAX_COUNT), 'dryRun', ARG.flag }
+local CLEAN_ARGS = { 'state', ARG.oneOf('completed', 'failed'), 'graceMs', ARG.ms, 'limit', ARG.int(1, MAX_COUNT),
+  'dryRun', ARG.flag }
+-- Every structure dropJob and a released claim touch: the job's places, its group's sets (meta
+-- keeps groupWaiting/groupTurn; a released group slot wakes workers), list-active, events.
+local REMOVE_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'scheduled', 'zset',
+  'prioritized', 'zset', 'lifo', 'list', 'completed', 'zset', 'failed', 'zset', 'readyGroups', 'zset',
+  'timedGroups', 'zset', 'listActiveIds', 'set', 'listActive', 'string' }
+
+-- Reads what removing job `id` needs (raises on a job key of another type); checks its group's
+-- keys. Returns its state (nil when there is no such job).
+local function readForRemoval(k, jk)
+  local f = redis.call('HMGET', jk, 'state', 'grp')
+  if f[1] and f[2] then groupRequireTypes(k, f[2]) end
+  return f[1] or nil
+end
 
 -- Removes a job that is not active from every structure, then its hash and logs.
 local function dropJob(k, id, jk)
@@ -28,17 +67,18 @@ local function dropJob(k, id, jk)
   emit(k, 'removed', id)
 end
 
-redis.register_function('glidemq_removeJob', function(keys, args)
+register('glidemq_removeJob', function(keys, args)
   local k = keysFor(keys[1])
-  local id, force = args[1], args[2] == '1'
-  local jk = jobKey(k, id)
-  local state = redis.call('HGET', jk, 'state')
+  local a = decodeArgs('glidemq_removeJob', args, REMOVE_JOB_ARGS)
+  requireTypes(k, REMOVE_WRITES)
+  local jk = jobKey(k, a.jobId)
+  local state = readForRemoval(k, jk)
   if not state then return 0 end
-  if state == 'active' and not force then
-    return fail('ERR_JOB_ACTIVE', 'job ' .. id .. ' is being processed; wait for it to finish or remove it with force')
+  if state == 'active' and not a.force then
+    return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ' is being processed; wait for it to finish or remove it with force')
   end
-  if state == 'active' then releaseActive(k, id, jk) end
-  dropJob(k, id, jk)
+  if state == 'active' then releaseActive(k, a.jobId, jk) end
+  dropJob(k, a.jobId, jk)
   return 1
 end)
 
@@ -59,9 +99,11 @@ local function undelivered(k, limit)
   return ids
 end
 
-redis.register_function('glidemq_drain', function(keys, args)
+register('glidemq_drain', function(keys, args)
   local k = keysFor(keys[1])
-  local withDelayed, limit, dry = args[1] == '1', toInt(args[2], 1000), args[3] == '1'
+  local a = decodeArgs('glidemq_drain', args, DRAIN_ARGS)
+  requireTypes(k, REMOVE_WRITES)
+  local limit = a.limit
   local ids = undelivered(k, limit)
   local function take(list)
     for _, id in ipairs(list) do
@@ -71,37 +113,46 @@ redis.register_function('glidemq_drain', function(keys, args)
   end
   take(redis.call('LRANGE', k.lifo, 0, limit - 1))
   take(redis.call('ZRANGE', k.prioritized, 0, limit - 1))
-  if withDelayed then take(redis.call('ZRANGE', k.scheduled, 0, limit - 1)) end
-  if dry then
+  if a.includeDelayed then take(redis.call('ZRANGE', k.scheduled, 0, limit - 1)) end
+  if a.dryRun then
     local total = #undelivered(k, 1000000) + redis.call('LLEN', k.lifo) + redis.call('ZCARD', k.prioritized)
-    if withDelayed then total = total + redis.call('ZCARD', k.scheduled) end
+    if a.includeDelayed then total = total + redis.call('ZCARD', k.scheduled) end
     return { total, 0 }
   end
-  local removed = 0
+  -- read phase: each id once, its state and group
+  local seen, plan = {}, {}
   for _, id in ipairs(ids) do
-    local jk = jobKey(k, id)
-    local state = redis.call('HGET', jk, 'state')
-    if state and state ~= 'active' then
-      dropJob(k, id, jk)
+    if not seen[id] then
+      seen[id] = true
+      local jk = jobKey(k, id)
+      plan[#plan + 1] = { id = id, jk = jk, state = readForRemoval(k, jk) }
+    end
+  end
+  local removed = 0
+  for _, p in ipairs(plan) do
+    if p.state and p.state ~= 'active' then
+      dropJob(k, p.id, p.jk)
       removed = removed + 1
-    elseif not state then
-      redis.call('LREM', k.lifo, 0, id)
-      redis.call('ZREM', k.prioritized, id)
-      redis.call('ZREM', k.scheduled, id)
+    elseif not p.state then
+      redis.call('LREM', k.lifo, 0, p.id)
+      redis.call('ZREM', k.prioritized, p.id)
+      redis.call('ZREM', k.scheduled, p.id)
     end
   end
   local more = (#ids >= limit) and 1 or 0
   return { removed, more }
 end)
 
-redis.register_function('glidemq_clean', function(keys, args)
+register('glidemq_clean', function(keys, args)
   local k = keysFor(keys[1])
-  local state, olderThan, limit, dry = args[1], toInt(args[2], 0), toInt(args[3], 1000), args[4] == '1'
-  local set
-  if state == 'completed' then set = k.completed elseif state == 'failed' then set = k.failed
-  else return fail('ERR_INVALID', 'clean takes completed or failed, got ' .. tostring(state)) end
-  local ids = redis.call('ZRANGEBYSCORE', set, '-inf', olderThan, 'LIMIT', 0, limit)
-  if dry then return ids end
+  local a = decodeArgs('glidemq_clean', args, CLEAN_ARGS)
+  requireTypes(k, REMOVE_WRITES)
+  local set = a.state == 'completed' and k.completed or k.failed
+  local olderThan = serverNow() - a.graceMs
+  local ids = redis.call('ZRANGEBYSCORE', set, '-inf', olderThan, 'LIMIT', 0, a.limit)
+  if a.dryRun then return ids end
+  for _, id in ipairs(ids) do readForRemoval(k, jobKey(k, id)) end
   for _, id in ipairs(ids) do dropJob(k, id, jobKey(k, id)) end
   return ids
 end)
+end

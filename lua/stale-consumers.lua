@@ -1,12 +1,14 @@
 --[[ stale-consumers.lua — removeStaleConsumers (no registered functions here), used by
   glidemq_removeStaleConsumers (lua/consumer-cleanup.lua) and the stalled reclaim (lua/reclaim.lua).
+  Idle times are the server's (XINFO CONSUMERS): no caller's clock decides which consumer goes.
+  Callers check the types of the job stream and the wake stream before calling it.
 ]]
 local CONSUMER_CLEANUP_LIMIT = 20
 
 local function removeStaleConsumers(k, keep, idleMs, dry)
   if redis.call('EXISTS', k.stream) == 0 then return 0 end
-  local ok, list = pcall(redis.call, 'XINFO', 'CONSUMERS', k.stream, GROUP)
-  if not ok then return 0 end
+  local list = redis.pcall('XINFO', 'CONSUMERS', k.stream, GROUP)
+  if type(list) ~= 'table' or list.err then return 0 end -- no group yet: no consumers
   local removed = 0
   for _, c in ipairs(list) do
     if removed >= CONSUMER_CLEANUP_LIMIT then break end
@@ -23,4 +25,3 @@ local function removeStaleConsumers(k, keep, idleMs, dry)
   end
   return removed
 end
-

@@ -3,15 +3,29 @@
   the same call, so a crash either leaves the old claim (and the old step) or the parked job with
   the new step, never a mix. The promotion loop re-queues it where its options say (stream,
   priority or LIFO), and the processor resumes from job.data.step.
+  The run time is given either as an absolute time (a user's wish, job.moveToDelayed(ts): the
+  caller's clock picks it) or as a delay the server adds to its own TIME (job.moveToDelayedIn(ms),
+  so "run again in N ms" holds whatever the worker's clock says). Everything compared is the
+  server's time.
   KEYS[1]  meta key.
-  ARGV     jobId, fence, consumer, now(ms), runAt(ms), step (JSON text; '' leaves data as it is).
-  Returns  'delayed' (parked until runAt) | 'waiting' (runAt <= now: re-queued at once) |
-           'stale' (the caller no longer owns the claim: nothing was changed).
-  Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (runAt not a number, or the job's
-           data is not a JSON object, so it has no place for `step`).
+  ARGV[1]  jobId: the running job.
+  ARGV[2]  fence: the fence of its claim.
+  ARGV[3]  consumer: the worker's consumer name.
+  ARGV[4]  timing: 'at' (`ms` is an absolute time, ms since the epoch) or 'in' (`ms` is a delay
+           from the server's now).
+  ARGV[5]  ms: the run time or the delay, per `timing` (a whole number >= 0).
+  ARGV[6]  step: the next step as JSON text (stored as data.step), or '' to leave data as it is.
+  Returns  'delayed' (parked until its run time) | 'waiting' (the run time is not after the
+           server's now: re-queued at once) | 'stale' (the caller no longer owns the claim:
+           nothing was changed).
+  Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (an argument, or the job's data is
+           not a JSON object, so it has no place for `step`), ERR_WRONG_TYPE (a key it writes
+           holds another type). All checked before the first write.
   data.step is spliced into the stored JSON text rather than decoded and re-encoded: the server's
   cjson turns empty arrays into objects and rounds numbers to 14 digits, which would corrupt data.
 ]]
+-- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
+do
 
 -- Index just past the string literal that starts at i (s[i] == '"'), or nil if unterminated.
 local function jsonStringEnd(s, i)
@@ -85,25 +99,41 @@ local function setStep(s, stepJson)
   return string.sub(s, 1, i - 1) .. ',"step":' .. stepJson .. string.sub(s, i)
 end
 
-redis.register_function('glidemq_moveToDelayed', function(keys, args)
+local STEP_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty,
+  'timing', ARG.oneOf('at', 'in'), 'ms', ARG.ms,
+  'step', kind("'' or a JSON value", function(v)
+    if v == '' or pcall(cjson.decode, v) then return v end
+    return nil
+  end) }
+local STEP_PARK_TYPES = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream' }
+
+register('glidemq_moveToDelayed', function(keys, args)
   local k = keysFor(keys[1])
-  local id, fence, consumer, now = args[1], args[2], args[3], toInt(args[4], 0)
-  local runAt, step = tonumber(args[5]), args[6] or ''
-  if not runAt then return fail('ERR_INVALID', 'job ' .. id .. ': moveToDelayed needs a timestamp in ms, got ' .. tostring(args[5])) end
-  runAt = math.floor(runAt)
+  local a = decodeArgs('glidemq_moveToDelayed', args, STEP_ARGS)
+  local id, step = a.jobId, a.step
+  -- check phase: the job, its new data, and the types of the keys the move writes
   local jk = jobKey(k, id)
-  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'data')
+  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'data', 'src', 'grp')
   if not cur[1] then
-    return fail('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed while it ran?): cannot move it to delayed')
+    refuse('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed while it ran?): cannot move it to delayed')
   end
-  if cur[1] ~= 'active' or cur[2] ~= fence or cur[3] ~= consumer then return 'stale' end
+  if cur[1] ~= 'active' or tonumber(cur[2]) ~= a.fence or cur[3] ~= a.consumer then return 'stale' end
   local data
   if step ~= '' then
     data = setStep(cur[4] or '{}', step)
     if not data then
-      return fail('ERR_INVALID', 'job ' .. id .. ': data is not a JSON object, so moveToDelayed cannot store a step in it')
+      refuse('ERR_INVALID', 'job ' .. id .. ': data is not a JSON object, so moveToDelayed cannot store a step in it ' ..
+        '(give the job object data, or call moveToDelayed without a step)')
     end
   end
+  local now = serverNow()
+  local runAt = a.ms
+  if a.timing == 'in' then runAt = now + a.ms end
+  requireReleaseTypes(k, cur[5])
+  if runAt <= now then
+    requireRequeueTypes(k, cur[6] or nil)
+  end
+  requireTypesOnce(k, STEP_PARK_TYPES)
 
   releaseActive(k, id, jk)
   if data then redis.call('HSET', jk, 'data', data) end
@@ -118,3 +148,4 @@ redis.register_function('glidemq_moveToDelayed', function(keys, args)
   emit(k, 'delayed', id, 'step', step, 'delay', runAt - now)
   return 'delayed'
 end)
+end

@@ -5,7 +5,15 @@ export { Job, type JobState } from './engine/job.js';
 export type { JobOptions, BackoffOptions, Retention } from './engine/options.js';
 export type { GroupOptions, TokenBucketOptions, GroupState } from './engine/groups.js';
 export * from './engine/errors.js';
-export { LIBRARY_VERSION, LIBRARY_NAME } from './engine/library.js';
+export {
+  LIBRARY_VERSION,
+  LIBRARY_NAME,
+  installLibrary,
+  libraryStatus,
+  type InstallResult,
+  type LibraryState,
+  type NodeLibrary,
+} from './engine/library.js';
 export { QueueKeys, BroadcastKeys } from './engine/keys.js';
 export type { QueueMetrics, MinuteMetrics, MetricsRange } from './engine/metrics.js';
 export {

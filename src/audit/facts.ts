@@ -4,7 +4,9 @@
  * the check says `unknown` rather than guessing.
  */
 import type { Redis } from 'ioredis';
-import type { LibraryFacts, NodeFacts, NodeRole, ReplicaLink } from './types.js';
+import { LibraryVersionError } from '../engine/errors.js';
+import { declaredVersion, libraryCode, sha256 } from '../engine/library.js';
+import type { AclFacts, LibraryFacts, NodeFacts, NodeRole, ReplicaLink } from './types.js';
 
 /** The settings the checks read. `requirepass` is read only to learn whether it is empty. */
 export const CONFIG_NAMES = [
@@ -20,9 +22,6 @@ export const CONFIG_NAMES = [
   'protected-mode',
   'requirepass',
 ] as const;
-
-const LIBRARY_NAME = 'glidemq';
-const VERSION_FUNCTION = 'glidemq_version';
 
 /** INFO text → field map across all sections. */
 export function parseInfo(text: string): Map<string, string> {
@@ -109,27 +108,41 @@ async function readPasswordless(client: Redis, config: Map<string, string>): Pro
   return requirepass === '';
 }
 
-/** `{"version":"<hash>","package":"<semver>"}` from glidemq_version, when the library has it. */
+/**
+ * The glidemq library's code (FUNCTION LIST ... WITHCODE) and what it declares about its version.
+ * Read from the text, never by calling it: a library someone swapped would otherwise run with the
+ * auditor's rights.
+ */
 async function readLibrary(client: Redis): Promise<LibraryFacts> {
-  let listed: unknown;
+  let code: string | undefined;
   try {
-    listed = await client.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME);
+    code = await libraryCode(client);
   } catch (err) {
-    return { state: 'unknown', error: errorText(err) };
+    const denied = err instanceof LibraryVersionError && err.code === 'ERR_LIBRARY_UNVERIFIED';
+    return { state: 'unknown', error: denied ? 'NOPERM: this user may not run FUNCTION LIST' : errorText(err) };
   }
-  // LIBRARYNAME matches as a pattern, so look for the exact name.
-  const present = Array.isArray(listed) && listed.some((lib) => pairs(lib).get('library_name') === LIBRARY_NAME);
-  if (!present) return { state: 'missing' };
+  if (code === undefined) return { state: 'missing' };
+  const declared = declaredVersion(code);
+  return {
+    state: 'present',
+    version: declared?.version,
+    packageVersion: declared?.package,
+    codeSha256: sha256(code),
+    ...(declared ? {} : { error: 'its code registers no glidemq_version' }),
+  };
+}
+
+/**
+ * The ACL users and their rules, without their password hashes (`#...`, never kept in the facts);
+ * an auditor without acl|list learns nothing here.
+ */
+async function readAcl(client: Redis): Promise<AclFacts> {
   try {
-    const raw = await client.call('FCALL_RO', VERSION_FUNCTION, '0');
-    const parsed = JSON.parse(String(raw)) as { version?: unknown; package?: unknown };
-    return {
-      state: 'present',
-      version: parsed.version === undefined ? undefined : String(parsed.version),
-      packageVersion: parsed.package === undefined ? undefined : String(parsed.package),
-    };
+    const reply = await client.call('ACL', 'LIST');
+    const lines = Array.isArray(reply) ? reply.map(String) : [];
+    return { lines: lines.map((l) => l.split(' ').filter((t) => !/^[#>!<]/.test(t)).join(' ')) };
   } catch (err) {
-    return { state: 'present', error: errorText(err) };
+    return { error: errorText(err) };
   }
 }
 
@@ -143,7 +156,7 @@ export async function gatherFacts(
   inCluster: boolean,
 ): Promise<NodeFacts> {
   const info = parseInfo(String(await client.call('INFO')));
-  const [{ config, refused }, library] = await Promise.all([readConfig(client), readLibrary(client)]);
+  const [{ config, refused }, library, acl] = await Promise.all([readConfig(client), readLibrary(client), readAcl(client)]);
   const passwordless = await readPasswordless(client, config);
   config.delete('requirepass'); // never keep a secret in the facts
   return {
@@ -156,5 +169,6 @@ export async function gatherFacts(
     replicas: replicaLinks(info),
     library,
     passwordless,
+    acl,
   };
 }

@@ -44,10 +44,12 @@ export interface ReplicaLink {
 
 export interface LibraryFacts {
   state: 'present' | 'missing' | 'unknown';
-  /** The library's code hash as glidemq_version reports it. */
+  /** The library's source hash as its glidemq_version declares it (read from its code, never run). */
   version?: string;
-  /** The glidemq package version that built the loaded library. */
+  /** The glidemq package version that built the loaded library, as its code declares it. */
   packageVersion?: string;
+  /** sha256 of the loaded library's code, to tell this build's library from one with a copied version. */
+  codeSha256?: string;
   /** Why the state or version could not be read. */
   error?: string;
 }
@@ -68,6 +70,15 @@ export interface NodeFacts {
   library: LibraryFacts;
   /** True/false when known: the default user can run commands without a password. */
   passwordless?: boolean;
+  /** The node's ACL users; absent when not gathered. */
+  acl?: AclFacts;
+}
+
+/** `ACL LIST` as the node answered it, or why it could not be read (it needs acl|list). */
+export interface AclFacts {
+  /** One `user <name> <rules...>` line per user. */
+  lines?: string[];
+  error?: string;
 }
 
 export interface AuditOptions {

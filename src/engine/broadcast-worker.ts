@@ -54,7 +54,6 @@ export interface BroadcastWorkerOptions {
   autorun?: boolean;
   /** How long close() lets running messages finish (ms). */
   closeGracePeriod?: number;
-  clock?: () => number;
 }
 
 interface Running {
@@ -67,13 +66,12 @@ type Entry = [string, string[]];
 export class BroadcastWorker<D = any, R = any> extends EventEmitter {
   readonly keys: BroadcastKeys;
   readonly consumer: string;
-  readonly settings: Required<Omit<BroadcastWorkerOptions, 'connection' | 'prefix' | 'subjects' | 'backoff' | 'startFrom' | 'autorun' | 'clock'>>;
+  readonly settings: Required<Omit<BroadcastWorkerOptions, 'connection' | 'prefix' | 'subjects' | 'backoff' | 'startFrom' | 'autorun'>>;
   private readonly acquired: Acquired;
   private readonly matches: (subject: string) => boolean;
   private readonly subjects: string[];
   private readonly backoff: BackoffOptions | undefined;
   private readonly start: string;
-  private readonly now: () => number;
   private blocker: Client | undefined;
   private blockerConn: Redis | undefined;
   private blockerId: number | undefined;
@@ -83,6 +81,8 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
   private blocked = false;
   private closing: Promise<void> | undefined;
   private reclaimDue = true;
+  /** When (this process's monotonic clock, ms) the loop next looks for due retries. Only this
+   * worker's own waiting uses it: the server answers due times as "in n ms". */
   private retryCheckAt = 0;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stalledTimer: NodeJS.Timeout | undefined;
@@ -102,7 +102,6 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     this.matches = subjectFilter(this.subjects);
     this.backoff = parseBackoff(opts.backoff);
     this.start = startId(opts.startFrom);
-    this.now = opts.clock ?? Date.now;
     const lockDuration = positive(opts.lockDuration ?? 30_000, 'lockDuration');
     this.settings = {
       concurrency: positive(opts.concurrency ?? 1, 'concurrency'),
@@ -151,7 +150,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
   }
 
   private async subscribe(): Promise<void> {
-    await this.call('glidemq_bcSubscribe', [this.subscription, this.start, JSON.stringify(this.subjects), this.now()]);
+    await this.call('glidemq_bcSubscribe', [this.subscription, this.start, JSON.stringify(this.subjects)]);
   }
 
   private async learnBlockerId(): Promise<void> {
@@ -178,14 +177,14 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     let failures = 0;
     try {
       while (this.running && !this.closing && this.freeSlots() > 0) {
-        if (this.now() >= this.retryCheckAt) await this.claimRetries();
+        if (monotonic() >= this.retryCheckAt) await this.claimRetries();
         if (this.reclaimDue && this.freeSlots() > 0) {
           this.reclaimDue = false;
           await this.reclaim();
         }
         const want = this.freeSlots();
         if (want <= 0 || this.closing) break;
-        const block = Math.max(1, Math.min(this.settings.blockTimeout, this.retryCheckAt - this.now()));
+        const block = Math.max(1, Math.ceil(Math.min(this.settings.blockTimeout, this.retryCheckAt - monotonic())));
         let delivered: [string, Entry[]][] | null;
         this.blocked = true;
         try {
@@ -201,8 +200,10 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     } catch (err) {
       if (this.running && !this.closing) {
         failures++;
-        if (/NOGROUP/.test(String(err))) await this.subscribe().catch(() => undefined);
-        else this.emitError(err);
+        // the subscription (consumer group) was deleted under us: create it again
+        if (/NOGROUP/.test(String(err)) || (err as { code?: string }).code === 'ERR_NO_SUBSCRIPTION') {
+          await this.subscribe().catch(() => undefined);
+        } else this.emitError(err);
         await delay(Math.min(1000, 50 * 2 ** failures));
       }
     } finally {
@@ -219,8 +220,9 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
       if (this.matches(f.subject ?? '')) run.push(e);
       else skip.push(e[0]);
     }
-    const r = (await this.call('glidemq_bcActivate', [this.subscription, this.consumer, run.length, ...run.map((e) => e[0]), ...skip])) as
-      (string | number)[][];
+    const r = (await this.call('glidemq_bcActivate', [
+      this.subscription, this.consumer, run.length + skip.length, ...run.flatMap((e) => [e[0], 1]), ...skip.flatMap((id) => [id, 0]),
+    ])) as (string | number)[][];
     const claimed = new Map(r.map((c) => [String(c[0]), c]));
     for (const [sid, fields] of run) {
       const c = claimed.get(sid);
@@ -229,16 +231,17 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
   }
 
   private async claimRetries(): Promise<void> {
-    const r = (await this.call('glidemq_bcRetries', [this.subscription, this.consumer, this.now(), this.freeSlots()])) as unknown[];
-    const nextDue = Number(r[0]);
-    this.retryCheckAt = this.now() + this.settings.retryInterval;
-    if (nextDue >= 0) this.retryCheckAt = Math.min(this.retryCheckAt, nextDue);
+    const r = (await this.call('glidemq_bcRetries', [this.subscription, this.consumer, this.freeSlots()])) as unknown[];
+    // nextDueIn: ms from the server's now until the earliest waiting retry (-1: none)
+    const nextDueIn = Number(r[0]);
+    this.retryCheckAt = monotonic() + this.settings.retryInterval;
+    if (nextDueIn >= 0) this.retryCheckAt = Math.min(this.retryCheckAt, monotonic() + nextDueIn);
     await this.runClaimed(r.slice(1) as (string | number)[][]);
   }
 
   private async reclaim(): Promise<void> {
     const r = (await this.call('glidemq_bcReclaim', [
-      this.subscription, this.consumer, this.now(), this.settings.lockDuration, this.settings.maxStalledCount, this.freeSlots(),
+      this.subscription, this.consumer, this.settings.lockDuration, this.settings.maxStalledCount, this.freeSlots(),
     ])) as [(string | number)[][], string[]];
     for (const id of r[1]) this.emit('stalled', id, 'failed');
     for (const e of r[0]) this.emit('stalled', String(e[0]), 'reclaimed');
@@ -253,7 +256,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
       if (this.matches(f.subject)) this.dispatch(String(e[0]), String(e[1]), Number(e[2]), Number(e[3]), f);
       else skip.push(String(e[0]));
     }
-    if (skip.length) await this.call('glidemq_bcActivate', [this.subscription, this.consumer, 0, ...skip]);
+    if (skip.length) await this.call('glidemq_bcActivate', [this.subscription, this.consumer, skip.length, ...skip.flatMap((id) => [id, 0])]);
   }
 
   private dispatch(id: string, fence: string, attemptsMade: number, stalledCount: number, f: Record<string, string>): void {
@@ -287,7 +290,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     let status: string;
     try {
       status = String(await this.call('glidemq_bcFinish', [
-        this.subscription, this.consumer, message.id, fence, this.now(), outcome,
+        this.subscription, this.consumer, message.id, fence, outcome,
         error ? error.message || error.name || 'processor failed' : '', retryDelay, this.settings.attempts,
       ]));
     } catch (err) {
@@ -303,7 +306,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     } else if (status === 'failed' || status === 'retrying') {
       if (status === 'failed') this.finished.failed++;
       else {
-        this.retryCheckAt = Math.min(this.retryCheckAt, this.now() + retryDelay);
+        this.retryCheckAt = Math.min(this.retryCheckAt, monotonic() + retryDelay);
         void this.nudgeReader();
       }
       this.emit('failed', message, error, durationMs, status === 'retrying');
@@ -319,7 +322,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     const pairs: string[] = [];
     for (const [id, r] of this.active) pairs.push(id, r.fence);
     try {
-      const lost = (await this.call('glidemq_bcExtend', [this.subscription, this.consumer, ...pairs])) as string[];
+      const lost = (await this.call('glidemq_bcExtend', [this.subscription, this.consumer, pairs.length / 2, ...pairs])) as string[];
       for (const id of lost) this.emit('lockLost', id);
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
@@ -392,6 +395,11 @@ function positive(n: number, what: string): number {
 function whole(n: number, what: string): number {
   if (!Number.isFinite(n) || n < 0) throw invalid(`${what} must be a number >= 0, got ${n}`);
   return Math.floor(n);
+}
+
+/** This process's monotonic clock (ms): for the worker's own waiting only, never sent to the server. */
+function monotonic(): number {
+  return performance.now();
 }
 
 function delay(ms: number): Promise<void> {

@@ -18,8 +18,6 @@ export interface BroadcastOptions {
   maxMessages?: number;
   /** Largest accepted message data, in bytes of JSON (default 512 KiB). */
   maxPayloadBytes?: number;
-  /** The clock (ms) whose times are stored with messages; tests move it. */
-  clock?: () => number;
 }
 
 export interface SubscriptionInfo {
@@ -39,7 +37,7 @@ export interface BroadcastMessage<D = unknown> {
   id: string;
   subject: string;
   data: D;
-  /** Publish time (ms, the publisher's clock). */
+  /** Publish time (ms, the server's clock: glidemq_bcPublish stores its TIME). */
   timestamp: number;
   subscription: string;
   /** Failed attempts so far for this subscription. */
@@ -53,7 +51,6 @@ export class Broadcast {
   private readonly acquired: Acquired;
   private readonly maxMessages: number;
   private readonly maxPayload: number;
-  private readonly now: () => number;
   private ready: Promise<void> | undefined;
 
   constructor(
@@ -65,7 +62,6 @@ export class Broadcast {
     if (!Number.isInteger(max) || max < 0) throw invalid(`maxMessages must be a whole number >= 0, got ${String(opts.maxMessages)}`);
     this.maxMessages = max;
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
-    this.now = opts.clock ?? Date.now;
     this.acquired = acquireClient(opts.connection);
   }
 
@@ -96,7 +92,7 @@ export class Broadcast {
       throw invalid(`message data is ${size} bytes, over the limit of ${this.maxPayload} bytes; store large data elsewhere and publish a reference`);
     }
     await this.waitUntilReady();
-    return String(await callFunction(this.client, 'glidemq_bcPublish', this.keys.meta, [this.now(), this.maxMessages, subject, json]));
+    return String(await callFunction(this.client, 'glidemq_bcPublish', this.keys.meta, [this.maxMessages, subject, json]));
   }
 
   /** Messages kept in the stream. */

@@ -34,20 +34,22 @@ export interface CleanResult {
   dryRun: boolean;
 }
 
-/** Removes completed or failed jobs that finished more than `graceMs` ago (at most `limit`). */
+/**
+ * Removes completed or failed jobs that finished more than `graceMs` ago (at most `limit`). The age
+ * is measured on the server (its TIME against the finish times it wrote), never by this clock.
+ */
 export async function clean(
   client: Client,
   keys: QueueKeys,
   state: 'completed' | 'failed',
   graceMs: number,
-  opts: { limit?: number; dryRun?: boolean; now?: number } = {},
+  opts: { limit?: number; dryRun?: boolean } = {},
 ): Promise<CleanResult> {
-  const olderThan = (opts.now ?? Date.now()) - graceMs;
   const limit = opts.limit ?? Number.MAX_SAFE_INTEGER;
   const ids: string[] = [];
   while (ids.length < limit) {
     const want = Math.min(BATCH, limit - ids.length);
-    const batch = (await callFunction(client, 'glidemq_clean', keys.meta, [state, olderThan, want, opts.dryRun ? '1' : '0'])) as string[];
+    const batch = (await callFunction(client, 'glidemq_clean', keys.meta, [state, graceMs, want, opts.dryRun ? '1' : '0'])) as string[];
     ids.push(...batch);
     if (batch.length < want || opts.dryRun) break;
   }

@@ -16,12 +16,11 @@ export class GlideMQError extends Error {
 }
 
 export class JobNotFoundError extends GlideMQError {}
-export class JobNotActiveError extends GlideMQError {}
 export class StaleClaimError extends GlideMQError {}
-export class DuplicateJobError extends GlideMQError {}
 export class InvalidArgumentError extends GlideMQError {}
 export class PayloadTooLargeError extends GlideMQError {}
-export class QueuePausedError extends GlideMQError {}
+/** A library function failed in a way it does not expect (a bug): the message says where. */
+export class InternalError extends GlideMQError {}
 export class LibraryVersionError extends GlideMQError {}
 export class ConnectionError extends GlideMQError {}
 export class WrongTypeError extends GlideMQError {}
@@ -44,19 +43,19 @@ export function isUnrecoverable(err: unknown): boolean {
 
 type ErrorClass = new (code: string, message: string, usage?: boolean) => GlideMQError;
 
-/** Coded Lua error prefix → TypeScript error class, and whether it is the caller's bad input. */
-const LUA_ERRORS: Record<string, [ErrorClass, boolean]> = {
+/**
+ * Coded Lua error prefix → TypeScript error class, and whether it is the caller's bad input.
+ * Exactly the codes lua/ emits (test/unit/lua-contract checks both directions); client-side codes
+ * such as ERR_STALE_CLAIM or ERR_LIBRARY_NEWER are thrown where they arise, not mapped here.
+ */
+export const LUA_ERRORS: Record<string, [ErrorClass, boolean]> = {
   ERR_JOB_NOT_FOUND: [JobNotFoundError, true],
-  ERR_JOB_NOT_ACTIVE: [JobNotActiveError, false],
-  ERR_STALE_CLAIM: [StaleClaimError, false],
-  ERR_DUPLICATE: [DuplicateJobError, false],
   ERR_INVALID: [InvalidArgumentError, true],
   ERR_TOO_LARGE: [PayloadTooLargeError, true],
-  ERR_PAUSED: [QueuePausedError, false],
   ERR_WRONG_TYPE: [WrongTypeError, true],
   ERR_JOB_ACTIVE: [JobActiveError, true],
   ERR_NO_SUBSCRIPTION: [SubscriptionNotFoundError, true],
-  ERR_LIBRARY_NEWER: [LibraryVersionError, false],
+  ERR_INTERNAL: [InternalError, false],
 };
 
 /** Turns a raw server error into the typed error its code names; other errors pass through. */

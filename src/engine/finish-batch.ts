@@ -21,6 +21,7 @@ export interface FinishRequest {
   fence: string;
   outcome: 'completed' | 'failed';
   value: string;
+  /** -1: do not retry; else ms from the server's now until the retry may run (lua/finish.lua). */
   retryDelay: number;
   fetchCount: number;
   /** The retention rule for this outcome (encodeRetention of removeOnComplete or removeOnFail). */
@@ -48,7 +49,6 @@ export class FinishBatcher {
     private readonly client: () => Client,
     private readonly metaKey: string,
     private readonly consumer: string,
-    private readonly now: () => number,
   ) {}
 
   /** Resolves to `[status, ...nextJobs]`, as a glidemq_finish call for this one job would. */
@@ -73,7 +73,6 @@ export class FinishBatcher {
   }
 
   private async send(batch: Pending[]): Promise<void> {
-    const now = this.now();
     this.inFlight++;
     let settled = false;
     // the reply is in: send what waits before running this batch's next jobs (see above)
@@ -87,7 +86,7 @@ export class FinishBatcher {
       if (batch.length === 1) {
         const r = batch[0].req;
         const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
-          r.id, r.fence, this.consumer, now, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs,
+          r.id, r.fence, this.consumer, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs,
         ])) as unknown[];
         done();
         batch[0].resolve(reply);
@@ -95,7 +94,7 @@ export class FinishBatcher {
       }
       let fetchCount = 0;
       for (const { req } of batch) fetchCount += req.fetchCount;
-      const args: (string | number)[] = [this.consumer, now, batch.length, fetchCount];
+      const args: (string | number)[] = [this.consumer, batch.length, fetchCount];
       for (const { req: r } of batch) {
         args.push(r.id, r.fence, r.outcome, r.value, r.retryDelay, r.keep, r.durationMs);
       }

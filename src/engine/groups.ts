@@ -59,8 +59,14 @@ export interface GroupState {
   seq: number;
 }
 
+/** Token bucket refill rates accepted, in tokens per second (lua/group.lua groupParse agrees). */
+export const MIN_REFILL_RATE = 0.000001;
+export const MAX_REFILL_RATE = 1_000_000;
+
 function whole(v: unknown, what: string, min: number): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw invalid(`${what} must be a whole number >= ${min}, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
+    throw invalid(`${what} must be a whole number from ${min} to ${Number.MAX_SAFE_INTEGER}, got ${String(v)}`);
+  }
   return v;
 }
 
@@ -79,7 +85,7 @@ export function encodeGroup(group: GroupOptions | undefined): string {
     if (out.rateMax !== 0) {
       if (group.rateDuration === undefined) throw invalid('group.rateMax needs group.rateDuration (the window length)');
       const d = parseDuration(group.rateDuration, 'group.rateDuration');
-      if (d < 1) throw invalid('group.rateDuration must be at least 1 ms');
+      if (!Number.isSafeInteger(d) || d < 1) throw invalid(`group.rateDuration must be a whole number of ms from 1 to ${Number.MAX_SAFE_INTEGER}, got ${d}`);
       out.rateDuration = d;
     }
   } else if (group.rateDuration !== undefined) {
@@ -90,8 +96,11 @@ export function encodeGroup(group: GroupOptions | undefined): string {
     if (typeof tb !== 'object' || tb === null) throw invalid('group.tokenBucket must be { capacity, refillRate }');
     out.capacity = whole(tb.capacity, 'group.tokenBucket.capacity', 0);
     if (out.capacity !== 0) {
-      if (typeof tb.refillRate !== 'number' || !Number.isFinite(tb.refillRate) || tb.refillRate <= 0) {
-        throw invalid(`group.tokenBucket.refillRate must be a number of tokens per second > 0, got ${String(tb.refillRate)}`);
+      const rate = tb.refillRate;
+      if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < MIN_REFILL_RATE || rate > MAX_REFILL_RATE) {
+        throw invalid(
+          `group.tokenBucket.refillRate must be a number of tokens per second from ${MIN_REFILL_RATE} to ${MAX_REFILL_RATE}, got ${String(rate)}`,
+        );
       }
       out.refillRate = tb.refillRate;
     }

@@ -13,8 +13,6 @@ export interface Claim {
   keys: QueueKeys;
   consumer: string;
   fence: string;
-  /** The worker's clock (ms); Date.now when not given. */
-  now?: () => number;
 }
 
 export class Job<D = any, R = any> {
@@ -54,11 +52,12 @@ export class Job<D = any, R = any> {
 
   /**
    * A job claimed for a worker, from the claim reply (see decodeClaim): it is active since
-   * `claimedAt`, which the reply leaves out because the worker sent it.
+   * `claimedAt`, the worker's own reading of when the claim started (the reply leaves the stored
+   * processedOn out: it is the server's time of the claim, which getJob shows).
    */
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
     const job = Job.fromFields(decodeClaim(reply));
-    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, now: claim.now };
+    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence };
     job.state = 'active';
     job.processedOn = claimedAt;
     return job;
@@ -116,27 +115,39 @@ export class Job<D = any, R = any> {
   }
 
   /**
-   * Parks the running job until `timestamp` (ms) and, when `nextStep` is given, stores it as
-   * `data.step` in the same server call. The processor should return right after; the worker stores
-   * no outcome for this run, and the job runs again from the start once it is due, with the step
-   * in `job.data.step`. A worker that lost the claim gets a StaleClaimError and changes nothing.
+   * Parks the running job until `timestamp` (ms since the epoch, this process's clock: the time the
+   * caller wishes) and, when `nextStep` is given, stores it as `data.step` in the same server call.
+   * The processor should return right after; the worker stores no outcome for this run, and the
+   * job runs again from the start once it is due, with the step in `job.data.step`. A worker that
+   * lost the claim gets a StaleClaimError and changes nothing. To run again after a delay, use
+   * moveToDelayedIn: the server then counts the delay on its own clock.
    */
   async moveToDelayed(timestamp: number, nextStep?: unknown): Promise<void> {
-    const c = this.requireClaim('moveToDelayed');
     if (!Number.isFinite(timestamp)) throw invalid(`job ${this.id}: moveToDelayed needs a timestamp in ms, got ${String(timestamp)}`);
+    await this.park('at', Math.min(Math.max(0, Math.floor(timestamp)), Number.MAX_SAFE_INTEGER), nextStep, 'moveToDelayed');
+  }
+
+  /**
+   * Parks the running job for `delayMs` ms, counted by the server's clock from the moment it
+   * parks it (0: re-queued at once), storing `nextStep` as for moveToDelayed. The step helper to
+   * use for "run the next step in N ms": no clock of this process is involved.
+   */
+  async moveToDelayedIn(delayMs: number, nextStep?: unknown): Promise<void> {
+    if (!Number.isFinite(delayMs) || delayMs < 0) {
+      throw invalid(`job ${this.id}: moveToDelayedIn needs a delay in ms >= 0, got ${String(delayMs)}`);
+    }
+    await this.park('in', Math.min(Math.floor(delayMs), Number.MAX_SAFE_INTEGER), nextStep, 'moveToDelayedIn');
+  }
+
+  /** glidemq_moveToDelayed with a run time `ms` that is absolute ('at') or from the server's now ('in'). */
+  private async park(timing: 'at' | 'in', ms: number, nextStep: unknown, op: string): Promise<void> {
+    const c = this.requireClaim(op);
     let stepJson = '';
     if (nextStep !== undefined) {
       stepJson = JSON.stringify(nextStep) ?? '';
       if (stepJson === '') throw invalid(`job ${this.id}: the step must be a JSON value, got a ${typeof nextStep}`);
     }
-    const r = await callFunction(c.client, 'glidemq_moveToDelayed', c.keys.meta, [
-      this.id,
-      c.fence,
-      c.consumer,
-      (c.now ?? Date.now)(),
-      Math.floor(timestamp),
-      stepJson,
-    ]);
+    const r = await callFunction(c.client, 'glidemq_moveToDelayed', c.keys.meta, [this.id, c.fence, c.consumer, timing, ms, stepJson]);
     if (r === 'stale') {
       throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
     }

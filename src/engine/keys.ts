@@ -95,7 +95,8 @@ export const MAX_GROUP_ID = 256;
 /** Group ids sit inside braces in a key name: braces, whitespace and control characters are refused. */
 export function validateGroupId(id: unknown): string {
   if (typeof id !== 'string' || id.length === 0) throw invalid('group.id must be a non-empty string');
-  if (id.length > MAX_GROUP_ID) throw invalid(`group.id is longer than ${MAX_GROUP_ID} characters`);
+  // Bytes, as the server counts them (lua/args.lua MAX_ID_LEN): characters would let a multi-byte id through here.
+  if (Buffer.byteLength(id) > MAX_GROUP_ID) throw invalid(`group.id is longer than ${MAX_GROUP_ID} bytes`);
   if (/[{}\s\p{Cc}]/u.test(id)) throw invalid(`invalid group.id "${id}": it may not contain '{', '}' or whitespace`);
   return id;
 }

@@ -3,7 +3,8 @@
  * (stream PEL through XAUTOCLAIM, and claimed priority/LIFO jobs), list-active healing, and the
  * cleanup of consumers that dead processes left in the group. Every write happens in one Lua
  * function call (lua/reclaim.lua, lua/heal.lua, lua/consumer-cleanup.lua); this class only picks
- * the arguments, walks cursors and shapes the replies.
+ * the arguments, walks cursors and shapes the replies. No time is sent: every lock age and idle
+ * time is measured by the server's clock inside the functions (README "Clocks").
  */
 import { hostname } from 'node:os';
 import { acquireClient, closeClient, isCluster, settleTopology, waitReady, type Client, type ClientSettings } from './connection.js';
@@ -118,8 +119,6 @@ export class Maintenance {
     private readonly client: Client,
     readonly keys: QueueKeys,
     private readonly settings: MaintenanceSettings = DEFAULT_MAINTENANCE,
-    /** The clock list claims' lockedAt was written with (a worker's `clock` option). */
-    private readonly now: () => number = Date.now,
   ) {}
 
   /** How long a consumer holding nothing must be idle before stalled reclaim deletes it. */
@@ -202,7 +201,6 @@ export class Maintenance {
   private async reclaimStreamPage(consumer: string, cursor: string, o: Required<ReclaimOptions>) {
     const r = (await callFunction(this.client, 'glidemq_reclaimStalled', this.keys.meta, [
       consumer,
-      this.now(),
       o.minIdle,
       o.maxStalledCount,
       o.consumerIdleMs,
@@ -222,7 +220,6 @@ export class Maintenance {
 
   private async reclaimListJobs(o: Required<ReclaimOptions>) {
     const r = (await callFunction(this.client, 'glidemq_reclaimStalledListJobs', this.keys.meta, [
-      this.now(),
       o.minIdle,
       o.maxStalledCount,
       o.dryRun ? '1' : '0',
@@ -231,9 +228,12 @@ export class Maintenance {
     return { paused: false, redispatched: (r[1] as string[]).map(String), failed: (r[2] as string[]).map(String), source: String(r[3]) };
   }
 
-  /** Claimed but unfinished jobs: the stream's pending entries and the priority/LIFO list claims. */
+  /**
+   * Claimed but unfinished jobs: the stream's pending entries and the priority/LIFO list claims.
+   * Idle times are the server's (pending entries' idle, server TIME - lockedAt), as reclaim sees them.
+   */
   async listClaims(opts: { minIdle?: number; limit?: number } = {}): Promise<Claims> {
-    const r = (await callFunction(this.client, 'glidemq_listClaims', this.keys.meta, [this.now(), opts.minIdle ?? 0, opts.limit ?? 1000])) as [
+    const r = (await callFunction(this.client, 'glidemq_listClaims', this.keys.meta, [opts.minIdle ?? 0, opts.limit ?? 1000])) as [
       unknown[][],
       unknown[][],
       number,

@@ -8,10 +8,12 @@ export const MINUTE_MS = 60_000;
 export const METRICS_RETENTION_MINUTES = 1440;
 
 export interface MetricsRange {
-  /** Start (ms since epoch, inclusive; rounded down to its minute). Default: an hour before `to`. */
+  /** Start (ms since epoch, inclusive; rounded down to its minute). Default: `minutes` before `to`. */
   from?: number;
-  /** End (ms since epoch, inclusive). Default: now. */
+  /** End (ms since epoch, inclusive). Default: the server's now (not this machine's clock). */
   to?: number;
+  /** Without `from`: how many minutes up to and including the one of `to` (1..1440, default 60). */
+  minutes?: number;
 }
 
 export interface MinuteMetrics {
@@ -37,24 +39,36 @@ export interface QueueMetrics {
   avgMs: number;
 }
 
-/** Checks a range and resolves its defaults against `now`; the span is capped at the retention window. */
-export function resolveRange(range: MetricsRange, now: number): { from: number; to: number } {
-  const to = range.to ?? now;
-  const from = range.from ?? to - 59 * MINUTE_MS;
-  for (const [what, v] of [['from', from], ['to', to]] as const) {
-    if (!Number.isFinite(v) || v < 0) throw invalid(`metrics range: ${what} must be a time in ms since the epoch, got ${String(v)}`);
+/**
+ * Checks a range and encodes it as glidemq_getMetrics takes it: from and to in absolute ms, or ''
+ * for a default the server resolves against its own clock (to = its now, from = `minutes` before
+ * to), and the minutes.
+ */
+export function encodeRange(range: MetricsRange): [number | '', number | '', number] {
+  for (const what of ['from', 'to'] as const) {
+    const v = range[what];
+    if (v !== undefined && (typeof v !== 'number' || !Number.isSafeInteger(Math.floor(v)) || v < 0)) {
+      throw invalid(`metrics range: ${what} must be a time in ms since the epoch, got ${String(v)}`);
+    }
   }
-  if (from > to) throw invalid('metrics range: from is after to');
-  const fromMinute = Math.floor(from / MINUTE_MS);
-  const toMinute = Math.floor(to / MINUTE_MS);
-  const first = Math.max(fromMinute, toMinute - METRICS_RETENTION_MINUTES + 1);
-  return { from: first * MINUTE_MS, to: toMinute * MINUTE_MS };
+  if (range.from !== undefined && range.to !== undefined && range.from > range.to) throw invalid('metrics range: from is after to');
+  const minutes = range.minutes ?? 60;
+  if (!Number.isInteger(minutes) || minutes < 1 || minutes > METRICS_RETENTION_MINUTES) {
+    throw invalid(`metrics range: minutes must be a whole number from 1 to ${METRICS_RETENTION_MINUTES}, got ${String(range.minutes)}`);
+  }
+  if (range.from !== undefined && range.minutes !== undefined) throw invalid('metrics range: give from or minutes, not both');
+  return [range.from === undefined ? '' : Math.floor(range.from), range.to === undefined ? '' : Math.floor(range.to), minutes];
 }
 
-/** Builds the dense series from the flat reply of glidemq_getMetrics. */
-export function buildMetrics(reply: (string | number)[], from: number, to: number): QueueMetrics {
+/**
+ * Builds the dense series from the flat reply of glidemq_getMetrics: the range as the server
+ * resolved it (whole minutes, ms), then minute, completed, failed, processingMs per stored minute.
+ */
+export function buildMetrics(reply: (string | number)[]): QueueMetrics {
+  const from = Number(reply[0]);
+  const to = Number(reply[1]);
   const byMinute = new Map<number, [number, number, number]>();
-  for (let i = 0; i + 3 < reply.length; i += 4) {
+  for (let i = 2; i + 3 < reply.length; i += 4) {
     byMinute.set(Number(reply[i]), [Number(reply[i + 1]), Number(reply[i + 2]), Number(reply[i + 3])]);
   }
   const minutes: MinuteMetrics[] = [];

@@ -7,6 +7,8 @@ import { parseDuration } from './duration.js';
 import { encodeGroup, type GroupOptions } from './groups.js';
 
 export const MAX_PRIORITY = 2097152;
+/** The longest job id, in bytes (lua/args.lua MAX_ID_LEN: the library counts bytes). */
+export const MAX_JOB_ID_BYTES = 256;
 export const DEFAULT_MAX_PAYLOAD = 512 * 1024;
 
 export type Retention = boolean | number | { count?: number; age?: number };
@@ -142,8 +144,8 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (!Number.isInteger(attempts) || attempts < 1) throw invalid(`attempts must be a whole number >= 1, got ${String(opts.attempts)}`);
   const jobId = opts.jobId ?? '';
   if (opts.jobId !== undefined && jobId === '') throw invalid('job id is empty: leave it out to get the next id');
-  if (typeof jobId !== 'string' || jobId.length > 256 || /[:\s{}\p{Cc}]/u.test(jobId)) {
-    throw invalid(`job id "${String(jobId)}" is invalid: at most 256 characters, no ":", "{", "}", whitespace or control characters`);
+  if (typeof jobId !== 'string' || Buffer.byteLength(jobId) > MAX_JOB_ID_BYTES || /[:\s{}\p{Cc}]/u.test(jobId)) {
+    throw invalid(`job id "${String(jobId)}" is invalid: at most ${MAX_JOB_ID_BYTES} bytes, no ":", "{", "}", whitespace or control characters`);
   }
   if (opts.priority !== undefined && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
   const group = encodeGroup(opts.group);

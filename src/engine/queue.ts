@@ -7,7 +7,7 @@ import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { clean, drain, obliterate, type CleanResult, type DrainResult, type ObliterateResult } from './cleanup.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { buildRecord, describeRecord, parseRecord, type SchedulerInfo, type SchedulerTemplate, type SchedulerTiming } from './schedulers.js';
-import { buildMetrics, MINUTE_MS, resolveRange, type MetricsRange, type QueueMetrics } from './metrics.js';
+import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
 import { readGroupState, type GroupState } from './groups.js';
 
@@ -16,8 +16,6 @@ export interface QueueOptions {
   prefix?: string;
   /** Largest accepted job data, in bytes of JSON (default 512 KiB). */
   maxPayloadBytes?: number;
-  /** The clock (ms) whose times the queue writes and reads metrics against; tests move it. */
-  clock?: () => number;
 }
 
 export interface JobCounts {
@@ -41,7 +39,6 @@ export class Queue extends EventEmitter {
   private readonly acquired: Acquired;
   private readonly maxPayload: number;
   private ready: Promise<void> | undefined;
-  private readonly now: () => number;
 
   constructor(
     readonly name: string,
@@ -51,7 +48,6 @@ export class Queue extends EventEmitter {
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.acquired = acquireClient(opts.connection);
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
-    this.now = opts.clock ?? Date.now;
   }
 
   /** The connection; a Cluster client once waitUntilReady() found the server is a cluster node. */
@@ -77,30 +73,31 @@ export class Queue extends EventEmitter {
     return callFunction(this.client, fn, this.keys.meta, args);
   }
 
+  /** Adds a job. Its timestamp, delay and dedup window count from the server's clock, not this machine's. */
   async add(name: string, data: unknown, opts: JobOptions = {}): Promise<Job> {
     const group = encodeJob(name, data, opts);
-    const now = this.now();
-    const r = (await this.call('glidemq_add', [now, this.maxPayload, 1, ...group])) as (string | number)[];
-    return this.describeAdded(String(r[0]), name, String(group[2]), opts, now, Number(r[1]));
+    // reply: the server's ts of the call, then id, created
+    const r = (await this.call('glidemq_add', [this.maxPayload, 1, ...group])) as (string | number)[];
+    return this.describeAdded(String(r[1]), name, String(group[2]), opts, Number(r[0]), Number(r[2]));
   }
 
   /** Adds many jobs; validated all before any is written, then written in pipelined chunks. */
   async addBulk(jobs: BulkJob[]): Promise<Job[]> {
     const groups = encodeBulk(jobs, this.maxPayload);
     await this.waitUntilReady();
-    const now = this.now();
     const results: Job[] = [];
     const pending: Promise<unknown>[] = [];
     for (let start = 0; start < groups.length; start += BULK_CHUNK) {
       const chunk = groups.slice(start, start + BULK_CHUNK);
-      pending.push(callFunction(this.client, 'glidemq_add', this.keys.meta, [now, this.maxPayload, chunk.length, ...chunk.flat()]));
+      pending.push(callFunction(this.client, 'glidemq_add', this.keys.meta, [this.maxPayload, chunk.length, ...chunk.flat()]));
     }
     const replies = (await Promise.all(pending)) as (string | number)[][];
     let i = 0;
     for (const reply of replies) {
-      for (let r = 0; r < reply.length; r += 2, i++) {
+      const ts = Number(reply[0]); // the server's time of that call
+      for (let r = 1; r + 1 < reply.length; r += 2, i++) {
         const j = jobs[i];
-        results.push(this.describeAdded(String(reply[r]), j.name, String(groups[i][2]), j.opts ?? {}, now, Number(reply[r + 1])));
+        results.push(this.describeAdded(String(reply[r]), j.name, String(groups[i][2]), j.opts ?? {}, ts, Number(reply[r + 1])));
       }
     }
     return results;
@@ -108,11 +105,12 @@ export class Queue extends EventEmitter {
 
   /**
    * `code` is glidemq_add's: 1 created, 0 custom id existed, 2 deduplicated, 3 debounced.
-   * `dataJson` is the JSON text that was sent (the job's data as stored).
+   * `dataJson` is the JSON text that was sent (the job's data as stored); `ts` the server's time
+   * of the call (the stored ts of a job it created).
    */
-  private describeAdded(id: string, name: string, dataJson: string, opts: JobOptions, now: number, code: number): Job {
+  private describeAdded(id: string, name: string, dataJson: string, opts: JobOptions, ts: number, code: number): Job {
     const created = code === 1;
-    const job = Job.fromFields({ id, name, data: dataJson, ts: String(now) });
+    const job = Job.fromFields({ id, name, data: dataJson, ts: String(ts) });
     job.opts = { ...job.opts, attempts: opts.attempts ?? 1, delay: Number(opts.delay ?? 0) || 0, priority: opts.priority ?? 0, lifo: !!opts.lifo };
     job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
     job.created = created;
@@ -236,12 +234,13 @@ export class Queue extends EventEmitter {
     else await this.client.hset(this.keys.meta, 'globalConcurrency', String(n));
   }
 
-  /** Completed/failed attempts and processing time per minute (the last hour by default; 24 h are kept). */
+  /**
+   * Completed/failed attempts and processing time per minute (the last hour by default; 24 h are
+   * kept). The defaults (to = now, from = an hour before) are the server's clock, not this machine's.
+   */
   async getMetrics(range: MetricsRange = {}): Promise<QueueMetrics> {
-    const now = this.now();
-    const { from, to } = resolveRange(range, now);
-    const reply = (await this.call('glidemq_getMetrics', [from, to + MINUTE_MS - 1, now])) as number[];
-    return buildMetrics(reply, from, to);
+    const reply = (await this.call('glidemq_getMetrics', encodeRange(range))) as number[];
+    return buildMetrics(reply);
   }
 
   /** Removes jobs that wait (and delayed ones with `delayed`); active jobs are left to finish. */
@@ -253,7 +252,7 @@ export class Queue extends EventEmitter {
   /** Removes completed or failed jobs that finished more than `graceMs` ago. */
   async clean(state: 'completed' | 'failed', graceMs: number, opts: { limit?: number; dryRun?: boolean } = {}): Promise<CleanResult> {
     await this.waitUntilReady();
-    return clean(this.client, this.keys, state, graceMs, { ...opts, now: this.now() });
+    return clean(this.client, this.keys, state, graceMs, opts);
   }
 
   /** Deletes every key of the queue (refused while jobs are active, unless `force`). */
@@ -267,10 +266,17 @@ export class Queue extends EventEmitter {
    * (`{pattern, tz}`) or every `{every}` ms. Upserting an unchanged timing keeps its next run.
    */
   async upsertScheduler(name: string, timing: SchedulerTiming, template: SchedulerTemplate = {}): Promise<SchedulerInfo> {
-    const now = this.now();
-    const rec = buildRecord(name, timing, template, now);
-    const stored = await this.call('glidemq_upsertScheduler', [name, JSON.stringify(rec), now]);
+    // a cron pattern's first run: its first slot after the server's time (the server stamps the rest)
+    const rec = await buildRecord(name, timing, template, () => this.serverTime());
+    const stored = await this.call('glidemq_upsertScheduler', [name, JSON.stringify(rec)]);
     return describeRecord(parseRecord(String(stored)));
+  }
+
+  /** The server's clock (TIME), in ms. */
+  private async serverTime(): Promise<number> {
+    await this.waitUntilReady();
+    const [s, us] = await this.client.time();
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   }
 
   async removeScheduler(name: string): Promise<boolean> {

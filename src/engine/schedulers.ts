@@ -2,14 +2,19 @@
  * Job schedulers: a cron pattern (with a time zone) or a fixed interval that adds a job from a
  * template each time it comes due. Definitions and next-run times live in the queue's schedulers
  * hash (lua/schedulers.lua); workers fire them from their promotion tick (src/engine/upkeep.ts).
+ * Every time in a record is the server's: the server stamps createdAt/updatedAt, computes an
+ * interval's slots and decides what is due; this side computes only cron slots (Lua cannot), and
+ * only after a time the server gave (TIME, or the `now` glidemq_upkeep returns).
  */
 import { invalid } from './errors.js';
 import { parseDuration } from './duration.js';
 import { nextCronTime, parseCron, validateCron, validateTimeZone } from './cron.js';
 import { encodeJob, type JobOptions, type StoredOptions } from './options.js';
 
-/** The shortest interval accepted: firing precision is one promotion tick anyway. */
+/** The shortest interval accepted: firing precision is one promotion tick anyway (lua/scheduler-records.lua agrees). */
 export const MIN_EVERY_MS = 1000;
+/** The longest scheduler name, in bytes (the library's limit on names and ids). */
+export const MAX_SCHEDULER_NAME_BYTES = 256;
 
 export interface SchedulerTiming {
   /** Five-field cron pattern (minute hour day-of-month month day-of-week), or @hourly etc. */
@@ -61,12 +66,19 @@ interface SchedulerRecord {
 
 export function validateSchedulerName(name: string): string {
   if (typeof name !== 'string' || name.length === 0) throw invalid('a scheduler needs a name');
-  if (name.length > 200 || /\p{Cc}/u.test(name)) throw invalid(`scheduler name "${name}" is invalid: at most 200 characters, no control characters`);
+  if (Buffer.byteLength(name) > MAX_SCHEDULER_NAME_BYTES || /\p{Cc}/u.test(name)) {
+    throw invalid(`scheduler name "${name}" is invalid: at most ${MAX_SCHEDULER_NAME_BYTES} bytes, no control characters`);
+  }
   return name;
 }
 
-/** Validates a definition and builds the record to store, with its first run after `now`. */
-export function buildRecord(name: string, timing: SchedulerTiming, template: SchedulerTemplate, now: number): SchedulerRecord {
+/**
+ * Validates a definition and builds the record to store. Times are left for the server to set
+ * (lua/schedulers.lua): createdAt, updatedAt, and an interval's anchor and first run. A cron
+ * pattern's first run is its first slot after `serverTime()` (asked only for a cron pattern, and
+ * only once the definition is valid).
+ */
+export async function buildRecord(name: string, timing: SchedulerTiming, template: SchedulerTemplate, serverTime: () => Promise<number>): Promise<SchedulerRecord> {
   validateSchedulerName(name);
   if (!timing || typeof timing !== 'object') throw invalid(`scheduler ${name}: give a cron pattern or an interval (every)`);
   const hasPattern = timing.pattern !== undefined;
@@ -86,19 +98,21 @@ export function buildRecord(name: string, timing: SchedulerTiming, template: Sch
     attempts: Number(group[6]),
     opts: String(group[7]),
   };
-  const base = { name, nextRun: 0, createdAt: now, updatedAt: now, job };
+  const base = { name, nextRun: 0, createdAt: 0, updatedAt: 0, job };
   if (hasPattern) {
     if (timing.tz !== undefined) validateTimeZone(timing.tz);
-    const pattern = validateCron(timing.pattern as string, timing.tz, now).source;
+    const pattern = parseCron(timing.pattern as string).source;
     const tz = timing.tz;
     const rec: SchedulerRecord = { ...base, pattern, ...(tz ? { tz } : {}), timing: `cron:${pattern}@${tz ?? 'UTC'}` };
+    const now = await serverTime();
+    validateCron(pattern, tz, now);
     rec.nextRun = nextRunAfter(rec, now);
     return rec;
   }
   if (timing.tz !== undefined) throw invalid(`scheduler ${name}: a time zone only applies to a cron pattern`);
   const every = parseDuration(timing.every as number | string, `scheduler ${name}: every`);
   if (every < MIN_EVERY_MS) throw invalid(`scheduler ${name}: every must be at least ${MIN_EVERY_MS} ms, got ${every}`);
-  return { ...base, every, timing: `every:${every}`, anchor: now, nextRun: now + every };
+  return { ...base, every, timing: `every:${every}` };
 }
 
 /** The first slot of the scheduler strictly after `after`. */

@@ -23,8 +23,6 @@ export interface WorkerOptions {
   autorun?: boolean;
   /** How long close() lets running jobs finish before giving up on them (ms). */
   closeGracePeriod?: number;
-  /** The clock (ms) whose times the worker writes; tests move it. Default Date.now. */
-  clock?: () => number;
 }
 
 export interface Settings extends MaintenanceSettings {

@@ -60,7 +60,6 @@ export class Worker<D = any, R = any> extends EventEmitter {
   readonly finished = { completed: 0, failed: 0 };
   /** Results ready in the same event-loop turn are stored in one call. */
   private readonly finisher: FinishBatcher;
-  private readonly now: () => number;
   private readonly upkeep: Upkeep;
 
   constructor(
@@ -71,12 +70,11 @@ export class Worker<D = any, R = any> extends EventEmitter {
     super();
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
-    this.now = opts.clock ?? Date.now;
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
-    this.maintenance = new Maintenance(this.client, this.keys, this.settings, this.now);
-    this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.now);
-    this.upkeep = new Upkeep(() => this.client, this.keys, this.now, (err) => this.emitError(err));
+    this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer);
+    this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
     this.changes = new ChangeWaiter(this.keys);
     if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
@@ -100,7 +98,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
     this.running = true;
     const standalone = this.client;
     if ((await settleTopology(this.acquired)) !== standalone) {
-      this.maintenance = new Maintenance(this.client, this.keys, this.settings, this.now);
+      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
     }
     await ensureLibrary(this.client);
     if (this.settings.globalConcurrency > 0) {
@@ -129,7 +127,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private claimFor(): Claim {
-    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '', now: this.now };
+    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '' };
   }
 
   /** Splits a fetch/activate reply; a paused reply carries the newest event id to block after. */
@@ -143,12 +141,13 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private async fetch(count: number): Promise<{ status: string; jobs: ClaimReply[] }> {
-    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, this.now(), count])) as unknown[];
+    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, count])) as unknown[];
     return this.parseDelivery(r);
   }
 
   private dispatch(reply: ClaimReply): void {
-    const job = Job.fromClaim(reply, this.claimFor(), this.now()) as Job<D, R>;
+    // processedOn as this process saw the claim start (the stored one is the server's time)
+    const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
     if (this.active.size < this.settings.concurrency) this.start(job);
     else this.buffered.push(job);
   }
@@ -177,7 +176,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private async execute(job: Job<D, R>): Promise<void> {
-    const started = Date.now();
+    const started = performance.now(); // monotonic: a clock step cannot make a duration negative
     this.emit('active', job);
     let outcome: 'completed' | 'failed' = 'completed';
     let value: string;
@@ -192,10 +191,11 @@ export class Worker<D = any, R = any> extends EventEmitter {
       error = err instanceof Error ? err : new Error(String(err));
       outcome = 'failed';
       value = error.message || error.name || 'processor failed';
-      if (!isUnrecoverable(error)) retryDelay = backoffDelay(job.opts.backoff, job.attemptsMade + 1);
+      // a delay relative to the server's now: the server adds it to its own clock (lua/finish.lua)
+      if (!isUnrecoverable(error)) retryDelay = retryDelayFor(job.opts.backoff, job.attemptsMade + 1);
     }
     if (job.moved) return this.afterMoved(job);
-    const durationMs = Date.now() - started;
+    const durationMs = Math.max(0, Math.round(performance.now() - started));
     const fetchCount = this.nextFetchCount();
     let reply: unknown[];
     try {
@@ -299,7 +299,7 @@ export class Worker<D = any, R = any> extends EventEmitter {
           continue;
         }
         const { streamPairs, wakeIds } = delivered;
-        const args: (string | number)[] = [this.consumer, this.now(), want, streamPairs.length / 2, ...streamPairs, ...wakeIds];
+        const args: (string | number)[] = [this.consumer, want, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
         const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
         this.readFailures = 0;
         paused = r.status === 'paused';
@@ -360,8 +360,9 @@ export class Worker<D = any, R = any> extends EventEmitter {
       else if (r[1] >= 0) next = Math.min(next, r[1]);
       this.promotionTicks++;
       await this.maintenance.onPromotionTick(this.promotionTicks);
-      const due = (await this.upkeep.onPromotionTick()).nextDue; // metrics trim, dedup sweep, schedulers
-      if (due >= 0) next = Math.min(next, Math.max(0, due - this.now()));
+      // metrics trim, dedup sweep, schedulers; nextDueIn is relative to the server's clock, as r[1]
+      const dueIn = (await this.upkeep.onPromotionTick()).nextDueIn;
+      if (dueIn >= 0) next = Math.min(next, dueIn);
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
     }
@@ -375,7 +376,8 @@ export class Worker<D = any, R = any> extends EventEmitter {
     if (pairs.length === 0) return;
     this.heartbeatBusy = true;
     try {
-      const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, this.now(), ...pairs])) as string[];
+      // lockedAt becomes the server's now (lua/progress.lua): no clock of this process is sent
+      const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, ...pairs])) as string[];
       for (const id of lost) this.emit('lockLost', id);
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
@@ -450,6 +452,13 @@ function serialiseResult(result: unknown): string {
   }
   if (text === undefined) throw new UnrecoverableError(`the processor returned a ${typeof result}, which cannot be stored as JSON`);
   return text;
+}
+
+/** The backoff before retry `attempt`, as glidemq_finish takes it: whole ms from 0 to 2^53 - 1. */
+function retryDelayFor(backoff: Parameters<typeof backoffDelay>[0], attempt: number): number {
+  const d = backoffDelay(backoff, attempt);
+  if (Number.isNaN(d)) return 0;
+  return Math.min(Math.floor(d), Number.MAX_SAFE_INTEGER);
 }
 
 function delay(ms: number): Promise<void> {

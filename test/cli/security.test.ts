@@ -11,6 +11,7 @@ import { documentedAclRules } from '../helpers/acl.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { fixturePath } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
+import { installLibrary } from '../../src/engine/library.js';
 
 const SECRET = 'Tr0ub4dor-and-3';
 
@@ -74,6 +75,7 @@ describe('cli security: passwords and a restricted ACL user', function () {
   before(async () => {
     admin = server().client();
     await admin.call('ACL', 'SETUSER', 'glidemq', 'reset', 'on', `>${SECRET}`, ...documentedAclRules());
+    await installLibrary(admin); // the documented user may not FUNCTION LOAD: an administrator installs
   });
   after(async () => {
     admin.disconnect();

@@ -1,16 +1,49 @@
 /**
- * The ACL rules the README documents for a glidemq user, read from the README itself so the
- * tests prove the documented line and the docs cannot drift from what was tested.
+ * The ACL rules the README documents for glidemq's users ("ACL roles"), read from the README itself
+ * so the tests prove the documented lines and the docs cannot drift from what was tested.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Redis } from 'ioredis';
 import { REPO_ROOT } from './fixtures.js';
 
-/** The rules after `ACL SETUSER <user> on >PASSWORD` in README.md's Security section. */
-export function documentedAclRules(): string[] {
+export const ROLES = ['admin', 'producer', 'worker', 'operator'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** The rules after `ACL SETUSER glidemq-<role> on >PASSWORD` under README.md's "### ACL roles". */
+export function documentedRoleRules(role: Role): string[] {
   const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Security'));
-  const m = /ACL SETUSER glidemq on >\S+ (.+)$/m.exec(section);
-  if (!m) throw new Error('README.md: no "ACL SETUSER glidemq on >..." line under ## Security');
+  const at = readme.indexOf('### ACL roles');
+  if (at < 0) throw new Error('README.md: no "### ACL roles" section');
+  const end = readme.indexOf('\n## ', at);
+  const section = readme.slice(at, end < 0 ? undefined : end);
+  const m = new RegExp(`^valkey-cli ACL SETUSER glidemq-${role} on >\\S+ (.+)$`, 'm').exec(section);
+  if (!m) throw new Error(`README.md: no "ACL SETUSER glidemq-${role} on >..." line under ### ACL roles`);
   return m[1].trim().split(/\s+/);
+}
+
+/** What the README says every role adds on a cluster ("On a cluster, every role also needs `...`"). */
+export function documentedClusterRules(): string[] {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const m = /On a\s+cluster, every role also needs `([^`]+)`/.exec(readme.slice(readme.indexOf('### ACL roles')));
+  if (!m) throw new Error('README.md: no "On a cluster, every role also needs `...`" under ### ACL roles');
+  return m[1].trim().split(/\s+/);
+}
+
+/**
+ * The worker's rules: the role that both adds and processes jobs and runs the CLI's inspecting
+ * commands, which the older security tests exercise as one application user.
+ */
+export function documentedAclRules(): string[] {
+  return documentedRoleRules('worker');
+}
+
+/** Creates (or resets) `name` with the role's documented rules and a password. */
+export async function createRoleUser(admin: Redis, role: Role, name: string, password: string): Promise<void> {
+  await admin.call('ACL', 'SETUSER', name, 'reset', 'on', `>${password}`, ...documentedRoleRules(role));
+}
+
+/** True when the server refused the command for lack of permission (not for any other reason). */
+export function isNoPerm(err: unknown): boolean {
+  return /NOPERM|no permissions/i.test(String(err));
 }

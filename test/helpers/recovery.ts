@@ -7,7 +7,7 @@ import type { Queue } from '../../src/engine/queue.js';
 /** Takes up to `count` jobs as `consumer` through glidemq_fetch, like a worker that then dies. Returns their ids and fences. */
 export async function claimAs(q: Queue, consumer: string, count = 1): Promise<{ id: string; fence: string }[]> {
   await q.waitUntilReady();
-  const r = (await callFunction(q.client, 'glidemq_fetch', q.keys.meta, [consumer, Date.now(), count])) as unknown[];
+  const r = (await callFunction(q.client, 'glidemq_fetch', q.keys.meta, [consumer, count])) as unknown[];
   return (r.slice(1) as ClaimReply[]).map((reply) => {
     const h = decodeClaim(reply);
     return { id: h.id, fence: h.fence };
@@ -16,7 +16,7 @@ export async function claimAs(q: Queue, consumer: string, count = 1): Promise<{ 
 
 /** A finish call as the worker that held the claim would make it (returns the status). */
 export async function finishAs(q: Queue, consumer: string, id: string, fence: string, value = '"late"'): Promise<string> {
-  const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [id, fence, consumer, Date.now(), 'completed', value, -1, 0, '', 1])) as unknown[];
+  const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [id, fence, consumer, 'completed', value, -1, 0, '', 1])) as unknown[];
   return String(r[0]);
 }
 

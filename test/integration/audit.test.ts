@@ -226,11 +226,11 @@ describe('audit against real servers (fixtures/valkey)', function () {
       expect(report.summary.warn + report.summary.fail + report.summary.unknown).to.equal(0);
       expect(exitCodeFor(report, true)).to.equal(0);
     });
-    it('warns when the library has no glidemq_version', async () => {
+    it('fails when the library has no glidemq_version (clients refuse it)', async () => {
       await client.call('FUNCTION', 'LOAD', fakeLibrary('x', false));
       const check = checksOf(await audit()).get('function-library')!;
-      expect(check.status).to.equal('warn');
-      expect(check.actual).to.match(/unreadable/);
+      expect(check.status).to.equal('fail');
+      expect(check.actual).to.match(/declares no glidemq version/);
     });
   });
 

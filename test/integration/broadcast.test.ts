@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { Broadcast } from '../../src/engine/broadcast.js';
 import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../../src/engine/broadcast-worker.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
+import { InvalidArgumentError, SubscriptionNotFoundError, WrongTypeError } from '../../src/engine/errors.js';
+import { callFunction } from '../../src/engine/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 
@@ -204,5 +205,113 @@ describe('Broadcast (real valkey-server)', () => {
     expect(stalled).to.deep.equal([`${id}:failed`]);
     const dead = (await raw.xrange(b.keys.dead('s'), '-', '+')) as [string, string[]][];
     expect(dead[0][1][5]).to.match(/stalled more than maxStalledCount/);
+  });
+
+  /** Every key of the broadcast, DUMPed: a refused call must leave all of them as they were. */
+  async function dumpAll(b: Broadcast): Promise<Record<string, string | null>> {
+    const keys = (await raw.keys(`${b.keys.stream}*`)).sort();
+    const out: Record<string, string | null> = {};
+    for (const k of keys) out[k] = ((await raw.dumpBuffer(k)) ?? Buffer.alloc(0)).toString('hex');
+    return out;
+  }
+
+  async function refusal(call: Promise<unknown>): Promise<Error> {
+    try {
+      await call;
+    } catch (err) {
+      return err as Error;
+    }
+    throw new Error('expected the call to be refused');
+  }
+
+  it('times come from the server: message ts, and a retry due time answered relative to its now', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    await subscribe(name, 's');
+    const id = await b.publish('t.x', { n: 1 });
+    const [, fields] = ((await raw.xrange(b.keys.stream, id, id)) as [string, string[]][])[0];
+    const ts = Number(fields[fields.indexOf('ts') + 1]);
+    expect(ts).to.be.closeTo(Number(id.split('-')[0]), 5); // XADD's id is the server's ms too
+    // claim it as a consumer would, fail it with a 60 s backoff, and ask for due retries
+    await raw.xreadgroup('GROUP', 's', 'c1', 'COUNT', 1, 'STREAMS', b.keys.stream, '>');
+    const [[, fence]] = (await callFunction(raw, 'glidemq_bcActivate', b.keys.meta, ['s', 'c1', 1, id, 1])) as [string, number][];
+    const status = await callFunction(raw, 'glidemq_bcFinish', b.keys.meta, ['s', 'c1', id, fence, 'failed', 'boom', 60_000, 3]);
+    expect(status).to.equal('retrying');
+    const [sec, usec] = (await raw.time()) as unknown as [string, string];
+    const serverNow = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    expect(Number(await raw.zscore(b.keys.retry('s'), id))).to.be.within(serverNow + 59_000, serverNow + 60_000);
+    const [nextDueIn, ...claimed] = (await callFunction(raw, 'glidemq_bcRetries', b.keys.meta, ['s', 'c1', 5])) as number[];
+    expect(claimed).to.deep.equal([]);
+    expect(nextDueIn).to.be.within(59_000, 60_000);
+  });
+
+  it('every function checks its arguments, key types and subscription before writing anything', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    await subscribe(name, 's');
+    const id = await b.publish('a.b', {});
+    await raw.xreadgroup('GROUP', 's', 'c1', 'COUNT', 1, 'STREAMS', b.keys.stream, '>');
+    const before = await dumpAll(b);
+    const call = (fn: string, args: (string | number)[]) => callFunction(raw, fn, b.keys.meta, args);
+    const invalid: [string, (string | number)[], RegExp][] = [
+      ['glidemq_bcPublish', [-1, 'a.b', '{}'], /maxMessages/],
+      ['glidemq_bcPublish', ['nan', 'a.b', '{}'], /maxMessages/],
+      ['glidemq_bcPublish', [0, 'a..b', '{}'], /subject/],
+      ['glidemq_bcPublish', [0, 'a.*', '{}'], /subject/],
+      ['glidemq_bcPublish', [0, 'a.b'], /data must be/],
+      ['glidemq_bcPublish', [0, 'a.b', '{}', 'extra'], /expected 3 arguments/],
+      ['glidemq_bcSubscribe', ['t', 'later', '[]'], /start/],
+      ['glidemq_bcSubscribe', ['t', '99999999999999999999999-0', '[]'], /start/],
+      ['glidemq_bcSubscribe', ['t', '$', '{"a":1}'], /subjects/],
+      ['glidemq_bcSubscribe', ['a:b', '$', '[]'], /subscription/],
+      ['glidemq_bcActivate', ['s', 'c1', 2, id, 1], /count is 2/],
+      ['glidemq_bcActivate', ['s', 'c1', 1, id, 'yes'], /run/],
+      ['glidemq_bcActivate', ['s', 'c1', 1, 'nope', 1], /entryId/],
+      ['glidemq_bcFinish', ['s', 'c1', id, 1, 'maybe', '', -1, 1], /outcome/],
+      ['glidemq_bcFinish', ['s', 'c1', id, 1, 'failed', '', 'inf', 1], /retryDelay/],
+      ['glidemq_bcFinish', ['s', 'c1', id, 1, 'failed', '', 10, 0], /maxAttempts/],
+      ['glidemq_bcRetries', ['s', 'c1', 1e300], /count/],
+      ['glidemq_bcReclaim', ['s', 'c1', -5, 1, 10], /minIdle/],
+      ['glidemq_bcExtend', ['s', 'c1', 1, id], /count is 1/],
+      ['glidemq_bcExtend', ['s', 'c1', 1, id, 1.5], /fence/],
+      ['glidemq_bcRemoveIdleConsumer', ['s', ''], /consumer/],
+    ];
+    for (const [fn, args, what] of invalid) {
+      const err = await refusal(call(fn, args));
+      expect(err, `${fn} ${JSON.stringify(args)}`).to.be.instanceOf(InvalidArgumentError);
+      expect(err.message, fn).to.match(what);
+      expect(err.message, fn).to.contain(fn);
+    }
+    for (const [fn, args] of [
+      ['glidemq_bcActivate', ['gone', 'c1', 1, id, 1]],
+      ['glidemq_bcFinish', ['gone', 'c1', id, 1, 'completed', '', -1, 1]],
+      ['glidemq_bcRetries', ['gone', 'c1', 1]],
+      ['glidemq_bcReclaim', ['gone', 'c1', 0, 1, 10]],
+      ['glidemq_bcExtend', ['gone', 'c1', 1, id, 1]],
+    ] as [string, (string | number)[]][]) {
+      expect(await refusal(call(fn, args)), fn).to.be.instanceOf(SubscriptionNotFoundError);
+    }
+    // keys another program wrote with other types
+    await raw.set(b.keys.retry('s'), 'x');
+    await raw.set(b.keys.dead('s'), 'x');
+    const typed = await dumpAll(b);
+    for (const [fn, args] of [
+      ['glidemq_bcActivate', ['s', 'c1', 1, id, 1]],
+      ['glidemq_bcFinish', ['s', 'c1', id, 1, 'failed', 'boom', -1, 1]],
+      ['glidemq_bcRetries', ['s', 'c1', 1]],
+      ['glidemq_bcReclaim', ['s', 'c1', 0, 1, 10]],
+      ['glidemq_bcExtend', ['s', 'c1', 1, id, 1]],
+    ] as [string, (string | number)[]][]) {
+      expect(await refusal(call(fn, args)), fn).to.be.instanceOf(WrongTypeError);
+    }
+    expect(await dumpAll(b)).to.deep.equal(typed);
+    await raw.del(b.keys.retry('s'), b.keys.dead('s'));
+    expect(await dumpAll(b)).to.deep.equal(before);
+    // a meta key of another type: publish writes nothing, not even the message
+    await raw.del(b.keys.meta);
+    await raw.set(b.keys.meta, 'x');
+    const len = await raw.xlen(b.keys.stream);
+    expect(await refusal(call('glidemq_bcPublish', [0, 'a.b', '{}']))).to.be.instanceOf(WrongTypeError);
+    expect(await raw.xlen(b.keys.stream)).to.equal(len);
   });
 });

@@ -6,10 +6,21 @@ import { encodeJob } from '../../src/engine/options.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
 
-/** A clock the test moves by setting `offset`. */
-function movableClock() {
-  const clock = { offset: 0, now: () => Date.now() + clock.offset };
-  return clock;
+/** The server's clock (TIME) in ms: dedup windows open and close on it. */
+async function serverMs(q: Queue): Promise<number> {
+  const [s, us] = await q.client.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+/** When the window of a dedup entry ends (server ms; 0 = no end). */
+async function windowEnd(q: Queue, dedupId: string): Promise<number> {
+  const v = await q.client.hget(q.keys.dedup, dedupId);
+  return Number(/^\w:(\d+):/.exec(String(v))?.[1]);
+}
+
+/** Waits until the server's clock has passed `ms`. */
+function serverPassed(q: Queue, ms: number): Promise<boolean> {
+  return waitFor(async () => (await serverMs(q)) > ms, `the server's clock to pass ${ms}`);
 }
 
 describe('deduplication', function () {
@@ -17,11 +28,8 @@ describe('deduplication', function () {
   const h = new Harness(server);
   afterEach(() => h.cleanup());
 
-  function queueWithClock(label: string) {
-    const clock = movableClock();
-    const q = new Queue(uniqueQueue(label), { connection: server().url, clock: clock.now });
-    h.queues.push(q);
-    return { q, clock };
+  function queue(label: string): Queue {
+    return h.queue(uniqueQueue(label));
   }
 
   async function jobIds(q: Queue): Promise<string[]> {
@@ -29,7 +37,7 @@ describe('deduplication', function () {
   }
 
   it('simple: blocks while the earlier job is unfinished, then lets a new one in', async () => {
-    const { q } = queueWithClock('dedup-simple');
+    const q = queue('dedup-simple');
     const first = await q.add('sync', { v: 1 }, { dedup: { id: 'user-7' } });
     expect(first.created).to.equal(true);
     const second = await q.add('sync', { v: 2 }, { dedup: { id: 'user-7' } });
@@ -48,59 +56,70 @@ describe('deduplication', function () {
     expect(third.id).to.not.equal(first.id);
   });
 
-  it('simple with a ttl: the window ends even if the job never finishes', async () => {
-    const { q, clock } = queueWithClock('dedup-simple-ttl');
-    const first = await q.add('x', {}, { dedup: { id: 'a', ttl: 5000, mode: 'simple' } });
-    expect((await q.add('x', {}, { dedup: { id: 'a', ttl: 5000, mode: 'simple' } })).deduplicated).to.equal('blocked');
-    clock.offset = 5001;
-    const later = await q.add('x', {}, { dedup: { id: 'a', ttl: 5000, mode: 'simple' } });
+  it('simple with a ttl: the window ends even if the job never finishes (server time)', async () => {
+    const q = queue('dedup-simple-ttl');
+    const d = { id: 'a', ttl: 400, mode: 'simple' as const };
+    const first = await q.add('x', {}, { dedup: d });
+    // the window is the server's: from the job's ts (the server's time of the add), ttl long
+    expect(await windowEnd(q, 'a')).to.equal(first.timestamp + 400);
+    expect((await q.add('x', {}, { dedup: d })).deduplicated).to.equal('blocked');
+    await serverPassed(q, first.timestamp + 400);
+    const later = await q.add('x', {}, { dedup: d });
     expect(later.created).to.equal(true);
     expect(later.id).to.not.equal(first.id);
   });
 
   it('a removed job no longer blocks its simple dedup id', async () => {
-    const { q } = queueWithClock('dedup-removed');
+    const q = queue('dedup-removed');
     const first = await q.add('x', {}, { dedup: { id: 'r' } });
     await q.remove(first.id);
     expect((await q.add('x', {}, { dedup: { id: 'r' } })).created).to.equal(true);
   });
 
   it('throttle: blocks for the ttl from the first add, finished or not', async () => {
-    const { q, clock } = queueWithClock('dedup-throttle');
-    const first = await q.add('ping', {}, { dedup: { id: 't', ttl: 60_000 } }); // a ttl alone means throttle
-    const w = h.worker(q.name, async () => 'ok', { clock: clock.now });
+    const q = queue('dedup-throttle');
+    const d = { id: 't', ttl: 800 }; // a ttl alone means throttle
+    const w = h.worker(q.name, async () => 'ok');
+    await waitFor(async () => (await q.getJobCounts()).consumers > 0, 'the worker to start reading');
+    const first = await q.add('ping', {}, { dedup: d });
     await waitFor(() => w.finished.completed === 1, 'the first job to complete');
-    clock.offset = 59_000;
-    const blocked = await q.add('ping', {}, { dedup: { id: 't', ttl: 60_000 } });
+    const blocked = await q.add('ping', {}, { dedup: d });
+    // (a safety net for a very slow run: the window must still have been open at that add)
+    expect(blocked.timestamp).to.be.below(first.timestamp + 800);
     expect(blocked).to.include({ id: first.id, created: false, deduplicated: 'blocked' });
-    clock.offset = 60_001;
-    const next = await q.add('ping', {}, { dedup: { id: 't', ttl: 60_000 } });
+    await serverPassed(q, first.timestamp + 800);
+    const next = await q.add('ping', {}, { dedup: d });
     expect(next.created).to.equal(true);
     // the new add opened a new window
-    expect((await q.add('ping', {}, { dedup: { id: 't', ttl: 60_000 } })).id).to.equal(next.id);
+    expect(await windowEnd(q, 't')).to.equal(next.timestamp + 800);
+    expect((await q.add('ping', {}, { dedup: d })).id).to.equal(next.id);
   });
 
   it('debounce: a new add replaces the delayed job’s data and restarts its delay', async () => {
-    const { q, clock } = queueWithClock('dedup-debounce');
-    const d = { id: 'doc-3', mode: 'debounce' as const };
+    const q = queue('dedup-debounce');
+    const d = { id: 'doc-3', mode: 'debounce' as const, ttl: 600 };
     const first = await q.add('reindex', { v: 1 }, { delay: 10_000, dedup: d });
-    const t0 = Number(await q.client.zscore(q.keys.scheduled, first.id));
-    clock.offset = 4000;
+    expect(Number(await q.client.zscore(q.keys.scheduled, first.id))).to.equal(first.timestamp + 10_000);
+    await serverPassed(q, first.timestamp + 300);
     const second = await q.add('reindex', { v: 2 }, { delay: 10_000, dedup: d });
     expect(second).to.include({ id: first.id, created: false, deduplicated: 'debounced', state: 'delayed' });
     const job = await q.getJob(first.id);
     expect(job?.data).to.deep.equal({ v: 2 });
     expect(job?.state).to.equal('delayed');
-    const t1 = Number(await q.client.zscore(q.keys.scheduled, first.id));
-    expect(t1 - t0).to.be.within(3900, 4500);
+    // the delay restarted at the second add, on the server's clock
+    expect(Number(await q.client.zscore(q.keys.scheduled, first.id))).to.equal(second.timestamp + 10_000);
     expect(await jobIds(q)).to.deep.equal([first.id]);
-    // the window restarted with the second add: 9 s later it still absorbs adds
-    clock.offset = 13_000;
-    expect((await q.add('reindex', { v: 3 }, { delay: 10_000, dedup: d })).id).to.equal(first.id);
+    // the window restarted with the second add: after the first window's end it still absorbs adds
+    expect(await windowEnd(q, 'doc-3')).to.equal(second.timestamp + 600);
+    await serverPassed(q, first.timestamp + 600);
+    const third = await q.add('reindex', { v: 3 }, { delay: 10_000, dedup: d });
+    expect(third.timestamp).to.be.below(second.timestamp + 600); // (a safety net for a very slow run)
+    expect(third.id).to.equal(first.id);
     expect((await q.getJob(first.id))?.data).to.deep.equal({ v: 3 });
 
     // once the job left the delayed state, a new add is a new job (nothing is dropped)
-    await callFunction(q.client, 'glidemq_promote', q.keys.meta, [Date.now() + 60_000, 100]);
+    await q.client.zadd(q.keys.scheduled, '0', first.id); // due now: promotion moves it on
+    await callFunction(q.client, 'glidemq_promote', q.keys.meta, [100]);
     expect((await q.getJob(first.id))?.state).to.equal('waiting');
     const fresh = await q.add('reindex', { v: 4 }, { delay: 10_000, dedup: d });
     expect(fresh.created).to.equal(true);
@@ -108,7 +127,7 @@ describe('deduplication', function () {
   });
 
   it('debounce never replaces the data of a job that already ran (a parked step job or a retry)', async () => {
-    const { q } = queueWithClock('dedup-debounce-ran');
+    const q = queue('dedup-debounce-ran');
     const d = { id: 'ran', mode: 'debounce' as const };
     const first = await q.add('walk', { v: 1 }, { delay: 50, dedup: d });
     const w = h.worker(q.name, async (job) => {
@@ -123,7 +142,7 @@ describe('deduplication', function () {
   });
 
   it('deduplicates within one bulk call too', async () => {
-    const { q } = queueWithClock('dedup-bulk');
+    const q = queue('dedup-bulk');
     const jobs = await q.addBulk([
       { name: 'a', data: { n: 1 }, opts: { dedup: { id: 'same' } } },
       { name: 'a', data: { n: 2 }, opts: { dedup: { id: 'same' } } },
@@ -135,7 +154,7 @@ describe('deduplication', function () {
   });
 
   it('refuses bad dedup options with messages naming them, before writing anything', async () => {
-    const { q } = queueWithClock('dedup-bad');
+    const q = queue('dedup-bad');
     const cases: [Parameters<Queue['add']>[2], RegExp][] = [
       [{ dedup: { id: 'x', mode: 'throttle' } }, /throttle needs a ttl/],
       [{ dedup: { id: 'x', mode: 'debounce' } }, /debounce needs a delay/],
@@ -154,26 +173,25 @@ describe('deduplication', function () {
     const bad = encodeJob('bad', {});
     bad.splice(8, 3, 'y', 0, 'throttle');
     let err: unknown;
-    await callFunction(q.client, 'glidemq_add', q.keys.meta, [Date.now(), 0, 2, ...good, ...bad]).catch((e) => (err = e));
+    await callFunction(q.client, 'glidemq_add', q.keys.meta, [0, 2, ...good, ...bad]).catch((e) => (err = e));
     expect(err).to.be.instanceOf(InvalidArgumentError);
     expect(String((err as Error).message)).to.match(/job #2 of the call: throttle dedup needs a ttl/);
     expect(await q.client.exists(q.keys.dedup, q.keys.job('1'))).to.equal(0);
   });
 
   it('expired entries are removed: overwritten when met, and swept by the promotion tick', async () => {
-    const { q, clock } = queueWithClock('dedup-sweep');
-    for (let i = 0; i < 250; i++) await q.add('x', {}, { dedup: { id: `t${i}`, ttl: 1000 } });
+    const q = queue('dedup-sweep');
+    const added = await q.addBulk(Array.from({ length: 250 }, (_, i) => ({ name: 'x', data: {}, opts: { dedup: { id: `t${i}`, ttl: 300 } } })));
     const finished = await q.add('x', {}, { dedup: { id: 'simple-done' } });
     const open = await q.add('x', {}, { dedup: { id: 'throttle-open', ttl: 3_600_000 } });
     expect(await q.client.hlen(q.keys.dedup)).to.equal(252);
-    clock.offset = 2000;
+    await serverPassed(q, Math.max(...added.map((j) => j.timestamp)) + 300);
     // met by an add: the expired entry is replaced by the new window
-    const again = await q.add('x', {}, { dedup: { id: 't0', ttl: 1000 } });
+    const again = await q.add('x', {}, { dedup: { id: 't0', ttl: 300 } });
     expect(again.created).to.equal(true);
-    const w = h.worker(q.name, async () => 'ok', { clock: clock.now, promotionInterval: 20, concurrency: 10 });
+    const w = h.worker(q.name, async () => 'ok', { promotionInterval: 20, concurrency: 10 });
     await waitFor(async () => (await q.getJob(finished.id))?.state === 'completed', 'the simple job to complete');
-    clock.offset = 4000;
-    // bounded steps (100 fields each): several ticks work the hash off
+    // bounded steps (100 fields each): several ticks work the hash off (t0's new window ends too)
     await waitFor(async () => (await q.client.hlen(q.keys.dedup)) === 1, 'the sweep to remove what is over');
     const left = await q.client.hgetall(q.keys.dedup);
     expect(Object.keys(left)).to.deep.equal(['throttle-open']);

@@ -23,7 +23,7 @@ describe('faults: a call repeated after its reply was lost', function () {
   });
 
   async function delivered(consumer: string): Promise<[string, string]> {
-    await callFunction(queue.client, 'glidemq_fetch', queue.keys.meta, [consumer, Date.now(), 0]); // creates the group
+    await callFunction(queue.client, 'glidemq_fetch', queue.keys.meta, [consumer, 0]); // creates the group
     const job = await queue.add('t', {});
     const r = (await queue.client.xreadgroup('GROUP', CONSUMER_GROUP, consumer, 'COUNT', 1, 'STREAMS', queue.keys.stream, '>')) as [string, [string, string[]][]][];
     const [sid] = r[0][1][0];
@@ -37,7 +37,7 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('glidemq_activate repeated by the same worker keeps the pending entry and hands the claim over again', async () => {
     const [sid, id] = await delivered('w1');
-    const args = ['w1', Date.now(), 1, 1, sid, id];
+    const args = ['w1', 1, '', 1, sid, id];
     const first = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, args)) as unknown[];
     expect(first).to.have.length(2);
     const again = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, args)) as unknown[];
@@ -51,8 +51,8 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('glidemq_activate for another consumer leaves a live claim and its entry alone', async () => {
     const [sid, id] = await delivered('w1');
-    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id]);
-    const other = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w2', Date.now(), 1, 1, sid, id])) as unknown[];
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id]);
+    const other = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w2', 1, '', 1, sid, id])) as unknown[];
     expect(other).to.have.length(1);
     expect(await pendingIds()).to.deep.equal([sid]);
     expect((await queue.client.hgetall(queue.keys.job(id))).owner).to.equal('w1');
@@ -60,18 +60,18 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('a repeated activate while paused does not hand back (and so drop) the live claim', async () => {
     const [sid, id] = await delivered('w1');
-    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id]);
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id]);
     await queue.pause();
-    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id]);
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id]);
     expect(await pendingIds()).to.deep.equal([sid]);
     expect((await queue.client.hgetall(queue.keys.job(id))).state).to.equal('active');
   });
 
   it('glidemq_finish repeated after it completed the job changes nothing (stale)', async () => {
     const [sid, id] = await delivered('w1');
-    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', Date.now(), 1, 1, sid, id])) as ClaimReply[];
+    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id])) as ClaimReply[];
     const { fence } = decodeClaim(act[1]);
-    const args = [id, fence, 'w1', Date.now(), 'completed', '"ok"', -1, 0, '', 1];
+    const args = [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1];
     const first = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     const again = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     expect(first[0]).to.equal('completed');

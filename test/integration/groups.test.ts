@@ -15,30 +15,32 @@ function field(job: Fields, name: string): string | undefined {
   return decodeClaim(job)[name];
 }
 
-/** Drives the library with a clock the test moves: every function takes `now` from ARGV. */
-class ManualClock {
+/**
+ * Drives the library functions directly, as one worker would. Every time they compare is the
+ * server's; tests that need time to pass use short real windows, or seed the server's state.
+ */
+class LibraryCalls {
   constructor(
     private readonly client: Redis,
     private readonly q: Queue,
-    public now: number,
   ) {}
   async fetch(count: number, consumer = 'c1'): Promise<Fields[]> {
-    const r = (await callFunction(this.client, 'glidemq_fetch', this.q.keys.meta, [consumer, this.now, count])) as unknown[];
+    const r = (await callFunction(this.client, 'glidemq_fetch', this.q.keys.meta, [consumer, count])) as unknown[];
     return r.slice(1) as Fields[];
   }
   async finish(job: Fields, outcome: 'completed' | 'failed' = 'completed', retryDelay = -1, consumer = 'c1'): Promise<string> {
     const r = (await callFunction(this.client, 'glidemq_finish', this.q.keys.meta, [
-      field(job, 'id')!, field(job, 'fence')!, consumer, this.now, outcome, outcome === 'completed' ? 'null' : 'boom',
+      field(job, 'id')!, field(job, 'fence')!, consumer, outcome, outcome === 'completed' ? 'null' : 'boom',
       retryDelay, 0, '', 0,
     ])) as unknown[];
     return String(r[0]);
   }
   async promote(): Promise<[number, number]> {
-    return (await callFunction(this.client, 'glidemq_promote', this.q.keys.meta, [this.now, 1000])) as [number, number];
+    return (await callFunction(this.client, 'glidemq_promote', this.q.keys.meta, [1000])) as [number, number];
   }
   async add(n: number, group: object, from = 0): Promise<void> {
     const args = Array.from({ length: n }, (_, i) => encodeJob('j', { i: from + i }, { group: group as never })).flat();
-    await callFunction(this.client, 'glidemq_add', this.q.keys.meta, [this.now, 0, n, ...args]);
+    await callFunction(this.client, 'glidemq_add', this.q.keys.meta, [0, n, ...args]);
   }
 }
 
@@ -64,6 +66,8 @@ describe('Group state (real valkey-server)', () => {
       { id: 'a', rateMax: 2 },
       { id: 'a', rateDuration: 100 },
       { id: 'a', tokenBucket: { capacity: 2, refillRate: 0 } },
+      { id: 'a', tokenBucket: { capacity: 2, refillRate: 1e-9 } },
+      { id: 'a', maxConcurrency: 2 ** 60 },
       { id: 'a', ordered: 'yes' },
       { id: 'a', ordered: true, maxConcurrency: 3 },
       { id: 'a', colour: 'red' },
@@ -89,7 +93,7 @@ describe('Group state (real valkey-server)', () => {
     const badRaw = [...good.slice(0, 11), '{"id":"a","maxConcurrency":-2}'];
     let luaErr: unknown;
     try {
-      await callFunction(raw, 'glidemq_add', q.keys.meta, [Date.now(), 0, 2, ...good, ...badRaw]);
+      await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 2, ...good, ...badRaw]);
     } catch (e) {
       luaErr = e;
     }
@@ -178,54 +182,68 @@ describe('Group state (real valkey-server)', () => {
     expect(log).to.deep.equal(['0:first', '0:second', '1:first']);
   });
 
-  it('holds a rate window per key (moved clock)', async () => {
+  it('holds a rate window per key (server time)', async () => {
     const q = h.queue(uniqueQueue());
-    const clock = new ManualClock(raw, q, 1_000_000);
-    await clock.add(5, { id: 'r', rateMax: 2, rateDuration: 1000 });
-    await clock.add(1, { id: 'free' });
-    const first = await clock.fetch(10);
+    const lib = new LibraryCalls(raw, q);
+    await lib.add(5, { id: 'r', rateMax: 2, rateDuration: 1000 });
+    await lib.add(1, { id: 'free' });
+    const first = await lib.fetch(10);
     expect(first.map((j) => field(j, 'grp')).sort()).to.deep.equal(['free', 'r', 'r']);
-    for (const j of first) expect(await clock.finish(j)).to.equal('completed');
-    clock.now += 999;
-    expect(await clock.fetch(10)).to.have.length(0);
-    expect(await raw.zscore(q.keys.timedGroups, 'r')).to.equal('1001000');
-    expect((await clock.promote())[1]).to.equal(1_001_000);
-    expect(await q.getGroup('r')).to.include({ windowStart: 1_000_000, windowCount: 2, waiting: 3 });
-    clock.now += 1;
-    const second = await clock.fetch(10);
-    expect(second).to.have.length(2);
+    for (const j of first) expect(await lib.finish(j)).to.equal('completed');
+    const opened = (await q.getGroup('r'))!.windowStart!;
+    expect(await lib.fetch(10)).to.have.length(0); // the window holds the rest until it ends
+    expect(Number(await raw.zscore(q.keys.timedGroups, 'r'))).to.equal(opened + 1000);
+    const [, dueIn] = await lib.promote(); // relative: ms from the server's now
+    expect(dueIn).to.be.within(0, 1000);
+    expect(await q.getGroup('r')).to.include({ windowStart: opened, windowCount: 2, waiting: 3 });
+    const second = (await waitFor(async () => {
+      const got = await lib.fetch(10);
+      return got.length > 0 ? got : undefined;
+    }, 'the next rate window'))!;
     expect(second.map((j) => JSON.parse(field(j, 'data')!).i)).to.deep.equal([2, 3]);
-    expect(await q.getGroup('r')).to.include({ windowStart: 1_001_000, windowCount: 2 });
-    // a clock that goes backwards does not open a new window
-    clock.now -= 5000;
-    expect(await clock.fetch(10)).to.have.length(0);
-    clock.now = 1_002_000;
-    expect(await clock.fetch(10)).to.have.length(1);
+    const reopened = (await q.getGroup('r'))!;
+    expect(reopened.windowStart).to.be.at.least(opened + 1000);
+    expect(reopened).to.include({ windowCount: 2, waiting: 1 });
+    // a window that starts after the server's now (its clock stepped back) holds until it ends
+    for (const j of second) await lib.finish(j);
+    const later = reopened.windowStart! + 3_600_000;
+    await raw.hset(q.keys.group('r'), 'windowStart', later, 'windowCount', 2);
+    await raw.zadd(q.keys.timedGroups, 0, 'r'); // due: the next fetch looks at the group again
+    expect(await lib.fetch(10)).to.have.length(0);
+    expect(Number(await raw.zscore(q.keys.timedGroups, 'r'))).to.equal(later + 1000);
   });
 
-  it('takes one token per start and refills continuously (moved clock)', async () => {
+  it('takes one token per start and refills continuously (server time)', async () => {
     const q = h.queue(uniqueQueue());
-    const clock = new ManualClock(raw, q, 5_000_000);
-    await clock.add(10, { id: 't', tokenBucket: { capacity: 3, refillRate: 2 } });
-    expect(await clock.fetch(10)).to.have.length(3); // the bucket starts full
+    const lib = new LibraryCalls(raw, q);
+    await lib.add(10, { id: 't', tokenBucket: { capacity: 3, refillRate: 1 } });
+    expect(await lib.fetch(10)).to.have.length(3); // the bucket starts full
     let s = await q.getGroup('t');
-    expect(s).to.include({ capacity: 3, refillRate: 2, active: 3 });
+    expect(s).to.include({ capacity: 3, refillRate: 1, active: 3 });
     expect(s!.tokens).to.be.closeTo(0, 1e-9);
-    clock.now += 400; // 0.8 tokens
-    expect(await clock.fetch(10)).to.have.length(0);
-    expect(Number(await raw.zscore(q.keys.timedGroups, 't'))).to.equal(5_000_500);
-    clock.now += 100; // 1.0
-    expect(await clock.fetch(10)).to.have.length(1);
-    clock.now += 60_000; // refills to capacity, never above
-    expect(await clock.fetch(10)).to.have.length(3);
+    const emptied = s!.lastRefill!;
+    expect(await lib.fetch(10)).to.have.length(0); // one token a second
+    expect(Number(await raw.zscore(q.keys.timedGroups, 't'))).to.be.closeTo(emptied + 1000, 1);
+    const [, dueIn] = await lib.promote();
+    expect(dueIn).to.be.within(0, 1000);
+    const refilled = await waitFor(async () => {
+      const got = await lib.fetch(10);
+      return got.length > 0 ? got : undefined;
+    }, 'a token to refill');
+    expect(refilled).to.have.length(1);
+    // the server's clock moves on a minute (seeded): the bucket refills to capacity, never above
     s = await q.getGroup('t');
-    expect(s!.tokens).to.be.closeTo(0, 1e-9);
-    expect(s!.lastRefill).to.equal(5_060_500);
+    await raw.hset(q.keys.group('t'), 'lastRefill', s!.lastRefill! - 60_000);
+    await raw.zadd(q.keys.timedGroups, 0, 't');
+    expect(await lib.fetch(10)).to.have.length(3);
+    const after = await q.getGroup('t');
+    expect(after!.tokens).to.be.closeTo(0, 1e-9);
+    expect(after!.lastRefill).to.be.at.least(s!.lastRefill!);
     // lowering the capacity clamps the tokens held
-    clock.now += 60_000;
-    await clock.add(1, { id: 't', tokenBucket: { capacity: 1, refillRate: 2 } }, 10);
+    await raw.hset(q.keys.group('t'), 'tokens', 3);
+    await lib.add(1, { id: 't', tokenBucket: { capacity: 1, refillRate: 2 } }, 10);
     s = await q.getGroup('t');
-    expect(s).to.include({ capacity: 1 });
+    expect(s).to.include({ capacity: 1, tokens: 1 });
   });
 
   it('a blocked worker is woken for a group job, and again when a rate window reopens', async () => {
@@ -246,69 +264,127 @@ describe('Group state (real valkey-server)', () => {
   it('a slot comes back when a job fails, retries, or is removed while running', async () => {
     const name = uniqueQueue();
     const q = h.queue(name);
-    const clock = new ManualClock(raw, q, 7_000_000);
+    const lib = new LibraryCalls(raw, q);
     const spec = { id: 'f', maxConcurrency: 1 };
     const args = encodeJob('j', {}, { group: spec, attempts: 2 });
-    await callFunction(raw, 'glidemq_add', q.keys.meta, [clock.now, 0, 1, ...args]);
-    await clock.add(2, spec);
-    let [job] = await clock.fetch(5);
-    expect(await clock.fetch(5)).to.have.length(0); // full
-    expect(await clock.finish(job, 'failed', 0)).to.equal('retried');
-    [job] = await clock.fetch(5);
+    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...args]);
+    await lib.add(2, spec);
+    let [job] = await lib.fetch(5);
+    expect(await lib.fetch(5)).to.have.length(0); // full
+    expect(await lib.finish(job, 'failed', 0)).to.equal('retried');
+    [job] = await lib.fetch(5);
     expect(field(job, 'attemptsMade')).to.equal('1'); // the retry went back to the head of the line
-    expect(await clock.finish(job, 'failed', 0)).to.equal('failed');
-    [job] = await clock.fetch(5);
+    expect(await lib.finish(job, 'failed', 0)).to.equal('failed');
+    [job] = await lib.fetch(5);
     expect(await q.remove(field(job, 'id')!, { force: true })).to.equal(true);
-    const [last] = await clock.fetch(5);
+    const [last] = await lib.fetch(5);
     expect(last).to.not.equal(undefined);
     expect(await q.getGroup('f')).to.include({ active: 1, waiting: 0 });
-    await clock.finish(last);
+    await lib.finish(last);
     expect(await q.getGroup('f')).to.include({ active: 0 });
     expect((await q.getJobCounts()).listActive).to.equal(0);
   });
 
   it('removing a waiting job takes it out of the line; removing a held retry frees an ordered group', async () => {
     const q = h.queue(uniqueQueue());
-    const clock = new ManualClock(raw, q, 9_000_000);
+    const lib = new LibraryCalls(raw, q);
     const args = encodeJob('j', { i: 0 }, { group: { id: 'o', ordered: true }, attempts: 3 });
-    await callFunction(raw, 'glidemq_add', q.keys.meta, [clock.now, 0, 1, ...args]);
-    await clock.add(3, { id: 'o' }, 1);
-    const [head] = await clock.fetch(5);
-    expect(await clock.finish(head, 'failed', 10_000)).to.equal('delayed');
+    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...args]);
+    await lib.add(3, { id: 'o' }, 1);
+    const [head] = await lib.fetch(5);
+    expect(await lib.finish(head, 'failed', 10_000)).to.equal('delayed');
     expect(await q.getGroup('o')).to.include({ heldBy: field(head, 'id'), active: 0 });
-    expect(await clock.fetch(5)).to.have.length(0); // held by the pending retry
+    expect(await lib.fetch(5)).to.have.length(0); // held by the pending retry
     const waitingIds = await raw.zrange(q.keys.groupJobs('o'), '0', '-1');
     expect(await q.remove(waitingIds[0])).to.equal(true);
     expect((await q.getJobCounts()).waiting).to.equal(2);
     expect(await q.remove(field(head, 'id')!)).to.equal(true);
-    const [next] = await clock.fetch(5);
+    const [next] = await lib.fetch(5);
     expect(JSON.parse(field(next, 'data')!).i).to.equal(2);
     expect(await q.getGroup('o')).to.include({ heldBy: null, waiting: 1 });
   });
 
   it('a holder that no longer holds a claim cannot block its group (self-healing)', async () => {
     const q = h.queue(uniqueQueue());
-    const clock = new ManualClock(raw, q, 11_000_000);
-    await clock.add(2, { id: 'x', maxConcurrency: 1 });
-    const [job] = await clock.fetch(1);
+    const lib = new LibraryCalls(raw, q);
+    await lib.add(2, { id: 'x', maxConcurrency: 1 });
+    const [job] = await lib.fetch(1);
     // simulate state written by something outside the library: the job is gone, its slot is not
     await raw.del(q.keys.job(field(job, 'id')!));
     await raw.srem(q.keys.listActiveIds, field(job, 'id')!);
     await raw.zadd(q.keys.readyGroups, '0', 'x');
-    expect(await clock.fetch(1)).to.have.length(1);
+    expect(await lib.fetch(1)).to.have.length(1);
     expect(await q.getGroup('x')).to.include({ active: 1 });
   });
 
   it('a delayed group job joins its line when the delay ends', async () => {
     const q = h.queue(uniqueQueue());
-    const clock = new ManualClock(raw, q, 13_000_000);
-    const delayed = encodeJob('j', { i: 'late' }, { group: { id: 'd' }, delay: 500 });
-    await callFunction(raw, 'glidemq_add', q.keys.meta, [clock.now, 0, 1, ...delayed]);
-    await clock.add(1, { id: 'd' });
+    const lib = new LibraryCalls(raw, q);
+    const delayed = encodeJob('j', { i: 'late' }, { group: { id: 'd' }, delay: 1000 });
+    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...delayed]);
+    await lib.add(1, { id: 'd' });
     expect((await q.getJobCounts()).delayed).to.equal(1);
-    clock.now += 500;
-    expect((await clock.promote())[0]).to.equal(1);
-    const got = await clock.fetch(5);
+    const [early, dueIn] = await lib.promote(); // not due yet: it says when, relative to the server's now
+    expect(early).to.equal(0);
+    expect(dueIn).to.be.within(1, 1000);
+    await waitFor(async () => (await lib.promote())[0] === 1, 'the delay to end (server time)');
+    const got = await lib.fetch(5);
     expect(got.map((j) => JSON.parse(field(j, 'data')!).i)).to.deep.equal([0, 'late']);
+  });
+
+  it('the server checks a group spec in full before writing anything', async () => {
+    const q = h.queue(uniqueQueue());
+    const args = encodeJob('x', {}, { group: { id: 'a' } });
+    const at = args.indexOf('{"id":"a"}');
+    expect(at).to.be.greaterThan(0);
+    const bad: [string, RegExp][] = [
+      ['{"id":"a","maxConcurrency":1e300}', /maxConcurrency/],
+      ['{"id":"a","maxConcurrency":1e999}', /maxConcurrency/],
+      ['{"id":"a","maxConcurrency":"2"}', /maxConcurrency/],
+      ['{"id":"a","rateMax":2,"rateDuration":0.5}', /rateDuration/],
+      ['{"id":"a","rateDuration":100}', /rateDuration/],
+      ['{"id":"a","capacity":2,"refillRate":1e-9}', /refillRate/],
+      ['{"id":"a","capacity":2,"refillRate":"fast"}', /refillRate/],
+      ['{"id":"a","refillRate":1}', /capacity/],
+      ['{"id":"a","ordered":1}', /ordered/],
+      ['{"id":"a","colour":"red"}', /unknown group option/],
+      ['{"id":"a\\u0001b"}', /group\.id/],
+      ['{"id":""}', /group\.id/],
+      ['[]', /group/],
+    ];
+    for (const [spec, what] of bad) {
+      const call = [...args];
+      call[at] = spec;
+      let err: unknown;
+      try {
+        await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...call]);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, spec).to.be.instanceOf(InvalidArgumentError);
+      expect((err as Error).message, spec).to.match(what);
+    }
+    expect(await raw.exists(q.keys.meta, q.keys.id, q.keys.group('a'), q.keys.groupJobs('a'))).to.equal(0);
+  });
+
+  it('a group whose keys another program overwrote is skipped by fetch and promotion, and left as it was', async () => {
+    const q = h.queue(uniqueQueue());
+    const lib = new LibraryCalls(raw, q);
+    await lib.add(1, { id: 'x' });
+    await lib.add(1, { id: 'y' }, 1);
+    await raw.del(q.keys.group('x'));
+    await raw.set(q.keys.group('x'), 'not a hash');
+    const got = await lib.fetch(5);
+    expect(got.map((j) => field(j, 'grp'))).to.deep.equal(['y']);
+    expect(await raw.zscore(q.keys.readyGroups, 'x')).to.equal(null);
+    expect(await raw.get(q.keys.group('x'))).to.equal('not a hash');
+    expect(await raw.zcard(q.keys.groupJobs('x'))).to.equal(1);
+    // a timed group whose job line is not a zset: promotion drops it from timed-groups
+    await raw.set(q.keys.groupJobs('z'), 'not a zset');
+    await raw.zadd(q.keys.timedGroups, 0, 'z');
+    expect(await lib.promote()).to.deep.equal([0, -1]);
+    expect(await raw.zscore(q.keys.timedGroups, 'z')).to.equal(null);
+    expect(await raw.zscore(q.keys.readyGroups, 'z')).to.equal(null);
+    expect(await raw.get(q.keys.groupJobs('z'))).to.equal('not a zset');
   });
 });

@@ -1,8 +1,18 @@
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue.js';
-import { InvalidArgumentError, PayloadTooLargeError } from '../../src/engine/errors.js';
+import type { Redis } from 'ioredis';
+import { InvalidArgumentError, PayloadTooLargeError, WrongTypeError } from '../../src/engine/errors.js';
+import { callFunction } from '../../src/engine/library.js';
+import { encodeJob } from '../../src/engine/options.js';
 import { useServer } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
+import { keyspaceFingerprint } from '../helpers/keyspace.js';
+
+/** The server's clock (TIME) in ms. */
+async function serverMs(q: Queue): Promise<number> {
+  const [s, us] = await q.client.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
 
 describe('Queue (real valkey-server)', () => {
   const server = useServer();
@@ -100,10 +110,86 @@ describe('Queue (real valkey-server)', () => {
     expect(await q.remove(a.id)).to.equal(true);
     expect(await q.remove(d.id)).to.equal(true);
     expect(await q.getJob(a.id)).to.equal(undefined);
-    await q.client.fcall('glidemq_promote', 1, q.keys.meta, Date.now() + 1000, 100);
+    // a leftover scheduled id, due now: promotion drops it and never re-creates the job
+    await q.client.zadd(q.keys.scheduled, '0', d.id);
+    await q.client.fcall('glidemq_promote', 1, q.keys.meta, 100);
     expect(await q.client.exists(q.keys.job(d.id))).to.equal(0);
     const counts = await q.getJobCounts();
     expect(counts.waiting + counts.delayed).to.equal(0);
+  });
+
+  it('stamps jobs with the server\'s time, and counts delays from it', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.waitUntilReady();
+    const before = await serverMs(q);
+    const job = await q.add('a', {});
+    const [bulk] = await q.addBulk([{ name: 'b', data: {}, opts: { delay: 60_000 } }]);
+    const after = await serverMs(q);
+    expect(job.timestamp).to.be.within(before, after);
+    expect((await q.getJob(job.id))?.timestamp).to.equal(job.timestamp);
+    expect(bulk.timestamp).to.be.within(job.timestamp, after);
+    expect((await q.getJob(bulk.id))?.timestamp).to.equal(bulk.timestamp);
+    expect(Number(await q.client.zscore(q.keys.scheduled, bulk.id))).to.equal(bulk.timestamp + 60_000);
+  });
+
+  it('glidemq_add checks every argument and the type of every key it writes before writing anything', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.add('seed', {}, { jobId: 'seed' }); // a queue that exists
+    const c = q.client as Redis;
+    const pattern = `*{${q.name}}*`;
+    const refused = async (args: (string | number)[], code: new (...a: never[]) => Error, why: RegExp) => {
+      const before = await keyspaceFingerprint(c, pattern);
+      let err: unknown;
+      await callFunction(c, 'glidemq_add', q.keys.meta, args).catch((e) => (err = e));
+      expect(err, String(why)).to.be.instanceOf(code);
+      expect(String((err as Error).message), String(why)).to.match(why);
+      expect(await keyspaceFingerprint(c, pattern), String(why)).to.equal(before);
+    };
+    const ok = encodeJob('ok', {});
+    const job = (opts: Parameters<typeof encodeJob>[2], edit: Record<number, string | number> = {}) => {
+      const g = encodeJob('j', { v: 1 }, opts);
+      for (const [i, v] of Object.entries(edit)) g[Number(i)] = v;
+      return g;
+    };
+    // arguments: the first bad one is named, with its job; a good first job is not written either
+    await refused([0, 2, ...ok, ...job({}, { 3: 'nan' })], InvalidArgumentError, /glidemq_add: group 2 argument delay must be/);
+    await refused([0, 2, ...ok, ...job({}, { 4: 2097153 })], InvalidArgumentError, /priority must be a whole number from 0 to 2097152/);
+    await refused([0, 2, ...ok, ...job({}, { 5: 'yes' })], InvalidArgumentError, /lifo must be/);
+    await refused([0, 2, ...ok, ...job({}, { 6: 0 })], InvalidArgumentError, /attempts must be/);
+    await refused([0, 2, ...ok, ...job({}, { 7: '[1]' })], InvalidArgumentError, /opts must be '' or a JSON object/);
+    await refused([0, 2, ...ok, ...job({}, { 0: 'a:b' })], InvalidArgumentError, /jobId must be/);
+    await refused([0, 2, ...ok, ...job({}, { 1: '' })], InvalidArgumentError, /name must be a non-empty string/);
+    await refused([0, 2, ...ok, ...job({}, { 10: 'sometimes', 8: 'd' })], InvalidArgumentError, /dedupMode must be '' \(no dedup\), simple, throttle or debounce/);
+    await refused([0, 2, ...ok, ...job({}, { 9: 500 })], InvalidArgumentError, /job #2 of the call: dedupMode and dedupTtl need a dedupId/);
+    await refused([0, 2, ...ok, ...job({ priority: 3 }, { 5: '1' })], InvalidArgumentError, /job #2 of the call: a job cannot be both prioritized and LIFO/);
+    await refused([0, 2, ...ok, ...job({ jobId: 'x' }, { 11: '{"id":"g","maxConcurrency":-1}' })], InvalidArgumentError, /job x: groupSpec: group.maxConcurrency/);
+    await refused([0, 3, ...ok, ...ok], InvalidArgumentError, /count is 3, so expected 2 arguments then groups of 12/);
+    await refused([0, 1, ...ok, 'extra'], InvalidArgumentError, /count is 1/);
+    await refused(['nan', 1, ...ok], InvalidArgumentError, /maxPayload must be/);
+    await refused([5, 2, ...ok, ...job({})], PayloadTooLargeError, /job #2 of the call: data is 7 bytes, over the limit of 5 bytes/);
+    // keys another program wrote with another type: each refuses the whole call, naming the key
+    await c.set(q.keys.prioritized, 'x');
+    await refused([0, 2, ...ok, ...job({ priority: 1 })], WrongTypeError, /:prioritized holds a string/);
+    await c.del(q.keys.prioritized);
+    await c.set(q.keys.job('custom'), 'x');
+    await refused([0, 2, ...ok, ...job({ jobId: 'custom' })], WrongTypeError, /:job:custom holds a string/);
+    await c.del(q.keys.job('custom'));
+    await c.set(q.keys.dedup, 'x');
+    await refused([0, 2, ...ok, ...job({ dedup: { id: 'd' } })], WrongTypeError, /:dedup holds a string/);
+    await c.del(q.keys.dedup);
+    await c.hset(q.keys.dedup, 'd', 's:0:gone');
+    await c.set(q.keys.job('gone'), 'x');
+    await refused([0, 2, ...ok, ...job({ dedup: { id: 'd' } })], WrongTypeError, /:job:gone holds a string/);
+    await c.del(q.keys.job('gone'), q.keys.dedup);
+    await c.set(q.keys.groupJobs('g'), 'x');
+    await refused([0, 2, ...ok, ...job({ group: { id: 'g' } })], WrongTypeError, /holds a string/);
+    await c.del(q.keys.groupJobs('g'));
+    await c.set(q.keys.scheduled, 'x');
+    await refused([0, 2, ...ok, ...job({ delay: 10 })], WrongTypeError, /:scheduled holds a string/);
+    await c.del(q.keys.scheduled);
+    // and with the keys put right, the same call goes through
+    const r = (await callFunction(c, 'glidemq_add', q.keys.meta, [0, 2, ...ok, ...job({ delay: 10, jobId: 'custom' })])) as unknown[];
+    expect(r.slice(3)).to.deep.equal(['custom', 1]);
   });
 
   it('refuses queue names that would break the hash tag', () => {

@@ -7,6 +7,8 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { Queue } from '../../src/engine/queue.js';
 import type { ConnectionInput } from '../../src/engine/connection.js';
+import { LibraryVersionError } from '../../src/engine/errors.js';
+import { installLibrary } from '../../src/engine/library.js';
 import { Worker } from '../../src/engine/worker.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { useTlsServer } from '../helpers/tls.js';
@@ -79,6 +81,7 @@ describe('security: a restricted ACL user', function () {
   before(async () => {
     admin = server().client();
     await admin.call('ACL', 'SETUSER', 'glidemq', 'reset', 'on', '>s3cret-Pass', ...rules);
+    await installLibrary(admin); // the documented user may not FUNCTION LOAD: an administrator installs
   });
   after(async () => {
     admin.disconnect();
@@ -106,8 +109,13 @@ describe('security: a restricted ACL user', function () {
     }
   });
 
-  it('re-ensures the library as that user after an admin flushed the functions', async () => {
+  it('after an admin flushed the functions, the user is told an administrator must install them, and works once one did', async () => {
     await admin.call('FUNCTION', 'FLUSH');
+    let err: unknown;
+    await roundTrip(`redis://glidemq:s3cret-Pass@${base()}`, 5).catch((e) => (err = e));
+    expect(err).to.be.instanceOf(LibraryVersionError);
+    expect((err as LibraryVersionError).code).to.equal('ERR_LIBRARY_NOT_INSTALLED');
+    await installLibrary(admin);
     expect(await roundTrip(`redis://glidemq:s3cret-Pass@${base()}`, 5)).to.equal(5);
   });
 

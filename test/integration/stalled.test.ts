@@ -169,6 +169,54 @@ describe('stalled recovery (real valkey-server)', () => {
     expect((await q.getJob(prio.id))!.stalledCount).to.equal(1);
   });
 
+  it('a list claim whose lockedAt lies in the future (a clock ahead wrote it) ages from the first reclaim that sees it', async () => {
+    const q = h.queue(uniqueQueue());
+    const job = await q.add('p', {}, { priority: 1 });
+    await claimAs(q, 'dead-ahead');
+    const serverMs = async () => {
+      const [s, us] = (await q.client.time()) as [string | number, string | number];
+      return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    };
+    const ahead = (await serverMs()) + 5 * 60_000;
+    await q.client.hset(q.keys.job(job.id), 'lockedAt', String(ahead));
+    const m = upkeep(q, { lockDuration: LOCK });
+    expect((await m.listClaims()).list.map((c) => [c.jobId, c.idleMs])).to.deep.equal([[job.id, 0]]);
+    expect((await m.reclaim({ dryRun: true })).redispatched).to.deep.equal([]);
+    expect((await jobHash(q, job.id)).lockedAt).to.equal(String(ahead)); // a dry run writes nothing
+    // not reclaimed (age 0), but no longer immune: its lock now ages from the server's now
+    expect((await m.reclaimStalled('reclaimer')).redispatched).to.deep.equal([]);
+    const clamped = Number((await jobHash(q, job.id)).lockedAt);
+    expect(clamped).to.be.below(ahead);
+    const r = await waitFor(async () => {
+      const out = await m.reclaimStalled('reclaimer');
+      return out.redispatched.length ? out : undefined;
+    }, 'the claim to be reclaimed a lock duration later');
+    expect(r!.redispatched).to.deep.equal([job.id]);
+    expect((await serverMs()) - clamped).to.be.at.least(LOCK);
+    expect((await jobHash(q, job.id)).stalledCount).to.equal('1');
+  });
+
+  it('a reclaim refused because a key it would write holds another type changes nothing', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.add('s', {});
+    await q.add('p', {}, { priority: 1 });
+    await claimAs(q, 'dead', 2);
+    await q.client.set(q.keys.failed, 'written by another program');
+    const dump = async () => {
+      const keys = (await q.client.keys(`${q.keys.base}:*`)).sort();
+      return Promise.all(keys.map(async (key) => [key, (await q.client.dumpBuffer(key))?.toString('hex')]));
+    };
+    const before = await dump();
+    const m = upkeep(q, { lockDuration: 0, maxStalledCount: 0 });
+    const err = await m.reclaim().then(
+      () => undefined,
+      (e: Error & { code?: string }) => e,
+    );
+    expect(err?.code).to.equal('ERR_WRONG_TYPE');
+    expect(err?.message).to.include(`${q.keys.failed} holds a string`);
+    expect(await dump()).to.deep.equal(before);
+  });
+
   it('drops pending entries and list claims of removed jobs without re-creating them', async () => {
     const q = h.queue(uniqueQueue());
     const a = await q.add('s', {});

@@ -1,12 +1,15 @@
 import { expect } from 'chai';
+import type { Redis } from 'ioredis';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import type { Job } from '../../src/engine/job.js';
-import { InvalidArgumentError, StaleClaimError } from '../../src/engine/errors.js';
+import { InvalidArgumentError, StaleClaimError, type GlideMQError } from '../../src/engine/errors.js';
 import { callFunction } from '../../src/engine/library.js';
 import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
+import { keyspaceFingerprint } from '../helpers/keyspace.js';
+import { claimAs } from '../helpers/recovery.js';
 
 const STEP_WORKER = fileURLToPath(new URL('../fixtures/step-worker.js', import.meta.url));
 
@@ -104,15 +107,25 @@ describe('step jobs: moveToDelayed', function () {
     const lifo = await queue.add('l', {}, { lifo: true });
     const plain = await queue.add('s', {});
     const seen: string[] = [];
-    worker = new Worker(queue.name, stepper(['one', 'two'], seen, 60_000), { connection: server().url, concurrency: 3 });
+    // parked for a short real delay; the worker closes as the third job parks, so its own
+    // promotion tick (cleared by close) never re-queues them and the test's promote call does
+    let moved = 0;
+    const first = new Worker(queue.name, stepper(['one', 'two'], seen, 800), { connection: server().url, concurrency: 3 });
+    worker = first;
+    first.on('moved', () => {
+      if (++moved === 3) void first.close();
+    });
     await waitFor(async () => (await c.zcard(queue.keys.scheduled)) === 3, 'all three jobs to be parked');
-    await worker.close();
+    await first.close();
     worker = undefined;
     expect(await c.get(queue.keys.listActive)).to.equal('0');
     expect(await c.scard(queue.keys.listActiveIds)).to.equal(0);
-    // promotion, as a worker's tick runs it, a minute later
-    const r = (await callFunction(c, 'glidemq_promote', queue.keys.meta, [Date.now() + 61_000, 1000])) as number[];
-    expect(r[0]).to.equal(3);
+    // promotion, as a worker's tick runs it, once they are due by the server's clock
+    let promoted = 0;
+    await waitFor(async () => {
+      promoted += ((await callFunction(c, 'glidemq_promote', queue.keys.meta, [1000])) as number[])[0];
+      return promoted === 3;
+    }, 'the parked jobs to be due');
     expect(await c.zrange(queue.keys.prioritized, '0', '-1')).to.deep.equal([pri.id]);
     expect(await c.lrange(queue.keys.lifo, 0, -1)).to.deep.equal([lifo.id]);
     const entries = (await c.xrange(queue.keys.stream, '-', '+')) as [string, string[]][];
@@ -185,6 +198,64 @@ describe('step jobs: moveToDelayed', function () {
     expect(await c.hget(queue.keys.job(job.id), 'data')).to.equal('[1,2]');
   });
 
+  it('moveToDelayedIn parks for a delay the server counts from its own clock', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    const job = await queue.add('rel', { n: 1 });
+    const [sec, usec] = (await c.time()) as [string | number, string | number];
+    const serverBefore = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    worker = new Worker(queue.name, async (j: Job) => j.moveToDelayedIn(60_000, 'b'), { connection: server().url });
+    const parked = await waitFor(async () => {
+      const j = await queue.getJob(job.id);
+      return j?.state === 'delayed' && j;
+    }, 'the job to be parked');
+    expect(parked && parked.data).to.deep.equal({ n: 1, step: 'b' });
+    const score = Number(await c.zscore(queue.keys.scheduled, job.id));
+    expect(score).to.be.within(serverBefore + 60_000, serverBefore + 70_000);
+  });
+
+  it('moveToDelayedIn(0) re-queues at once', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const job = await queue.add('zero', {}, { lifo: true });
+    const seen: string[] = [];
+    worker = new Worker(
+      queue.name,
+      async (j: Job) => {
+        const step = (j.data.step as string | undefined) ?? 'a';
+        seen.push(step);
+        if (step === 'a') return j.moveToDelayedIn(0, 'b');
+        return 'done';
+      },
+      { connection: server().url, promotionInterval: 60_000 },
+    );
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete');
+    expect(seen).to.deep.equal(['a', 'b']);
+  });
+
+  it('refuses a run time of nan before writing anything (the claim and its entry stay)', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    await queue.add('nan', {});
+    const [{ id, fence }] = await claimAs(queue, 'c1', 1);
+    const before = await keyspaceFingerprint(c as Redis, `${queue.keys.base}*`);
+    for (const [timing, ms] of [['at', 'nan'], ['in', 'nan'], ['at', 'inf'], ['in', '-5'], ['soon', '5']]) {
+      const err = await callFunction(c, 'glidemq_moveToDelayed', queue.keys.meta, [id, fence, 'c1', timing, ms, '']).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect((err as GlideMQError).code, `${timing} ${ms}`).to.equal('ERR_INVALID');
+      expect(String(err), `${timing} ${ms}`).to.match(/glidemq_moveToDelayed: (ms|timing) must be/);
+    }
+    const bad = await callFunction(c, 'glidemq_moveToDelayed', queue.keys.meta, [id, fence, 'c1', 'in', 5, '1,"x":2']).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect((bad as GlideMQError).code).to.equal('ERR_INVALID');
+    expect(String(bad)).to.match(/glidemq_moveToDelayed: step must be/);
+    expect(await keyspaceFingerprint(c as Redis, `${queue.keys.base}*`)).to.equal(before);
+    expect(await c.hget(queue.keys.job(id), 'state')).to.equal('active');
+  });
+
   it('is only available to the worker that runs the job', async () => {
     queue = new Queue(qname(), { connection: server().url });
     const job = await queue.add('x', {});
@@ -222,7 +293,11 @@ describe('step jobs: durability', function () {
     let queue = new Queue(name, { connection: server.url });
     const job = await queue.add('durable', { order: 42 }, { priority: 5 });
     const seen: string[] = [];
-    let worker = new Worker(name, stepper(['charge', 'ship', 'notify'], seen, 60_000), { connection: server.url });
+    // parked for a short real delay; the worker closes as it parks, so nothing promotes the job
+    // until the second worker runs (close clears the promotion timer before it can fire)
+    let worker = new Worker(name, stepper(['charge', 'ship', 'notify'], seen, 1000), { connection: server.url });
+    const first = worker;
+    first.on('moved', () => void first.close());
     await waitFor(async () => (await queue.getJob(job.id))?.state === 'delayed', 'the job to be parked');
     await worker.close();
     const before = await jobState(queue, job.id);
@@ -234,11 +309,8 @@ describe('step jobs: durability', function () {
     queue = new Queue(name, { connection: server.url });
     expect(await jobState(queue, job.id)).to.deep.equal(before);
     expect(before.hash.data).to.equal('{"order":42,"step":"ship"}');
-    // a minute later (moved clock), the promotion loop re-queues it and the processor resumes
-    worker = new Worker(name, stepper(['charge', 'ship', 'notify'], seen, 0), {
-      connection: server.url,
-      clock: () => Date.now() + 61_000,
-    });
+    // once due (by the server's clock), the promotion loop re-queues it and the processor resumes
+    worker = new Worker(name, stepper(['charge', 'ship', 'notify'], seen, 0), { connection: server.url, promotionInterval: 50 });
     await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete after restart');
     expect(seen).to.deep.equal([`${job.id}:charge`, `${job.id}:ship`, `${job.id}:notify`]);
     await worker.close();
@@ -251,7 +323,9 @@ describe('step jobs: durability', function () {
     const c = queue.client;
     const job = await queue.add('crash', { id: 'x' }, { lifo: true });
     const child = spawn(process.execPath, [STEP_WORKER, server.url, name], {
-      env: { ...process.env, STEPS: 'one,two,three', PARK_MS: '60000', TRACE_KEY: `trace:${name}` },
+      // parked for 2 s: the test kills the child as soon as it sees the job parked, long before
+      // the child's own promotion tick could re-queue it
+      env: { ...process.env, STEPS: 'one,two,three', PARK_MS: '2000', TRACE_KEY: `trace:${name}` },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     children.push(child);
@@ -262,7 +336,8 @@ describe('step jobs: durability', function () {
     expect((await queue.getJob(job.id))?.data).to.deep.equal({ id: 'x', step: 'two' });
 
     const seen: string[] = [];
-    const worker = new Worker(name, stepper(['one', 'two', 'three'], seen, 0), { connection: server.url, clock: () => Date.now() + 61_000 });
+    // once due (by the server's clock) another worker's promotion re-queues it
+    const worker = new Worker(name, stepper(['one', 'two', 'three'], seen, 0), { connection: server.url, promotionInterval: 50 });
     await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete on another worker');
     expect(seen).to.deep.equal([`${job.id}:two`, `${job.id}:three`]);
     await worker.close();

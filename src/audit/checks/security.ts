@@ -1,8 +1,11 @@
 /**
  * Exposure: a server without a password that accepts remote clients lets anyone on the network
  * read or delete every job. Looks at the password, protected-mode and the bind addresses.
+ * Library control: an ACL user that may FUNCTION LOAD can replace the code every glidemq client
+ * runs with its own rights; one that may delete or flush functions can stop every queue.
  */
 import type { Check, CheckModule, NodeFacts } from '../types.js';
+import { parseAclList } from './acl-rules.js';
 import { setting, unknownCheck } from './util.js';
 
 const ALL_INTERFACES = new Set(['*', '0.0.0.0', '::', '::*']);
@@ -65,4 +68,41 @@ function exposure(facts: NodeFacts): Check {
   };
 }
 
-export const securityChecks: CheckModule = (facts) => [exposure(facts)];
+/**
+ * ACL users other than `default` (the server's own administrator) that may change the library.
+ * Users that are `off` cannot log in and are left out. Not gathered (a synthetic fact set): no check.
+ */
+function libraryControl(facts: NodeFacts): Check | undefined {
+  const id = 'acl-function-users';
+  const expected = 'no user but default may FUNCTION LOAD/DELETE/FLUSH/RESTORE';
+  if (!facts.acl) return undefined;
+  if (!facts.acl.lines) {
+    return {
+      id,
+      status: 'unknown',
+      actual: 'unknown',
+      expected,
+      message: `ACL LIST could not be read (${facts.acl.error ?? 'no answer'}); run the audit as the default user (or one with acl|list) to see which users may change the glidemq library`,
+    };
+  }
+  const holders = parseAclList(facts.acl.lines).filter((u) => u.name !== 'default' && u.enabled && u.may.length > 0);
+  if (holders.length === 0) {
+    return { id, status: 'pass', actual: 'none', expected, message: 'only the default user may load, delete, flush or restore function libraries' };
+  }
+  return {
+    id,
+    status: 'warn',
+    actual: holders.map((u) => `${u.name} (${u.may.join(', ')})`).join('; '),
+    expected,
+    message:
+      'these users can replace the glidemq library (its functions run with the rights of every client that calls them; clients ' +
+      'refuse a library whose code is not theirs, which stops the queues) or delete or flush it: give producers, workers and ' +
+      'operators -@scripting +fcall +fcall_ro +function|list (README "ACL roles"), and keep an administrator user off ' +
+      '(ACL SETUSER <name> off) except while it runs `glidemq library install`',
+  };
+}
+
+export const securityChecks: CheckModule = (facts) => {
+  const control = libraryControl(facts);
+  return control ? [exposure(facts), control] : [exposure(facts)];
+};

@@ -1,7 +1,7 @@
 /** `glidemq metrics <queue>`: completed/failed attempts and processing time per minute. */
 import type { Command } from 'commander';
 import { parseInteger } from '../../engine/duration.js';
-import { METRICS_RETENTION_MINUTES, MINUTE_MS, type MinuteMetrics, type QueueMetrics } from '../../engine/metrics.js';
+import { METRICS_RETENTION_MINUTES, type MinuteMetrics, type QueueMetrics } from '../../engine/metrics.js';
 import { action, withQueue } from '../context.js';
 import { colour, print, printJson, sparkline, table } from '../output.js';
 
@@ -34,10 +34,8 @@ per attempt. Times are local to this machine.`,
     .action(
       action(async (ctx, queue: string, flags: MetricsFlags) => {
         const minutes = parseInteger(flags.minutes, '--minutes', 1, METRICS_RETENTION_MINUTES);
-        const m = await withQueue(ctx, queue, (q) => {
-          const now = Date.now();
-          return q.getMetrics({ from: now - (minutes - 1) * MINUTE_MS, to: now });
-        });
+        // The server resolves "the last N minutes" on its own clock: this machine's may be off.
+        const m = await withQueue(ctx, queue, (q) => q.getMetrics({ minutes }));
         if (ctx.json) {
           printJson({ queue, ...m });
           return 0;

@@ -1,0 +1,178 @@
+/**
+ * A valid argument list for each library function, as its caller in src/engine builds it, filled
+ * with ids, fences, consumers and entry ids of the fuzz keyspace (fuzz-state.ts). The fuzz mutates
+ * these, so its calls reach past the first checks into the code that writes.
+ *
+ * Layouts are the ones without a caller clock (the server's TIME decides, issue 15): no function
+ * takes a `now` argument, and the lua/*.lua headers give each argument. A function with no entry
+ * here (a new one) is still fuzzed, from an empty list: add its entry to reach deeper. An entry that
+ * no longer matches its function still fuzzes it, shallowly: the 'valid' calls of the report then
+ * show the refusals.
+ */
+import type { Prng } from './prng.js';
+import { MISSING_ID, type ActiveJob, type Facts } from './fuzz-state.js';
+
+export type Template = (f: Facts, rng: Prng) => string[];
+
+const HOUR = 3_600_000;
+
+function pick<T>(rng: Prng, items: readonly T[], fallback: T): T {
+  return items.length > 0 ? rng.pick(items) : fallback;
+}
+
+/** Some of `items` (in their order), at least `min` when there are that many. */
+function some<T>(rng: Prng, items: readonly T[], min = 1): T[] {
+  const chosen = items.filter(() => rng.chance(0.5));
+  for (const item of items) {
+    if (chosen.length >= min) break;
+    if (!chosen.includes(item)) chosen.push(item);
+  }
+  return chosen;
+}
+
+const NO_JOB: ActiveJob = { id: MISSING_ID, fence: '1', owner: 'fz-nobody', src: 's' };
+
+function activeJob(f: Facts, rng: Prng, src?: string): ActiveJob {
+  const all = src ? f.active.filter((j) => j.src === src) : f.active;
+  return pick(rng, all.length > 0 ? all : f.active, NO_JOB);
+}
+
+/** Any job id of the keyspace, or now and then one that does not exist. */
+export function anyJobId(f: Facts, rng: Prng): string {
+  if (rng.chance(0.1)) return MISSING_ID;
+  return pick(rng, [...f.jobs.keys()], MISSING_ID);
+}
+
+/** One 12-field job group of glidemq_add, of a kind drawn at random. */
+function addGroup(f: Facts, rng: Prng): string[] {
+  const g = ['', 'fz-add', '{"n":1}', '0', '0', '0', '1', '', '', '0', '', ''];
+  switch (rng.int(0, 9)) {
+    case 1: g[3] = String(HOUR); break; // delayed
+    case 2: g[4] = String(rng.int(1, 2097152)); break; // prioritized
+    case 3: g[5] = '1'; break; // LIFO
+    case 4: g[11] = JSON.stringify({ id: rng.pick(f.groups), maxConcurrency: 2 }); break;
+    case 5: [g[8], g[9], g[10]] = [pick(rng, f.dedupIds, 'd-new'), '0', 'simple']; break;
+    case 6: [g[8], g[9], g[10]] = ['d-throttle', String(HOUR), 'throttle']; break;
+    case 7: [g[3], g[8], g[9], g[10]] = [String(HOUR), 'd-debounce', '0', 'debounce']; break;
+    case 8: g[0] = rng.chance(0.5) ? anyJobId(f, rng) : `fz-custom-${rng.int(1, 99)}`; break;
+    case 9: [g[6], g[7]] = ['3', '{"backoff":{"type":"fixed","delay":1000},"removeOnComplete":true}']; break;
+  }
+  return g;
+}
+
+function finishGroup(rng: Prng, j: ActiveJob): string[] {
+  const completed = rng.chance(0.5);
+  return [
+    j.id, j.fence, completed ? 'completed' : 'failed', completed ? '{"r":1}' : 'boom',
+    rng.pick(['-1', '0', '1000']), rng.pick(['', '0', 'count:10', 'age:60000']), String(rng.int(0, 500)),
+  ];
+}
+
+function scheduler(f: Facts, rng: Prng): { name: string; rec: Record<string, unknown> } {
+  const [name, text] = pick(rng, f.schedulers, ['fz-none', '{}']);
+  return { name, rec: JSON.parse(text) as Record<string, unknown> };
+}
+
+function subscription(f: Facts, rng: Prng) {
+  return pick(rng, f.subscriptions, { name: 'subA', pending: [], retrying: [] });
+}
+
+export const TEMPLATES: Record<string, Template> = {
+  glidemq_version: () => [],
+  glidemq_add: (f, rng) => {
+    const groups = Array.from({ length: rng.int(1, 3) }, () => addGroup(f, rng));
+    return ['524288', String(groups.length), ...groups.flat()];
+  },
+  glidemq_upsertScheduler: (f, rng) => {
+    const { name, rec } = scheduler(f, rng);
+    const target = rng.chance(0.3) ? 'fz-new-scheduler' : name;
+    return [target, JSON.stringify({ ...rec, name: target })];
+  },
+  glidemq_removeScheduler: (f, rng) => [rng.chance(0.8) ? scheduler(f, rng).name : 'fz-none'],
+  glidemq_fireSchedulers: (f, rng) =>
+    some(rng, f.schedulers).flatMap(([name, text]) => {
+      const next = Number((JSON.parse(text) as { nextRun: number }).nextRun);
+      return [name, String(next), String(next + HOUR)];
+    }),
+  glidemq_getMetrics: (_f, rng) =>
+    rng.chance(0.5) ? ['', '', String(rng.int(1, 1440))] : [String(Date.now() - HOUR), String(Date.now() + 60_000), '60'],
+  glidemq_fetch: (f, rng) => [rng.chance(0.7) ? f.consumer : 'fz-consumer-2', String(rng.int(0, 3))],
+  glidemq_activate: (f, rng) => {
+    const entries = some(rng, f.streamEntries, 0);
+    const wakes = some(rng, f.wakeIds, 0);
+    return [f.consumer, String(rng.int(1, 4)), wakes.join(','), String(entries.length), ...entries.flat()];
+  },
+  glidemq_finish: (f, rng) => {
+    const [id, fence, outcome, value, retryDelay, keep, durationMs] = finishGroup(rng, activeJob(f, rng));
+    return [id, fence, f.consumer, outcome, value, retryDelay, String(rng.int(0, 2)), keep, durationMs];
+  },
+  glidemq_finishMany: (f, rng) => {
+    const jobs = some(rng, f.active, 2);
+    return [f.consumer, String(jobs.length), String(rng.int(0, 2)), ...jobs.flatMap((j) => finishGroup(rng, j))];
+  },
+  glidemq_promote: () => ['1000'],
+  glidemq_moveToDelayed: (f, rng) => {
+    const j = activeJob(f, rng);
+    const [timing, ms] = rng.pick([['at', Date.now() + HOUR], ['at', Date.now() - 1000], ['in', HOUR], ['in', 0]] as const);
+    return [j.id, j.fence, f.consumer, timing, String(ms), rng.pick(['', '2', '{"at":"b"}'])];
+  },
+  glidemq_pause: () => [],
+  glidemq_resume: () => [],
+  glidemq_updateProgress: (f, rng) => {
+    const j = activeJob(f, rng);
+    return [j.id, j.fence, '{"pct":75}'];
+  },
+  glidemq_addLog: (f, rng) => {
+    const j = activeJob(f, rng);
+    return [j.id, j.fence, 'a log line', String(rng.int(1, 1000))];
+  },
+  glidemq_extendLocks: (f, rng) => [f.consumer, ...some(rng, f.active).flatMap((j) => [j.id, j.fence])],
+  glidemq_getCounts: () => [],
+  glidemq_removeJob: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
+  glidemq_drain: (_f, rng) => [rng.pick(['0', '1']), String(rng.int(1, 1000)), rng.pick(['0', '1'])],
+  glidemq_clean: (_f, rng) => [rng.pick(['completed', 'failed']), String(rng.pick([0, 60_000])), String(rng.int(1, 1000)), rng.pick(['0', '1'])],
+  glidemq_removeIdleConsumer: (f, rng) => [rng.chance(0.5) ? f.consumer : 'fz-idle'],
+  glidemq_upkeep: () => [],
+  glidemq_release: (f, rng) => [f.consumer, ...some(rng, f.active).flatMap((j) => [j.id, j.fence])],
+  glidemq_removeStaleConsumers: (f, rng) => [rng.pick(['', f.consumer]), String(rng.pick([0, 60_000])), rng.pick(['0', '1'])],
+  glidemq_reclaimStalled: (f, rng) => [
+    rng.chance(0.5) ? f.consumer : 'fz-reclaimer', rng.pick(['0', '30000']), '1', '60000', rng.pick(['0', '1']), '0-0',
+  ],
+  glidemq_reclaimStalledListJobs: (_f, rng) => [rng.pick(['0', '30000']), rng.pick(['0', '1']), rng.pick(['0', '1'])],
+  glidemq_healListActive: (_f, rng) => [rng.pick(['0', '1']), String(rng.int(1, 500))],
+  glidemq_listClaims: (_f, rng) => [rng.pick(['0', '1000']), String(rng.int(1, 1000))],
+  glidemq_bcPublish: (_f, rng) => [rng.pick(['0', '100']), rng.pick(['orders.new', 'hold.2']), '{"a":1}'],
+  glidemq_bcSubscribe: (f, rng) => [
+    rng.chance(0.6) ? subscription(f, rng).name : 'subC', rng.pick(['$', '0', pick(rng, f.messages, '0-1')]), '["orders.*"]',
+  ],
+  glidemq_bcActivate: (f, rng) => {
+    const s = subscription(f, rng);
+    const run = some(rng, s.pending.map((p) => p.id), 0);
+    const skip = some(rng, f.messages, 0).filter((id) => !run.includes(id));
+    const entries = [...run.map((id) => [id, '1']), ...skip.map((id) => [id, '0'])];
+    return [s.name, f.bcConsumer, String(entries.length), ...entries.flat()];
+  },
+  glidemq_bcFinish: (f, rng) => {
+    const s = subscription(f, rng);
+    const p = pick(rng, s.pending, { id: pick(rng, f.messages, '0-1'), consumer: f.bcConsumer, fence: '1' });
+    const completed = rng.chance(0.5);
+    return [s.name, f.bcConsumer, p.id, p.fence, completed ? 'completed' : 'failed', completed ? '' : 'boom', rng.pick(['-1', '1000']), '3'];
+  },
+  glidemq_bcRetries: (f, rng) => [subscription(f, rng).name, f.bcConsumer, String(rng.int(0, 5))],
+  glidemq_bcReclaim: (f, rng) => [subscription(f, rng).name, f.bcConsumer, rng.pick(['0', '30000']), '1', String(rng.int(0, 5))],
+  glidemq_bcExtend: (f, rng) => {
+    const s = subscription(f, rng);
+    const claims = some(rng, s.pending);
+    return [s.name, f.bcConsumer, String(claims.length), ...claims.flatMap((p) => [p.id, p.fence])];
+  },
+  glidemq_bcRemoveIdleConsumer: (f, rng) => [subscription(f, rng).name, rng.chance(0.5) ? f.bcConsumer : 'fz-idle'],
+};
+
+/** Functions whose KEYS[1] is a broadcast's meta key (lua/broadcast.lua), not a queue's. */
+export function isBroadcastFunction(fn: string): boolean {
+  return fn.startsWith('glidemq_bc');
+}
+
+export function validArgv(fn: string, f: Facts, rng: Prng): string[] {
+  return TEMPLATES[fn]?.(f, rng) ?? [];
+}
