@@ -6,6 +6,7 @@
 import type { Redis } from 'ioredis';
 import { LibraryVersionError } from '../engine/errors.js';
 import { declaredVersion, libraryCode, sha256 } from '../engine/library.js';
+import { pairsToMap } from '../engine/replies.js';
 import type { AclFacts, LibraryFacts, NodeFacts, NodeRole, ReplicaLink } from './types.js';
 
 /** The settings the checks read. `requirepass` is read only to learn whether it is empty. */
@@ -50,13 +51,10 @@ export function replicaLinks(info: Map<string, string>): ReplicaLink[] {
   return links;
 }
 
-function pairs(reply: unknown): Map<string, string> {
+/** A reply's name/value pairs with every value as text (CONFIG GET, ACL GETUSER). */
+function textPairs(reply: unknown): Map<string, string> {
   const out = new Map<string, string>();
-  if (Array.isArray(reply)) {
-    for (let i = 0; i + 1 < reply.length; i += 2) out.set(String(reply[i]), String(reply[i + 1]));
-  } else if (reply && typeof reply === 'object') {
-    for (const [k, v] of Object.entries(reply)) out.set(k, String(v));
-  }
+  for (const [k, v] of pairsToMap(reply)) out.set(k, String(v));
   return out;
 }
 
@@ -81,21 +79,21 @@ async function readConfig(client: Redis): Promise<ConfigFacts> {
     const config = new Map<string, string>();
     for (const name of CONFIG_NAMES) {
       try {
-        for (const [k, v] of pairs(await client.call('CONFIG', 'GET', name))) config.set(k, v);
+        for (const [k, v] of textPairs(await client.call('CONFIG', 'GET', name))) config.set(k, v);
       } catch {
         // a single refused setting stays unknown
       }
     }
     return { config };
   }
-  return { config: pairs(reply) };
+  return { config: textPairs(reply) };
 }
 
 /** The default user can run commands without a password: from ACL, else from requirepass. */
 async function readPasswordless(client: Redis, config: Map<string, string>): Promise<boolean | undefined> {
   try {
     const reply = (await client.call('ACL', 'GETUSER', 'default')) as unknown;
-    const fields = pairs(reply);
+    const fields = textPairs(reply);
     const flagsIndex = Array.isArray(reply) ? reply.indexOf('flags') : -1;
     const flags = flagsIndex >= 0 ? (reply as unknown[])[flagsIndex + 1] : fields.get('flags');
     const list = Array.isArray(flags) ? flags.map(String) : String(flags ?? '').split(',');

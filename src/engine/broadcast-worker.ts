@@ -25,6 +25,8 @@ import { isUnrecoverable, invalid } from './errors.js';
 import { BroadcastKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { backoffDelay, parseBackoff, type BackoffOptions } from './options.js';
+import { nonNegative, positive, wholeCount } from './numbers.js';
+import { pairsToRecord } from './replies.js';
 import { subjectFilter } from './subjects.js';
 import type { BroadcastMessage } from './broadcast.js';
 
@@ -107,11 +109,11 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
       concurrency: positive(opts.concurrency ?? 1, 'concurrency'),
       lockDuration,
       stalledInterval: positive(opts.stalledInterval ?? 30_000, 'stalledInterval'),
-      maxStalledCount: whole(opts.maxStalledCount ?? 1, 'maxStalledCount'),
+      maxStalledCount: wholeCount(opts.maxStalledCount ?? 1, 'maxStalledCount'),
       attempts: positive(opts.attempts ?? 1, 'attempts'),
       blockTimeout: positive(opts.blockTimeout ?? 5_000, 'blockTimeout'),
       retryInterval: positive(opts.retryInterval ?? 1_000, 'retryInterval'),
-      closeGracePeriod: whole(opts.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
+      closeGracePeriod: nonNegative(opts.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
     };
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
@@ -216,7 +218,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     const run: Entry[] = [];
     const skip: string[] = [];
     for (const e of entries) {
-      const f = fieldsOf(e[1]);
+      const f = pairsToRecord<string>(e[1]);
       if (this.matches(f.subject ?? '')) run.push(e);
       else skip.push(e[0]);
     }
@@ -226,7 +228,7 @@ export class BroadcastWorker<D = any, R = any> extends EventEmitter {
     const claimed = new Map(r.map((c) => [String(c[0]), c]));
     for (const [sid, fields] of run) {
       const c = claimed.get(sid);
-      if (c) this.dispatch(sid, String(c[1]), Number(c[2]), Number(c[3]), fieldsOf(fields));
+      if (c) this.dispatch(sid, String(c[1]), Number(c[2]), Number(c[3]), pairsToRecord<string>(fields));
     }
   }
 
@@ -372,11 +374,6 @@ function startId(s: BroadcastWorkerOptions['startFrom']): string {
   throw invalid(`startFrom must be "latest", "earliest" or a stream entry id, got ${String(s)}`);
 }
 
-function fieldsOf(list: string[]): Record<string, string> {
-  const h: Record<string, string> = {};
-  for (let i = 0; i + 1 < list.length; i += 2) h[list[i]] = list[i + 1];
-  return h;
-}
 
 function parseJson(text: string | undefined): unknown {
   if (text === undefined || text === '') return null;
@@ -387,15 +384,6 @@ function parseJson(text: string | undefined): unknown {
   }
 }
 
-function positive(n: number, what: string): number {
-  if (!Number.isFinite(n) || n <= 0) throw invalid(`${what} must be a positive number, got ${n}`);
-  return Math.floor(n);
-}
-
-function whole(n: number, what: string): number {
-  if (!Number.isFinite(n) || n < 0) throw invalid(`${what} must be a number >= 0, got ${n}`);
-  return Math.floor(n);
-}
 
 /** This process's monotonic clock (ms): for the worker's own waiting only, never sent to the server. */
 function monotonic(): number {

@@ -9,6 +9,7 @@ import { invalid } from './errors.js';
 import { BroadcastKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { DEFAULT_MAX_PAYLOAD } from './options.js';
+import { pairsToRecord } from './replies.js';
 import { validateSubject } from './subjects.js';
 
 export interface BroadcastOptions {
@@ -111,8 +112,7 @@ export class Broadcast {
       return [];
     }
     return groups.map((g) => {
-      const h: Record<string, unknown> = {};
-      for (let i = 0; i + 1 < g.length; i += 2) h[String(g[i])] = g[i + 1];
+      const h = pairsToRecord(g);
       return {
         name: String(h.name),
         lastDeliveredId: String(h['last-delivered-id']),

@@ -4,6 +4,7 @@ import { invalid, StaleClaimError } from './errors.js';
 import { callFunction } from './library.js';
 import type { QueueKeys } from './keys.js';
 import type { StoredOptions } from './options.js';
+import { pairsToRecord } from './replies.js';
 
 export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'unknown';
 
@@ -67,8 +68,7 @@ export class Job<D = any, R = any> {
   static fromFields(fields: string[] | Record<string, string>): Job {
     let h: Record<string, string>;
     if (Array.isArray(fields)) {
-      h = {};
-      for (let i = 0; i + 1 < fields.length; i += 2) h[fields[i]] = fields[i + 1];
+      h = pairsToRecord<string>(fields);
     } else {
       h = fields;
     }
@@ -188,12 +188,13 @@ export type ClaimReply = (string | null)[];
  * position (null: absent), then the job's other stored fields as name/value pairs.
  */
 export function decodeClaim(reply: ClaimReply): Record<string, string> {
-  const h: Record<string, string> = { id: reply[0] ?? '', fence: reply[1] ?? '' };
+  const h = pairsToRecord<string>(reply, 6);
+  h.id = reply[0] ?? '';
+  h.fence = reply[1] ?? '';
   if (reply[2] != null) h.name = reply[2];
   if (reply[3] != null) h.data = reply[3];
   if (reply[4] != null) h.ts = reply[4];
   if (reply[5] != null) h.opts = reply[5];
-  for (let i = 6; i + 1 < reply.length; i += 2) h[reply[i] as string] = reply[i + 1] as string;
   return h;
 }
 

@@ -16,6 +16,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { type Client, clusterLabel, isCluster, isMovedError, nodeForKey, waitReady } from './connection.js';
 import { ConnectionError, fromServerError, LibraryVersionError, wrongTypeError } from './errors.js';
 import { queueStructureTypes } from './keys.js';
+import { pairsToMap } from './replies.js';
 
 export const LIBRARY_NAME = 'glidemq';
 const LUA_DIR = new URL('../../../lua/', import.meta.url);
@@ -154,16 +155,10 @@ export async function libraryCode(node: Redis): Promise<string | undefined> {
   }
   // LIBRARYNAME matches as a pattern (and by substring on some servers): look for the exact name.
   for (const lib of Array.isArray(listed) ? listed : []) {
-    const fields = fieldMap(lib);
+    const fields = pairsToMap(lib);
     if (fields.get('library_name') === LIBRARY_NAME) return fields.has('library_code') ? String(fields.get('library_code')) : '';
   }
   return undefined;
-}
-
-function fieldMap(reply: unknown): Map<string, unknown> {
-  const out = new Map<string, unknown>();
-  if (Array.isArray(reply)) for (let i = 0; i + 1 < reply.length; i += 2) out.set(String(reply[i]), reply[i + 1]);
-  return out;
 }
 
 /** What a node holds, judged against this client's library, without running any of it. */

@@ -10,6 +10,7 @@ import { buildRecord, describeRecord, parseRecord, type SchedulerInfo, type Sche
 import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
 import { readGroupState, type GroupState } from './groups.js';
+import { pairsToRecord } from './replies.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -162,7 +163,7 @@ export class Queue extends EventEmitter {
     try {
       const groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
       for (const g of groups) {
-        const h = pairs(g);
+        const h = pairsToRecord(g);
         if (h.name === 'workers') return Number(h.consumers);
       }
     } catch {
@@ -304,8 +305,3 @@ export class Queue extends EventEmitter {
   }
 }
 
-export function pairs(list: unknown[]): Record<string, unknown> {
-  const h: Record<string, unknown> = {};
-  for (let i = 0; i + 1 < list.length; i += 2) h[String(list[i])] = list[i + 1];
-  return h;
-}

@@ -1,6 +1,7 @@
 /** Worker options as users give them, and the settings the worker runs with (defaults applied, checked). */
 import type { ConnectionInput } from './connection.js';
 import type { MaintenanceSettings } from './maintenance.js';
+import { nonNegative, positive, wholeCount } from './numbers.js';
 
 export interface WorkerOptions {
   connection?: ConnectionInput;
@@ -40,24 +41,15 @@ export function resolveSettings(o: WorkerOptions): Settings {
   const blockTimeout = o.blockTimeout ?? 5_000;
   return {
     concurrency: positive(o.concurrency ?? 1, 'concurrency'),
-    prefetch: nonNegative(o.prefetch ?? 0, 'prefetch'),
+    prefetch: wholeCount(o.prefetch ?? 0, 'prefetch'),
     lockDuration: positive(lockDuration, 'lockDuration'),
     stalledInterval: positive(stalledInterval, 'stalledInterval'),
-    maxStalledCount: o.maxStalledCount ?? 1,
+    maxStalledCount: wholeCount(o.maxStalledCount ?? 1, 'maxStalledCount'),
     blockTimeout: positive(blockTimeout, 'blockTimeout'),
-    globalConcurrency: o.globalConcurrency ?? 0,
+    globalConcurrency: wholeCount(o.globalConcurrency ?? 0, 'globalConcurrency'),
     promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
-    closeGracePeriod: o.closeGracePeriod ?? Math.max(lockDuration, 5_000),
+    closeGracePeriod: nonNegative(o.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
   };
 }
 
-function nonNegative(n: number, what: string): number {
-  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${what} must be a whole number >= 0, got ${n}`);
-  return n;
-}
-
-function positive(n: number, what: string): number {
-  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${what} must be a positive number, got ${n}`);
-  return Math.floor(n);
-}
 

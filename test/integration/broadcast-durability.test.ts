@@ -116,6 +116,9 @@ describe('Broadcast durability (server SIGKILL with AOF always, worker SIGKILL)'
     const fine = await b.publish('x', { hang: false });
     await waitFor(async () => (await c.lrange(traceKey, 0, -1)).length === 2, 'the child to take both');
     await waitFor(() => others.length === 2, 'the other subscription to run both');
+    // the child finishes the message that does not hang: kill it only once that finish landed
+    const pending = async () => ((await c.xpending(b.keys.stream, 'crashy', '-', '+', 10)) as unknown[][]).length;
+    await waitFor(async () => (await pending()) === 1, 'the child to finish the message that does not hang');
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     const pel = (await c.xpending(b.keys.stream, 'crashy', '-', '+', 10)) as unknown[][];

@@ -1,7 +1,7 @@
 /** Consumer cleanup: dead processes' consumers go, live workers stay (or come back by themselves). */
 import { expect } from 'chai';
 import type { Queue } from '../../src/engine/queue.js';
-import { pairs } from '../../src/engine/queue.js';
+import { pairsToRecord } from '../../src/engine/replies.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { claimAs, upkeep } from '../helpers/recovery.js';
@@ -10,7 +10,7 @@ async function consumers(q: Queue): Promise<{ name: string; pending: number; idl
   try {
     const list = (await q.client.xinfo('CONSUMERS', q.keys.stream, 'workers')) as unknown[][];
     return list.map((c) => {
-      const h = pairs(c);
+      const h = pairsToRecord(c);
       return { name: String(h.name), pending: Number(h.pending), idle: Number(h.idle) };
     });
   } catch {
