@@ -10,9 +10,14 @@ do
 local METRICS_TRIM_BATCH = 500
 local METRICS_KEY_TTL_MS = (METRICS_RETENTION_MINUTES + 1) * 60000
 
+-- Built once per call and kept on the call's key table: a finish checks and then records them.
 metricsKeys = function(k)
+  local mk = rawget(k, 'metricsKeys')
+  if mk then return mk end
   local m = k.base .. ':metrics:'
-  return { completed = m .. 'completed', failed = m .. 'failed', time = m .. 'time', minutes = m .. 'minutes' }
+  mk = { completed = m .. 'completed', failed = m .. 'failed', time = m .. 'time', minutes = m .. 'minutes' }
+  rawset(k, 'metricsKeys', mk)
+  return mk
 end
 
 -- Raises unless every metrics key is absent or of the type glidemq keeps there: a function that
