@@ -3,7 +3,8 @@ import type { Command } from 'commander';
 import { acquireClient, closeClient, settleTopology } from '../../engine/connection.js';
 import { listQueues } from '../../engine/discovery.js';
 import { ensureLibrary } from '../../engine/library.js';
-import { action, withQueue } from '../context.js';
+import { Queue, type JobCounts } from '../../engine/queue.js';
+import { action } from '../context.js';
 import { colour, print, printJson, table } from '../output.js';
 
 export function register(program: Command): void {
@@ -20,16 +21,26 @@ Examples:
     .action(
       action(async (ctx) => {
         const acquired = acquireClient(ctx.connection);
-        let names: string[];
+        let rows: ({ name: string } & JobCounts)[];
         try {
           const client = await settleTopology(acquired); // a plain URL naming a cluster node scans every primary
           await ensureLibrary(client);
-          names = await listQueues(client, ctx.prefix);
+          const names = await listQueues(client, ctx.prefix);
+          // One connection for every queue, their calls pipelined on it: a Queue given a client
+          // neither opens nor closes a connection of its own.
+          rows = await Promise.all(
+            names.map(async (name) => {
+              const q = new Queue(name, { connection: client, prefix: ctx.prefix });
+              try {
+                return { name, ...(await q.getJobCounts()) };
+              } finally {
+                await q.close();
+              }
+            }),
+          );
         } finally {
           await closeClient(acquired.client);
         }
-        const rows = [];
-        for (const name of names) rows.push({ name, ...(await withQueue(ctx, name, (q) => q.getJobCounts())) });
         if (ctx.json) {
           printJson(rows.map(({ listActive: _l, ...r }) => r));
           return 0;
