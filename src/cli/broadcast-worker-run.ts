@@ -10,8 +10,7 @@ import { parseInteger } from '../engine/duration.js';
 import { invalid } from '../engine/errors.js';
 import type { WorkerOptions } from '../engine/worker.js';
 import type { CommandContext } from './context.js';
-import { colour, print, printError, printJsonLine } from './output.js';
-import { exitWhenIdle, manageLifecycle, whenClosed } from './worker-lifecycle.js';
+import { runUntilStopped, type RunLimits } from './worker-lifecycle.js';
 
 export interface BroadcastFlags {
   broadcast?: string;
@@ -20,12 +19,6 @@ export interface BroadcastFlags {
   attempts?: string;
   backoff?: string;
   startFrom?: string;
-}
-
-export interface BroadcastRunLimits {
-  maxJobs?: number;
-  exitWhenIdle: boolean;
-  failFast: boolean;
 }
 
 /** The broadcast options from the flags; the queue-worker options (connection, timings) carry over. */
@@ -50,60 +43,31 @@ export function broadcastWorkerOptions(base: WorkerOptions, f: BroadcastFlags): 
   };
 }
 
-export async function runBroadcastWorker(
+export function runBroadcastWorker(
   ctx: CommandContext,
   processor: (arg: never) => unknown,
   f: BroadcastFlags,
   opts: BroadcastWorkerOptions,
-  limits: BroadcastRunLimits,
+  limits: RunLimits,
 ): Promise<number> {
   const name = f.broadcast as string;
   const sub = f.subscription as string;
   const worker = new BroadcastWorker(name, sub, processor as unknown as BroadcastProcessor, { ...opts, autorun: false });
-  let finished = 0;
-  let failedForGood = 0;
-  const life = manageLifecycle(worker);
-  const stop = () => life.stop();
-
-  const report = (m: BroadcastMessage, status: 'completed' | 'failed', durationMs: number, err?: Error, willRetry = false) => {
-    if (ctx.json) {
-      printJsonLine({
-        id: m.id, subject: m.subject, subscription: sub, status, durationMs, attemptsMade: m.attemptsMade + 1,
-        ...(status === 'failed' ? { failedReason: err?.message ?? '', willRetry } : {}),
-      });
-    } else if (status === 'completed') {
-      print(`${colour.green('✓')} ${m.id} ${m.subject} ${colour.dim(`${durationMs} ms`)}`);
-    } else {
-      print(`${colour.red('✗')} ${m.id} ${m.subject} ${colour.dim(`${durationMs} ms`)} ${err?.message ?? ''}${willRetry ? colour.dim(' (will retry)') : ''}`);
-    }
-  };
-  const counted = () => {
-    finished++;
-    if (limits.maxJobs !== undefined && finished >= limits.maxJobs) void stop();
-  };
-  worker.on('completed', (m: BroadcastMessage, _r: unknown, ms: number) => {
-    report(m, 'completed', ms);
-    counted();
+  return runUntilStopped(worker, {
+    json: ctx.json,
+    limits,
+    describe: (m: BroadcastMessage, err?: Error) => ({
+      id: m.id, label: m.subject, fields: { subject: m.subject, subscription: sub }, attemptsMade: m.attemptsMade,
+      failedReason: err?.message ?? '',
+    }),
+    idleCheck: () => {
+      // idle: this subscription has read every kept message and holds none unfinished
+      const b = new Broadcast(name, { connection: opts.connection, prefix: opts.prefix });
+      const nothingLeft = async () => {
+        const s = (await b.subscriptions()).find((x) => x.name === sub);
+        return !!s && s.lag === 0 && s.pending === 0;
+      };
+      return { nothingLeft, release: () => b.close() };
+    },
   });
-  worker.on('failed', (m: BroadcastMessage, err: Error, ms: number, willRetry: boolean) => {
-    report(m, 'failed', ms, err, willRetry);
-    if (willRetry) return;
-    failedForGood++;
-    if (limits.failFast) void stop();
-    counted();
-  });
-  worker.on('error', (err: Error) => printError(`worker: ${err.message}`));
-
-  await worker.run();
-  if (limits.exitWhenIdle) {
-    // idle: this subscription has read every kept message and holds none unfinished
-    const b = new Broadcast(name, { connection: opts.connection, prefix: opts.prefix });
-    const nothingLeft = async () => {
-      const s = (await b.subscriptions()).find((x) => x.name === sub);
-      return !!s && s.lag === 0 && s.pending === 0;
-    };
-    exitWhenIdle(worker, life, nothingLeft, () => b.close());
-  }
-  await whenClosed(worker);
-  return limits.failFast && failedForGood > 0 ? 1 : 0;
 }

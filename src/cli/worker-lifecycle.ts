@@ -1,23 +1,96 @@
 /**
- * What `glidemq worker` does around any worker (queue or broadcast): SIGINT/SIGTERM close it
- * gracefully and a second signal exits at once; --exit-when-idle polls an idleness check and
- * closes the worker when it holds true; the command returns once the worker has closed.
+ * What `glidemq worker` does around any worker (queue or broadcast): one line per finished job,
+ * --max-jobs and --fail-fast stop it, SIGINT/SIGTERM close it gracefully and a second signal exits
+ * at once; --exit-when-idle polls an idleness check and closes the worker when it holds true; the
+ * command returns its exit code once the worker has closed.
  */
 import type { EventEmitter } from 'node:events';
+import { colour, print, printError, printJsonLine } from './output.js';
 
 interface Closable extends EventEmitter {
   close(): Promise<void>;
   readonly activeCount: number;
 }
 
-export interface Lifecycle {
+interface Runnable extends Closable {
+  run(): Promise<void>;
+}
+
+export interface RunLimits {
+  maxJobs?: number;
+  exitWhenIdle: boolean;
+  failFast: boolean;
+}
+
+/** How one finished job (or message) is shown: `<id> <label>`, and the JSON fields that follow `id`. */
+export interface Finished {
+  id: string;
+  label: string;
+  fields: Record<string, unknown>;
+  /** Attempts made before this one. */
+  attemptsMade: number;
+  failedReason?: string | null;
+}
+
+export interface RunSpec<T> {
+  json: boolean;
+  limits: RunLimits;
+  /** What the 'completed'/'failed' event's item shows (`err` only on 'failed'). */
+  describe(item: T, err?: Error): Finished;
+  /** Opened only with --exit-when-idle, after the worker has started: the check, and what closes it. */
+  idleCheck(): { nothingLeft: () => Promise<boolean>; release: () => Promise<void> };
+}
+
+/** Runs the worker until something stops it; resolves to the exit code (1 only for --fail-fast with a job failed for good). */
+export async function runUntilStopped<T>(worker: Runnable, spec: RunSpec<T>): Promise<number> {
+  const { limits } = spec;
+  let finished = 0;
+  let failedForGood = 0;
+  const life = manageLifecycle(worker);
+  const counted = () => {
+    finished++;
+    if (limits.maxJobs !== undefined && finished >= limits.maxJobs) void life.stop();
+  };
+  worker.on('completed', (item: T, _r: unknown, ms: number) => {
+    report(spec.json, spec.describe(item), 'completed', ms);
+    counted();
+  });
+  worker.on('failed', (item: T, err: Error, ms: number, willRetry: boolean) => {
+    report(spec.json, spec.describe(item, err), 'failed', ms, willRetry);
+    if (willRetry) return;
+    failedForGood++;
+    if (limits.failFast) void life.stop();
+    counted();
+  });
+  worker.on('error', (err: Error) => printError(`worker: ${err.message}`));
+
+  await worker.run();
+  if (limits.exitWhenIdle) {
+    const { nothingLeft, release } = spec.idleCheck();
+    exitWhenIdle(worker, life, nothingLeft, release);
+  }
+  await whenClosed(worker);
+  return limits.failFast && failedForGood > 0 ? 1 : 0;
+}
+
+function report(json: boolean, f: Finished, status: 'completed' | 'failed', durationMs: number, willRetry = false): void {
+  if (json) {
+    printJsonLine({ id: f.id, ...f.fields, status, durationMs, attemptsMade: f.attemptsMade + 1, ...(status === 'failed' ? { failedReason: f.failedReason, willRetry } : {}) });
+  } else if (status === 'completed') {
+    print(`${colour.green('✓')} ${f.id} ${f.label} ${colour.dim(`${durationMs} ms`)}`);
+  } else {
+    print(`${colour.red('✗')} ${f.id} ${f.label} ${colour.dim(`${durationMs} ms`)} ${f.failedReason ?? ''}${willRetry ? colour.dim(' (will retry)') : ''}`);
+  }
+}
+
+interface Lifecycle {
   /** Starts a graceful close (once). */
   stop(): Promise<void>;
   /** True once a close has started. */
   readonly stopping: boolean;
 }
 
-export function manageLifecycle(worker: Closable): Lifecycle {
+function manageLifecycle(worker: Closable): Lifecycle {
   let closing: Promise<void> | undefined;
   const life: Lifecycle = {
     stop: () => (closing ??= worker.close()),
@@ -40,7 +113,7 @@ export function manageLifecycle(worker: Closable): Lifecycle {
  * Closes the worker once it runs nothing and `nothingLeft` says so; `release` runs when the
  * worker has closed (to close the connection the check used).
  */
-export function exitWhenIdle(worker: Closable, life: Lifecycle, nothingLeft: () => Promise<boolean>, release: () => Promise<void>): void {
+function exitWhenIdle(worker: Closable, life: Lifecycle, nothingLeft: () => Promise<boolean>, release: () => Promise<void>): void {
   let timer: NodeJS.Timeout | undefined;
   const check = async () => {
     if (life.stopping) return;
@@ -57,6 +130,6 @@ export function exitWhenIdle(worker: Closable, life: Lifecycle, nothingLeft: () 
   });
 }
 
-export function whenClosed(worker: EventEmitter): Promise<void> {
+function whenClosed(worker: EventEmitter): Promise<void> {
   return new Promise((resolve) => worker.once('closed', () => resolve()));
 }

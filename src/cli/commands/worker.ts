@@ -9,8 +9,7 @@ import { Worker, type WorkerOptions } from '../../engine/worker.js';
 import { action, type CommandContext } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
-import { colour, print, printError, printJsonLine } from '../output.js';
-import { exitWhenIdle, manageLifecycle, whenClosed } from '../worker-lifecycle.js';
+import { runUntilStopped, type RunLimits } from '../worker-lifecycle.js';
 
 interface WorkerFlags extends BroadcastFlags {
   queue?: string;
@@ -98,13 +97,7 @@ Examples:
     );
 }
 
-interface RunLimits {
-  maxJobs?: number;
-  exitWhenIdle: boolean;
-  failFast: boolean;
-}
-
-async function runWorker(
+function runWorker(
   ctx: CommandContext,
   queueName: string,
   processor: Awaited<ReturnType<typeof loadProcessor>>,
@@ -112,43 +105,17 @@ async function runWorker(
   limits: RunLimits,
 ): Promise<number> {
   const worker = new Worker(queueName, processor, { ...opts, autorun: false });
-  let finished = 0;
-  let failedForGood = 0;
-  const life = manageLifecycle(worker);
-  const stop = () => life.stop();
-
-  const report = (job: Job, status: 'completed' | 'failed', durationMs: number, willRetry = false) => {
-    if (ctx.json) {
-      printJsonLine({ id: job.id, name: job.name, status, durationMs, attemptsMade: job.attemptsMade + 1, ...(status === 'failed' ? { failedReason: job.failedReason, willRetry } : {}) });
-    } else if (status === 'completed') {
-      print(`${colour.green('✓')} ${job.id} ${job.name} ${colour.dim(`${durationMs} ms`)}`);
-    } else {
-      print(`${colour.red('✗')} ${job.id} ${job.name} ${colour.dim(`${durationMs} ms`)} ${job.failedReason ?? ''}${willRetry ? colour.dim(' (will retry)') : ''}`);
-    }
-  };
-  worker.on('completed', (job: Job, _r: unknown, ms: number) => {
-    report(job, 'completed', ms);
-    finished++;
-    if (limits.maxJobs !== undefined && finished >= limits.maxJobs) void stop();
+  return runUntilStopped(worker, {
+    json: ctx.json,
+    limits,
+    describe: (job: Job) => ({ id: job.id, label: job.name, fields: { name: job.name }, attemptsMade: job.attemptsMade, failedReason: job.failedReason }),
+    idleCheck: () => {
+      const q = new Queue(queueName, { connection: opts.connection, prefix: opts.prefix });
+      const nothingLeft = async () => {
+        const c = await q.getJobCounts();
+        return c.waiting + c.active + c.delayed + c.prioritized === 0;
+      };
+      return { nothingLeft, release: () => q.close() };
+    },
   });
-  worker.on('failed', (job: Job, _e: unknown, ms: number, willRetry: boolean) => {
-    report(job, 'failed', ms, willRetry);
-    if (willRetry) return;
-    finished++;
-    failedForGood++;
-    if (limits.failFast || (limits.maxJobs !== undefined && finished >= limits.maxJobs)) void stop();
-  });
-  worker.on('error', (err: Error) => printError(`worker: ${err.message}`));
-
-  await worker.run();
-  if (limits.exitWhenIdle) {
-    const q = new Queue(queueName, { connection: opts.connection, prefix: opts.prefix });
-    const nothingLeft = async () => {
-      const c = await q.getJobCounts();
-      return c.waiting + c.active + c.delayed + c.prioritized === 0;
-    };
-    exitWhenIdle(worker, life, nothingLeft, () => q.close());
-  }
-  await whenClosed(worker);
-  return limits.failFast && failedForGood > 0 ? 1 : 0;
 }
