@@ -4,8 +4,9 @@
   ARGV[2]  count: how many jobs the call adds (0..10000); `count` groups of 12 arguments follow,
            one per job, each:
     group.jobId: '' (the next id from the counter) or a custom id (1..256 bytes, no ':', '{', '}',
-           whitespace or control characters).
-    group.name: the job's name (a non-empty string).
+           whitespace or control characters, not a whole number such as '2' or '-1': those are
+           the counter's ids).
+    group.name: the job's name (1..1024 bytes).
     group.data: the job's data (JSON text, at most maxPayload bytes).
     group.delay: ms to wait before it may run (0 = none), counted from the server's clock.
     group.priority: 0 = none, else 1..2097152 (lower runs first).
@@ -13,7 +14,8 @@
     group.attempts: attempts before it fails for good (>= 1).
     group.opts: '' or a JSON object of the options only clients read (backoff, retention).
     group.dedupId: '' = no dedup, else the dedup id (1..512 bytes; see lua/dedup.lua).
-    group.dedupTtl: ms the dedup window lasts (0 = no end; needs a dedupId).
+    group.dedupTtl: ms the dedup window lasts (0 = no end, at most 315576000000 = 10 years; needs
+           a dedupId).
     group.dedupMode: '' (no dedup) | simple | throttle | debounce (needed with a dedupId).
     group.groupSpec: '' or the job's group as a JSON object {id, maxConcurrency?, rateMax?,
            rateDuration?, capacity?, refillRate?, ordered?}: the job waits in that group, whose
@@ -33,9 +35,16 @@
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local ADD_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'count', ARG.count }
 local ADD_JOB = {
-  'jobId', ARG.orEmpty(ARG.jobId),
-  'name', kind('a non-empty string', function(v)
-    if v ~= '' then return v end
+  'jobId', kind(function()
+    return "'' or a custom job id (1 to " .. MAX_ID_LEN .. ' bytes, no ":", "{", "}", whitespace or control characters)' ..
+      ' that is not a whole number (whole numbers are the ids the queue hands out; use e.g. "order-2")'
+  end, function(v)
+    if v == '' then return v end
+    if string.find(v, '^%-?%d+$') then return nil end
+    return ARG.jobId.check(v)
+  end),
+  'name', kind('a non-empty string of at most ' .. MAX_JOB_NAME_LEN .. ' bytes', function(v)
+    if v ~= '' and #v <= MAX_JOB_NAME_LEN then return v end
     return nil
   end),
   'data', ARG.any,
@@ -48,7 +57,7 @@ local ADD_JOB = {
     if #v <= DEDUP_MAX_ID_LEN then return v end
     return nil
   end),
-  'dedupTtl', ARG.ms,
+  'dedupTtl', ARG.int(0, DEDUP_MAX_TTL),
   'dedupMode', kind("'' (no dedup), simple, throttle or debounce", function(v)
     if v == '' or DEDUP_MODES[v] then return v end
     return nil

@@ -4,6 +4,8 @@
   and, with its delay, its due time in the scheduled set.
 ]]
 
+local MAX_JOB_NAME_LEN = 1024 -- bytes of a job name (src/engine/options.ts MAX_JOB_NAME_BYTES agrees)
+
 -- The queue keys insertJob and nextJobId may write, as requireTypes takes them: a caller checks
 -- them (or the ones its jobs need) before its first write. A group job also writes its group's
 -- keys (lua/group.lua), which the caller checks too.
@@ -42,7 +44,8 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
   emit(k, 'added', id)
 end
 
--- The next free id from the counter (custom ids may be numeric: skip values one already took).
+-- The next free id from the counter, skipping values a job already holds (custom ids are refused
+-- when they are whole numbers, but a queue written by an older version may hold some).
 local function nextJobId(k)
   local id
   repeat id = tostring(redis.call('INCR', k.id)) until redis.call('EXISTS', jobKey(k, id)) == 0

@@ -83,7 +83,9 @@ decodeSchedulerRecord = function(v)
   if str(t.lastJobId, true) then rec.lastJobId = t.lastJobId end
   local j = t.job
   if type(j) ~= 'table' then return nil, 'job must be an object' end
-  if not str(j.name, true) then return nil, 'job.name must be a non-empty string' end
+  if not str(j.name, true) or #j.name > MAX_JOB_NAME_LEN then
+    return nil, 'job.name must be a non-empty string of at most ' .. MAX_JOB_NAME_LEN .. ' bytes'
+  end
   if not str(j.data) then return nil, 'job.data must be a string (JSON text)' end
   if not whole(j.delay, 0, SCHEDULER_MAX_MS) then return nil, 'job.delay must be a whole number of ms from 0 to ' .. SCHEDULER_MAX_MS end
   if not whole(j.priority, 0, MAX_PRIORITY) then return nil, 'job.priority must be a whole number from 0 to ' .. MAX_PRIORITY end

@@ -5,6 +5,7 @@ export { Job, type JobState } from './engine/job.js';
 export type { JobOptions, BackoffOptions, Retention } from './engine/options.js';
 export type { GroupOptions, TokenBucketOptions, GroupState } from './engine/groups.js';
 export * from './engine/errors.js';
+export { ListenerError } from './engine/safe-emitter.js';
 export {
   LIBRARY_VERSION,
   LIBRARY_NAME,

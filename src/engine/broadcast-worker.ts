@@ -11,9 +11,9 @@
  *
  * Events: active (message), completed (message, result, durationMs), failed (message, error,
  * durationMs, willRetry), stalled (entryId, 'reclaimed' | 'failed'), lost (message: its claim was
- * taken over; its result was not stored), lockLost (entryId), error, closed.
+ * taken over; its result was not stored), lockLost (entryId), error, closed. A listener that throws
+ * never stops the worker: the throw arrives as an `error` event (see SafeEmitter).
  */
-import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -29,6 +29,7 @@ import { nonNegative, positive, wholeCount } from './numbers.js';
 import { pairsToRecord } from './replies.js';
 import { subjectFilter } from './subjects.js';
 import type { BroadcastMessage } from './broadcast.js';
+import { SafeEmitter } from './safe-emitter.js';
 
 export type BroadcastProcessor<D = any, R = any> = (message: BroadcastMessage<D>) => Promise<R> | R;
 
@@ -65,7 +66,7 @@ interface Running {
 
 type Entry = [string, string[]];
 
-export class BroadcastWorker<D = any, R = any> extends EventEmitter {
+export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   readonly keys: BroadcastKeys;
   readonly consumer: string;
   readonly settings: Required<Omit<BroadcastWorkerOptions, 'connection' | 'prefix' | 'subjects' | 'backoff' | 'startFrom' | 'autorun'>>;

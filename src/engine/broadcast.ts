@@ -11,6 +11,7 @@ import { callFunction, ensureLibrary } from './library.js';
 import { DEFAULT_MAX_PAYLOAD } from './options.js';
 import { pairsToRecord } from './replies.js';
 import { validateSubject } from './subjects.js';
+import { SafeEmitter } from './safe-emitter.js';
 
 export interface BroadcastOptions {
   connection?: ConnectionInput;
@@ -47,7 +48,8 @@ export interface BroadcastMessage<D = unknown> {
   stalledCount: number;
 }
 
-export class Broadcast {
+/** An event emitter as Queue is: a listener that throws arrives as `error` (see SafeEmitter). */
+export class Broadcast extends SafeEmitter {
   readonly keys: BroadcastKeys;
   private readonly acquired: Acquired;
   private readonly maxMessages: number;
@@ -58,6 +60,7 @@ export class Broadcast {
     readonly name: string,
     opts: BroadcastOptions = {},
   ) {
+    super();
     this.keys = new BroadcastKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     const max = opts.maxMessages ?? 0;
     if (!Number.isInteger(max) || max < 0) throw invalid(`maxMessages must be a whole number >= 0, got ${String(opts.maxMessages)}`);

@@ -3,6 +3,7 @@
  * and obliterate (every key of the queue). Each can count instead of removing (dry run).
  */
 import { connectionFor, type Client } from './connection.js';
+import { globEscape } from './discovery.js';
 import { JobActiveError } from './errors.js';
 import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
@@ -86,7 +87,7 @@ export async function obliterate(
   let cursor = '0';
   let total = 0;
   do {
-    const [next, found] = await node.scan(cursor, 'MATCH', `${keys.base}:*`, 'COUNT', BATCH);
+    const [next, found] = await node.scan(cursor, 'MATCH', `${globEscape(keys.base)}:*`, 'COUNT', BATCH);
     cursor = next;
     total += found.length;
     if (found.length && !opts.dryRun) await node.unlink(...found);

@@ -5,14 +5,34 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } from 'ioredis';
-import { ConnectionError, invalid } from './errors.js';
+import { ConnectionError, InvalidArgumentError, invalid } from './errors.js';
 
 export type Client = Redis | Cluster;
 
+/**
+ * An ioredis client of another major version (a BullMQ application's ioredis 5), as TypeScript sees
+ * it: the members glidemq uses. At run time a client is recognised by the same shape (isClient).
+ */
+export interface ForeignClient {
+  readonly status: string;
+  readonly options: object;
+  duplicate(...args: never[]): unknown;
+  call(...args: never[]): unknown;
+  fcall(...args: never[]): unknown;
+  sendCommand(...args: never[]): unknown;
+  connect(...args: never[]): unknown;
+  quit(...args: never[]): unknown;
+  disconnect(...args: never[]): unknown;
+  on(...args: never[]): unknown;
+  off(...args: never[]): unknown;
+}
+
 export type ConnectionInput =
   | string
+  | URL
   | RedisOptions
   | Client
+  | ForeignClient
   | { url: string; cluster?: boolean; password?: string; tlsCa?: string; options?: RedisOptions };
 
 export interface ParsedUrl {
@@ -42,13 +62,19 @@ export function parseUrl(raw: string): ParsedUrl {
   try {
     u = new URL(rewritten);
   } catch {
-    throw invalid(`invalid server URL "${redactUrl(raw)}": expected redis://[user:password@]host:port[/db]`);
+    throw invalid(`invalid server URL "${redactUrl(raw)}": expected redis://[user:password@]host:port[/db]${raw.includes('@') ? ENCODE_HINT : ''}`);
   }
   if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
     throw invalid(
       `unsupported URL scheme "${u.protocol}" in ${redactUrl(raw)}: use redis://, rediss://, valkey:// or valkeys://`,
     );
   }
+  // An "@" past the host is a password that held "/", "?" or "#" unencoded: the parse took part of it
+  // for the host and port. Connecting there would send the rest of the password nowhere useful.
+  if (`${u.pathname}${u.search}${u.hash}`.includes('@')) {
+    throw invalid(`invalid server URL "${redactUrl(raw)}": an "@" after a "/", "?" or "#"${ENCODE_HINT}`);
+  }
+  if (u.hostname === '') throw invalid(`invalid server URL "${redactUrl(raw)}": no host (expected redis://[user:password@]host:port[/db])`);
   const dbText = u.pathname.replace(/^\//, '');
   const db = dbText === '' ? 0 : Number(dbText);
   if (!Number.isInteger(db) || db < 0) throw invalid(`invalid database number "${dbText}" in ${redactUrl(raw)}`);
@@ -58,19 +84,42 @@ export function parseUrl(raw: string): ParsedUrl {
     host: u.hostname.replace(/^\[|\]$/g, ''),
     port,
     tls: u.protocol === 'rediss:',
-    username: u.username ? decodeURIComponent(u.username) : undefined,
-    password: u.password ? decodeURIComponent(u.password) : undefined,
+    username: u.username ? decodeCredential(u.username, raw) : undefined,
+    password: u.password ? decodeCredential(u.password, raw) : undefined,
     db,
   };
 }
 
-/** `redis://user:secret@h:1` → `redis://user:***@h:1`; never let a password reach output. */
+const ENCODE_HINT = '; in a user name or password write "/" as %2F, "?" as %3F, "#" as %23 and "%" as %25';
+
+function decodeCredential(text: string, raw: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw invalid(`invalid server URL "${redactUrl(raw)}": a "%" in the user name or password is not followed by two hex digits${ENCODE_HINT}`);
+  }
+}
+
+/**
+ * `redis://user:secret@h:1` → `redis://user:***@h:1`; never let a password reach output.
+ *
+ * The URL parser the connection uses (WHATWG `URL`) takes the credentials to be everything before
+ * the last "@" of the authority, the user name ending at the first ":" — so `redis://u:p@ss@h`
+ * authenticates as `u` with `p@ss`. Redaction cuts at the same places, and goes further when the
+ * parse would not find the credentials: everything up to the last "@" anywhere in the text is hidden
+ * (a password with an unencoded "/", "?" or "#" ends the authority early, and the URL is then
+ * refused with a message that must not show it), and a text that does not parse at all is treated
+ * the same way. Only the user name (the text before the first ":") is kept.
+ */
 export function redactUrl(raw: string): string {
-  return raw.replace(/^([a-z]+:\/\/)([^@/]*)@/i, (_m, scheme: string, cred: string) => {
-    const colon = cred.indexOf(':');
-    if (colon < 0) return `${scheme}***@`;
-    return `${scheme}${cred.slice(0, colon)}:***@`;
-  });
+  const head = /^[a-z][a-z0-9+.-]*:\/{0,2}/i.exec(raw)?.[0] ?? '';
+  const rest = raw.slice(head.length);
+  const at = rest.lastIndexOf('@');
+  if (at < 0) return raw;
+  const userinfo = rest.slice(0, at);
+  const colon = userinfo.indexOf(':');
+  const shown = colon < 0 ? '***' : `${userinfo.slice(0, colon)}:***`;
+  return `${head}${shown}@${rest.slice(at + 1)}`;
 }
 
 export interface ClientSettings {
@@ -173,22 +222,113 @@ function rememberNodes(cluster: Cluster, seed: Seed): void {
   });
 }
 
-/** Normalises any accepted connection input into settings that can make more clients. */
+/**
+ * The ioredis option names (versions 5 and 6, with the socket options they pass to `net`/`tls`) by
+ * which a plain object is recognised as connection options.
+ */
+const OPTION_KEYS = new Set([
+  // where and how to connect
+  'host', 'port', 'path', 'family', 'tls', 'username', 'password', 'db', 'name', 'role', 'keyPrefix',
+  'sentinels', 'sentinelUsername', 'sentinelPassword', 'sentinelTLS', 'sentinelRetryStrategy',
+  'sentinelReconnectStrategy', 'sentinelCommandTimeout', 'sentinelMaxConnections', 'enableTLSForSentinelMode',
+  'preferredSlaves', 'natMap', 'updateSentinels', 'failoverDetector', 'Connector', 'localAddress', 'localPort',
+  // behaviour
+  'connectTimeout', 'disconnectTimeout', 'commandTimeout', 'socketTimeout', 'blockingTimeout', 'blockingTimeoutGrace',
+  'keepAlive', 'noDelay', 'connectionName', 'disableClientInfo', 'clientInfoTag', 'retryStrategy', 'reconnectOnError',
+  'maxRetriesPerRequest', 'maxLoadingRetryTime', 'enableOfflineQueue', 'enableReadyCheck', 'autoResubscribe',
+  'autoResendUnfulfilledCommands', 'lazyConnect', 'readOnly', 'stringNumbers', 'protocol', 'replyMapping', 'monitor',
+  'enableAutoPipelining', 'autoPipeliningIgnoredCommands', 'offlineQueue', 'commandQueue', 'scripts',
+  'showFriendlyErrorStack', 'himportFieldsets',
+]);
+
+/** The keys of glidemq's own `{ url, ... }` form (ClientSettings). */
+const SETTINGS_KEYS = new Set(['url', 'cluster', 'password', 'tlsCa', 'options']);
+
+/** What glidemq calls on a client it is given; a client of any ioredis major (5, 6) has them all. */
+const CLIENT_METHODS = ['duplicate', 'call', 'fcall', 'sendCommand', 'connect', 'quit', 'disconnect', 'on', 'off'] as const;
+
+/**
+ * The members a client-like object lacks (empty: it is usable as a client). Recognised by shape, not
+ * `instanceof`: a BullMQ application's ioredis 5 client is no instance of glidemq's ioredis 6 classes.
+ * A cluster client (`isCluster: true`) also needs `nodes()`.
+ */
+function missingClientMembers(x: object): string[] {
+  const o = x as Record<string, unknown>;
+  const missing: string[] = CLIENT_METHODS.filter((m) => typeof o[m] !== 'function');
+  if (typeof o.status !== 'string') missing.push('status');
+  if (typeof o.options !== 'object' || o.options === null) missing.push('options');
+  if (o.isCluster === true && typeof o.nodes !== 'function') missing.push('nodes');
+  return missing;
+}
+
+/** True for an ioredis client (standalone or cluster) of any major version. */
+export function isClient(x: unknown): x is Client {
+  if (x instanceof Redis || x instanceof Cluster) return true;
+  return typeof x === 'object' && x !== null && missingClientMembers(x).length === 0;
+}
+
+/** A plain `{ ... }` object (of this or another realm), not an instance of some class. */
+function isPlainObject(x: object): boolean {
+  const proto = Object.getPrototypeOf(x) as object | null;
+  return proto === null || Object.getPrototypeOf(proto) === null;
+}
+
+function describeValue(x: unknown): string {
+  if (x === null) return 'null';
+  if (Array.isArray(x)) return 'an array';
+  if (typeof x !== 'object') return `a ${typeof x}`;
+  const ctor = (Object.getPrototypeOf(x) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+  return typeof ctor === 'string' && ctor !== '' && ctor !== 'Object' ? `a ${ctor} instance` : 'an object';
+}
+
+const EXPECTED =
+  'expected a URL string, ioredis options ({ host, port, ... }), { url, cluster?, password?, tlsCa?, options? } or an ioredis client (version 5 or 6)';
+
+function refused(what: string): InvalidArgumentError {
+  return new InvalidArgumentError('ERR_CONNECTION_INPUT', `connection: ${what}; ${EXPECTED}`, true);
+}
+
+/**
+ * Normalises any accepted connection input into settings that can make more clients. Something that
+ * is none of the accepted forms is refused, never read as "no options": connecting to the default
+ * address instead of the server the caller meant would hang, or write to whatever runs there.
+ */
 export function settingsFrom(input: ConnectionInput | undefined): ClientSettings | Client {
   if (input === undefined) return { url: process.env.GLIDEMQ_URL ?? DEFAULT_URL, cluster: false, password: process.env.GLIDEMQ_PASSWORD };
   if (typeof input === 'string') return { url: input, cluster: false, password: process.env.GLIDEMQ_PASSWORD };
-  if (input instanceof Redis || input instanceof Cluster) return input;
-  if ('url' in input && typeof input.url === 'string') {
-    const withOpts = input as { options?: RedisOptions; tlsCa?: string };
+  const given: unknown = input;
+  if (given instanceof URL) return { url: given.href, cluster: false, password: process.env.GLIDEMQ_PASSWORD };
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) throw refused(`got ${describeValue(given)}`);
+  if (isClient(given)) return given;
+  if (!isPlainObject(given)) {
+    const missing = missingClientMembers(given);
+    const partly = missing.length < CLIENT_METHODS.length + 2;
+    throw refused(
+      partly
+        ? `got ${describeValue(given)} that is not an ioredis client (it has no ${missing.join(', ')})`
+        : `got ${describeValue(given)}`,
+    );
+  }
+  const keys = Object.keys(given);
+  if ('url' in given) {
+    const unknown = keys.filter((k) => !SETTINGS_KEYS.has(k));
+    if (typeof (given as { url?: unknown }).url !== 'string') throw refused('"url" is not a string');
+    if (unknown.length > 0) throw refused(`unknown ${unknown.length === 1 ? 'key' : 'keys'} ${unknown.map((k) => `"${k}"`).join(', ')} beside "url"`);
+    const withUrl = given as { url: string; cluster?: boolean; password?: string; tlsCa?: string; options?: RedisOptions };
     return {
-      url: input.url,
-      cluster: !!input.cluster,
-      password: input.password ?? process.env.GLIDEMQ_PASSWORD,
-      tlsCa: withOpts.tlsCa,
-      options: withOpts.options,
+      url: withUrl.url,
+      cluster: !!withUrl.cluster,
+      password: withUrl.password ?? process.env.GLIDEMQ_PASSWORD,
+      tlsCa: withUrl.tlsCa,
+      options: withUrl.options,
     };
   }
-  const o = input as RedisOptions;
+  // An empty object is "no options" (ioredis's own defaults, as `new Redis({})`); anything else must
+  // name at least one ioredis option, so `{ foo: 1 }` or a wrapper object is not taken for one.
+  if (keys.length > 0 && !keys.some((k) => OPTION_KEYS.has(k))) {
+    throw refused(`got an object with no ioredis option (${keys.slice(0, 5).map((k) => `"${k}"`).join(', ')}${keys.length > 5 ? ', ...' : ''})`);
+  }
+  const o = given as RedisOptions;
   const scheme = o.tls ? 'rediss' : 'redis';
   return {
     url: `${scheme}://${o.host ?? '127.0.0.1'}:${o.port ?? 6379}/${o.db ?? 0}`,
@@ -199,7 +339,8 @@ export function settingsFrom(input: ConnectionInput | undefined): ClientSettings
 }
 
 export function isCluster(c: Client): c is Cluster {
-  return c instanceof Cluster;
+  // `isCluster` is ioredis's own flag (true on Cluster, false on Redis), set by versions 5 and 6 alike.
+  return c instanceof Cluster || (c as { isCluster?: unknown }).isCluster === true;
 }
 
 /** Describes where a client points, without any password. */
@@ -210,6 +351,7 @@ export function describeSettings(s: ClientSettings): string {
 /** Waits until the client is ready, or fails with a one-line error naming the host. */
 export async function waitReady(client: Client, label: string, timeoutMs = 5000): Promise<void> {
   if (client.status === 'ready') return;
+  label = redactUrl(label); // a caller may name the server by its URL
   await new Promise<void>((resolve, reject) => {
     let lastError: string | undefined;
     const fail = (what: string) => {
@@ -389,7 +531,7 @@ const TLS_TRUST_CODES = new Set([
 /** Resolves a connection input into a client: a given instance is shared, anything else is created. */
 export function acquireClient(input: ConnectionInput | undefined, extra: RedisOptions = {}): Acquired {
   const s = settingsFrom(input);
-  if (s instanceof Redis || s instanceof Cluster) return { client: s, owned: false };
+  if (isClient(s)) return { client: s, owned: false };
   const client = createClient(s, extra);
   // Errors surface on the commands that fail; an unhandled 'error' event must not kill the process.
   client.on('error', rememberSocketError);

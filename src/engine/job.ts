@@ -14,6 +14,8 @@ export interface Claim {
   keys: QueueKeys;
   consumer: string;
   fence: string;
+  /** Told once a progress value is stored (the worker emits its `progress` event from here). */
+  onProgress?: (job: Job, progress: unknown) => void;
 }
 
 export class Job<D = any, R = any> {
@@ -58,7 +60,7 @@ export class Job<D = any, R = any> {
    */
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
     const job = Job.fromFields(decodeClaim(reply));
-    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence };
+    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, onProgress: claim.onProgress };
     job.state = 'active';
     job.processedOn = claimedAt;
     return job;
@@ -104,8 +106,10 @@ export class Job<D = any, R = any> {
   async updateProgress(progress: unknown): Promise<boolean> {
     const c = this.requireClaim('updateProgress');
     const r = await callFunction(c.client, 'glidemq_updateProgress', c.keys.meta, [this.id, c.fence, JSON.stringify(progress)]);
-    if (r === 1) this.progress = progress;
-    return r === 1;
+    if (r !== 1) return false;
+    this.progress = progress;
+    c.onProgress?.(this, progress);
+    return true;
   }
 
   /** Appends a line to the job's log (the newest `keep` lines are kept). */

@@ -10,6 +10,10 @@ export const MAX_PRIORITY = 2097152;
 /** The longest job id, in bytes (lua/args.lua MAX_ID_LEN: the library counts bytes). */
 export const MAX_JOB_ID_BYTES = 256;
 export const DEFAULT_MAX_PAYLOAD = 512 * 1024;
+/** The longest job name, in bytes (lua/jobs.lua MAX_JOB_NAME_LEN: the library counts bytes). */
+export const MAX_JOB_NAME_BYTES = 1024;
+/** The longest dedup window, in ms: 10 years of 365.25 days (lua/dedup.lua DEDUP_MAX_TTL). */
+export const MAX_DEDUP_TTL_MS = 315576000000;
 
 export type Retention = boolean | number | { count?: number; age?: number };
 
@@ -22,7 +26,8 @@ export interface BackoffOptions {
 }
 
 export interface JobOptions {
-  /** Custom id: adding a job whose id exists adds nothing and returns the existing job. */
+  /** Custom id: adding a job whose id exists adds nothing and returns the existing job. Not a whole
+   * number such as '2' (those are the ids the queue hands out): use e.g. 'order-2'. */
   jobId?: string;
   delay?: number | string;
   /** 1 is served first, up to 2097152. */
@@ -61,6 +66,9 @@ export function encodeDedup(d: DedupOptions | undefined, delay: number): [string
     throw invalid('dedup.id must be a non-empty string of at most 512 bytes');
   }
   const ttl = d.ttl === undefined ? 0 : checkDelay(d.ttl, 'dedup.ttl');
+  if (ttl > MAX_DEDUP_TTL_MS) {
+    throw invalid(`dedup.ttl is ${ttl} ms, over the limit of ${MAX_DEDUP_TTL_MS} ms (10 years); for a window that never ends, leave ttl out (mode simple)`);
+  }
   const mode = d.mode ?? (ttl > 0 ? 'throttle' : 'simple');
   if (!DEDUP_MODES.includes(mode)) throw invalid(`dedup.mode must be simple, throttle or debounce, got "${String(mode)}"`);
   if (mode === 'throttle' && ttl === 0) throw invalid('dedup mode throttle needs a ttl > 0');
@@ -128,6 +136,10 @@ export interface EncodedJob {
 /** Validates one job and returns its 12-field argument group for glidemq_add. */
 export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (string | number)[] {
   if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
+  const nameBytes = Buffer.byteLength(name);
+  if (nameBytes > MAX_JOB_NAME_BYTES) {
+    throw invalid(`job name "${name.slice(0, 40)}..." is ${nameBytes} bytes, over the limit of ${MAX_JOB_NAME_BYTES} bytes; use a short name and put the rest in the job's data`);
+  }
   let json: string | undefined;
   try {
     json = JSON.stringify(data === undefined ? {} : data);
@@ -146,6 +158,9 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (opts.jobId !== undefined && jobId === '') throw invalid('job id is empty: leave it out to get the next id');
   if (typeof jobId !== 'string' || Buffer.byteLength(jobId) > MAX_JOB_ID_BYTES || /[:\s{}\p{Cc}]/u.test(jobId)) {
     throw invalid(`job id "${String(jobId)}" is invalid: at most ${MAX_JOB_ID_BYTES} bytes, no ":", "{", "}", whitespace or control characters`);
+  }
+  if (/^-?\d+$/.test(jobId)) {
+    throw invalid(`job id "${jobId}" is invalid: custom ids cannot be whole numbers (those are the ids the queue hands out, so "${jobId}" could name another job); use e.g. "order-${jobId}"`);
   }
   if (opts.priority !== undefined && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
   const group = encodeGroup(opts.group);

@@ -1,5 +1,4 @@
 /** The producer and inspector side of a queue: add jobs, pause/resume, counts, jobs by state. */
-import { EventEmitter } from 'node:events';
 import { acquireClient, closeClient, settleTopology, type Acquired, type ConnectionInput, type Client } from './connection.js';
 import { invalid } from './errors.js';
 import { Job, type JobState } from './job.js';
@@ -11,6 +10,7 @@ import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from 
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
 import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
+import { SafeEmitter } from './safe-emitter.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -35,7 +35,8 @@ export interface JobCounts {
 /** Jobs per glidemq_add call in addBulk; calls are pipelined. */
 const BULK_CHUNK = 200;
 
-export class Queue extends EventEmitter {
+/** An event emitter as Worker is: a listener that throws arrives as `error` (see SafeEmitter). */
+export class Queue extends SafeEmitter {
   readonly keys: QueueKeys;
   private readonly acquired: Acquired;
   private readonly maxPayload: number;

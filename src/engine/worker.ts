@@ -7,8 +7,12 @@
  * claims. On a queue with a globalConcurrency limit a free slot instead waits on the queue's
  * streams without claiming (ChangeWaiter) and takes jobs only through glidemq_fetch, which checks the
  * limit in the same call. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
+ *
+ * Events: active (job), progress (job, progress: after job.updateProgress stored it), completed
+ * (job, result, durationMs), failed (job, error, durationMs, willRetry), lost (job, status), moved
+ * (job), stalled (id, 'failed' | 'redispatched'), lockLost (id), error, closed. A listener that
+ * throws never stops the worker: the throw arrives as an `error` event (see SafeEmitter).
  */
-import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
@@ -23,12 +27,13 @@ import { FinishBatcher } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
+import { SafeEmitter } from './safe-emitter.js';
 
 export type { WorkerOptions } from './worker-options.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
 
-export class Worker<D = any, R = any> extends EventEmitter {
+export class Worker<D = any, R = any> extends SafeEmitter {
   readonly keys: QueueKeys;
   readonly consumer: string;
   readonly settings: Settings;
@@ -127,8 +132,13 @@ export class Worker<D = any, R = any> extends EventEmitter {
   }
 
   private claimFor(): Claim {
-    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '' };
+    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '', onProgress: this.onProgress };
   }
+
+  /** job.updateProgress, as the processor calls it, also emits `progress` once the value is stored. */
+  private readonly onProgress = (job: Job, progress: unknown): void => {
+    this.emit('progress', job, progress);
+  };
 
   /** Splits a fetch/activate reply; a paused reply carries the newest event id to block after. */
   private parseDelivery(r: unknown[]): { status: string; jobs: ClaimReply[] } {

@@ -28,8 +28,10 @@ async function seedRecord(q: Queue, name: string, patch: Record<string, number>)
  */
 async function makeDue(q: Queue, name: string): Promise<number> {
   const nextRun = (await serverMs(q)) - 1;
-  const rec = await seedRecord(q, name, { nextRun });
-  if (rec.every !== undefined) await seedRecord(q, name, { anchor: nextRun });
+  const stored = JSON.parse(String(await q.client.hget(q.keys.schedulers, name))) as Record<string, unknown>;
+  // one write: a worker's promotion tick may fire the slot as soon as nextRun is due, and a second
+  // read-modify-write would then put back the record as it was before that fire
+  await seedRecord(q, name, stored.every !== undefined ? { nextRun, anchor: nextRun } : { nextRun });
   return nextRun;
 }
 

@@ -28,7 +28,7 @@ import { LUA_ERRORS } from '../../src/engine/errors.js';
 import { BroadcastKeys, MAX_GROUP_ID, QueueKeys, validateGroupId } from '../../src/engine/keys.js';
 import { METRICS_RETENTION_MINUTES } from '../../src/engine/metrics.js';
 import * as optionsModule from '../../src/engine/options.js';
-import { encodeDedup, encodeJob, MAX_PRIORITY } from '../../src/engine/options.js';
+import { encodeDedup, encodeJob, MAX_DEDUP_TTL_MS, MAX_JOB_NAME_BYTES, MAX_PRIORITY } from '../../src/engine/options.js';
 import { MAX_SUBJECT, validateSubject } from '../../src/engine/subjects.js';
 import { argvProblems } from '../helpers/lua-source/argv.js';
 import { blockDepths } from '../helpers/lua-source/blocks.js';
@@ -184,6 +184,23 @@ describe('lua/ contract (read as text, no server)', () => {
       expect(throws(() => encodeDedup({ id: 'd'.repeat(value) }, 0)), `encodeDedup refuses ${value} bytes`).to.equal(false);
       expect(throws(() => encodeDedup({ id: 'd'.repeat(value + 1) }, 0)), `encodeDedup accepts ${value + 1} bytes`).to.equal(true);
       expect(throws(() => encodeDedup({ id: multibyteOver(value) }, 0)), 'encodeDedup counts characters, not bytes').to.equal(true);
+    });
+
+    it('job name length (jobs.lua MAX_JOB_NAME_LEN vs options.ts MAX_JOB_NAME_BYTES, both in bytes)', () => {
+      const l = luaConstant(tree, /^MAX_JOB_NAME_LEN$/);
+      expect(l, 'no top-level local MAX_JOB_NAME_LEN = <number> in lua/').to.not.equal(undefined);
+      expect(MAX_JOB_NAME_BYTES, `${l!.where} vs options.ts MAX_JOB_NAME_BYTES`).to.equal(l!.value);
+      expect(throws(() => encodeJob('n'.repeat(l!.value), {})), `encodeJob refuses a name of ${l!.value} bytes`).to.equal(false);
+      expect(throws(() => encodeJob('n'.repeat(l!.value + 1), {})), `encodeJob accepts ${l!.value + 1} bytes`).to.equal(true);
+      expect(throws(() => encodeJob(multibyteOver(l!.value), {})), 'encodeJob counts characters, not bytes').to.equal(true);
+    });
+
+    it('dedup ttl (dedup.lua DEDUP_MAX_TTL vs options.ts MAX_DEDUP_TTL_MS)', () => {
+      const l = luaConstant(tree, /^DEDUP_MAX_TTL$/);
+      expect(l, 'no top-level local DEDUP_MAX_TTL = <number> in lua/').to.not.equal(undefined);
+      expect(MAX_DEDUP_TTL_MS, `${l!.where} vs options.ts MAX_DEDUP_TTL_MS`).to.equal(l!.value);
+      expect(throws(() => encodeDedup({ id: 'd', ttl: l!.value }, 0))).to.equal(false);
+      expect(throws(() => encodeDedup({ id: 'd', ttl: l!.value + 1 }, 0))).to.equal(true);
     });
 
     it('subject length (subjects.ts MAX_SUBJECT vs broadcast.lua, when the Lua checks it)', () => {
