@@ -213,12 +213,7 @@ end
 
 -- Whether the subscription's consumer group exists (an XPENDING of no entries: O(1)).
 local function bcGroupExists(b, group)
-  local r = redis.pcall('XPENDING', b.stream, group, '-', '+', 0)
-  if type(r) == 'table' and r.err then
-    if string.find(r.err, '^NOGROUP') then return false end
-    error(r)
-  end
-  return true
+  return callUnless('NOGROUP', 'XPENDING', b.stream, group, '-', '+', 0) ~= nil
 end
 
 --[[ Before the first write of a subscription's function: the stream, the subscription's state

@@ -69,12 +69,7 @@ end
 -- A command on a group key (or a job hash a group names) that another program may have
 -- overwritten: its reply, or nil on WRONGTYPE (which writes nothing). Other errors are raised.
 local function groupTry(...)
-  local r = redis.pcall(...)
-  if type(r) == 'table' and r.err then
-    if string.find(r.err, '^WRONGTYPE') then return nil end
-    error(r)
-  end
-  return r
+  return callUnless('WRONGTYPE', ...)
 end
 
 local GROUP_FIELDS = { 'maxConcurrency', 'active', 'ordered', 'heldBy', 'rateMax', 'rateDuration',

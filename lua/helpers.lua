@@ -88,6 +88,18 @@ local function requireKeyType(key, want)
   end
 end
 
+-- Runs a command whose one expected failure is the server error starting with `code` (WRONGTYPE
+-- for a key another program overwrote, NOGROUP for a consumer group that is gone; such a command
+-- writes nothing): its reply, or nil for that error. Any other error is raised.
+local function callUnless(code, ...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    if string.sub(r.err, 1, #code) == code then return nil end
+    error(r)
+  end
+  return r
+end
+
 local function baseOf(metaKey)
   return string.sub(metaKey, 1, #metaKey - 5) -- strip ':meta'
 end
