@@ -11,7 +11,7 @@
 -- Shared with the function files; the other locals stay inside the block below (the main chunk
 -- may hold at most 200 locals, lua/ORDER).
 local popListJob, activateEntry, handBack, freeSlots, fetchNext, checkFetch,
-  requireTypesOnce, requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES
+  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES
 do
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
@@ -164,28 +164,20 @@ LIST_TYPES = { 'prioritized', 'zset', 'lifo', 'list', 'listActiveIds', 'set', 'l
 local REQUEUE_TYPES = { 'stream', 'stream', 'prioritized', 'zset', 'lifo', 'list', 'wake', 'stream',
   'readyGroups', 'zset', 'timedGroups', 'zset', 'meta', 'hash' }
 
--- requireTypes for `spec`, at most once per call (`k` is the call's own key table): a batch
--- checks the keys its jobs need as it reads them, and each key costs one TYPE per call.
-requireTypesOnce = function(k, spec)
-  if rawget(k, spec) then return end
-  requireTypes(k, spec)
-  rawset(k, spec, true)
-end
-
 -- Checks the keys that releasing a claim with delivery source `src` writes (releaseClaim): the
 -- stream for a stream claim; for a list claim the list bookkeeping and the queue keys a group
 -- release touches (groupRelease itself steps around a group key of another type, group.lua).
 requireReleaseTypes = function(k, src)
   if src == 's' then
-    requireTypesOnce(k, STREAM_TYPES)
+    requireTypes(k, STREAM_TYPES)
   elseif src then
-    requireTypesOnce(k, LIST_TYPES)
+    requireTypes(k, LIST_TYPES)
   end
 end
 
 -- Checks the keys a requeue (helpers.lua requeue) of a job of group `gid` (or nil) may write.
 requireRequeueTypes = function(k, gid)
-  requireTypesOnce(k, REQUEUE_TYPES)
+  requireTypes(k, REQUEUE_TYPES)
   if gid then groupRequireTypes(k, gid) end
 end
 
@@ -197,12 +189,12 @@ end
 -- (fetchNext then skips looking), true otherwise.
 checkFetch = function(k, count, m, lists)
   if count <= 0 or m[1] == '1' then return false end
-  requireTypesOnce(k, STREAM_TYPES)
+  requireTypes(k, STREAM_TYPES)
   if not lists then
     lists = redis.call('EXISTS', k.prioritized, k.lifo, k.readyGroups, k.timedGroups) > 0
   end
   -- a globalConcurrency limit reads list-active (activeCount) after the call's writes
-  if lists or toInt(m[2], 0) > 0 then requireTypesOnce(k, LIST_TYPES) end
+  if lists or toInt(m[2], 0) > 0 then requireTypes(k, LIST_TYPES) end
   return lists
 end
 

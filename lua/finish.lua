@@ -151,21 +151,21 @@ local function planFinish(k, j, consumer, seen, announce)
   local status
   if j.outcome == 'completed' then
     status = 'completed'
-    if keep ~= '0' then requireTypesOnce(k, FINISH_TYPES.completed) end
-    if announce then requireTypesOnce(k, FINISH_TYPES.events) end
+    if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
+    if announce then requireTypes(k, FINISH_TYPES.events) end
   elseif j.retryDelay >= 0 and made < toInt(cur[7], 1) then
     if j.retryDelay > 0 then
       status = 'delayed'
-      requireTypesOnce(k, FINISH_TYPES.delayed)
+      requireTypes(k, FINISH_TYPES.delayed)
     else
       status = 'retried'
       requireRequeueTypes(k, redis.call('HGET', jk, 'grp') or nil)
-      requireTypesOnce(k, FINISH_TYPES.events)
+      requireTypes(k, FINISH_TYPES.events)
       lists = true
     end
   else
     status = 'failed'
-    requireTypesOnce(k, keep ~= '0' and FINISH_TYPES.failed or FINISH_TYPES.events)
+    requireTypes(k, keep ~= '0' and FINISH_TYPES.failed or FINISH_TYPES.events)
   end
   if seen then
     -- a final outcome with keep '0' deletes the job; anything else leaves it not active

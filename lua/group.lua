@@ -52,13 +52,14 @@ local GROUP_QUEUE_TYPES = { 'meta', 'hash', 'readyGroups', 'zset', 'timedGroups'
   release or re-queue a group job (gid nil: the queue keys only). Each key is checked once per call
   (remembered on `k`). ]]
 groupRequireTypes = function(k, gid)
+  requireTypes(k, GROUP_QUEUE_TYPES)
+  if not gid then return end
   local seen = rawget(k, 'groupTypesChecked')
   if not seen then
-    requireTypes(k, GROUP_QUEUE_TYPES)
     seen = {}
     rawset(k, 'groupTypesChecked', seen)
   end
-  if gid and not seen[gid] then
+  if not seen[gid] then
     local gk, jobs = groupKeys(k, gid)
     requireKeyType(gk, 'hash')
     requireKeyType(jobs, 'zset')

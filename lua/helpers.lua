@@ -74,9 +74,13 @@ local function wrongType(k, spec)
 end
 
 -- The same check, raising (for use before the first write, next to decodeArgs).
+-- A spec passes at most once per call (remembered on `k`, the call's own key table): a batch
+-- checks the keys each job needs as it reads it, and each key costs one TYPE per call.
 local function requireTypes(k, spec)
+  if rawget(k, spec) then return end
   local bad = wrongType(k, spec)
   if bad then error(bad.err, 0) end
+  rawset(k, spec, true)
 end
 
 -- Raises unless `key` is absent or of type `want` (a key outside the queue's fixed set: a job hash).

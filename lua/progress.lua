@@ -95,7 +95,7 @@ register('glidemq_extendLocks', function(keys, args)
     local f = ownedBy(c.jk, c.fence)
     if f and f[3] == consumer then
       c.sid = f[4] == 's' and f[5] or nil
-      if c.sid then requireTypesOnce(k, STREAM_TYPES) end
+      if c.sid then requireTypes(k, STREAM_TYPES) end
     else
       c.jk = nil
       lost[#lost + 1] = c.jobId

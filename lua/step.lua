@@ -133,7 +133,7 @@ register('glidemq_moveToDelayed', function(keys, args)
   if runAt <= now then
     requireRequeueTypes(k, cur[6] or nil)
   end
-  requireTypesOnce(k, STEP_PARK_TYPES)
+  requireTypes(k, STEP_PARK_TYPES)
 
   releaseActive(k, id, jk)
   if data then redis.call('HSET', jk, 'data', data) end
