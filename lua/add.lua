@@ -1,7 +1,13 @@
 --[[ add.lua — glidemq_add: adds jobs (one, or a bulk of them in one call).
   KEYS[1]  meta key of the queue.
   ARGV[1]  maxPayload: largest accepted data, in bytes (0 = no limit).
-  ARGV[2]  count: how many jobs the call adds (0..10000); `count` groups of 12 arguments follow,
+  ARGV[2]  producer: '' (the call may run twice if resent) or the client's producer id (1..64
+           letters, digits, '_' or '-'): a call already run is answered as the first time and
+           writes nothing (lua/producers.lua).
+  ARGV[3]  seq: the call's number for this producer (1..99999999999999; 0 without a producer).
+  ARGV[4]  answeredBelow: the lowest call number whose reply the producer still waits for
+           (1..seq; 0 without a producer): replies below it are dropped.
+  ARGV[5]  count: how many jobs the call adds (0..10000); `count` groups of 12 arguments follow,
            one per job, each:
     group.jobId: '' (the next id from the counter) or a custom id (1..256 bytes, no ':', '{', '}',
            whitespace or control characters, not a whole number such as '2' or '-1': those are
@@ -26,14 +32,21 @@
            the ts of the jobs the call created; created 1 = added; 0 = a job with that custom id
            already existed and nothing was written for it; 2 = deduplicated: the id is the earlier
            job's and nothing was written; 3 = debounced: the id is the earlier delayed job's, which
-           took this add's data and delay.
+           took this add's data and delay. A repeated call (same producer and seq) gets the
+           first run's reply.
   Errors   ERR_INVALID (an argument, named with its job), ERR_TOO_LARGE (data over maxPayload),
            ERR_WRONG_TYPE (a key the call writes holds another type: another program wrote to it).
            Every job of the call is checked, and the type of every key it writes, before the first
            write: a refused call adds nothing and changes nothing.
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
-local ADD_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'count', ARG.count }
+local MAX_CALL_SEQ = 99999999999999 -- 14 digits: Lua writes it exactly as a hash field name
+local ADD_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT),
+  'producer', kind("'' or a producer id (1 to 64 letters, digits, '_' or '-')", function(v)
+    if v == '' or (#v <= 64 and not string.find(v, '[^%w_%-]')) then return v end
+    return nil
+  end),
+  'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ), 'count', ARG.count }
 local ADD_JOB = {
   'jobId', kind(function()
     return "'' or a custom job id (1 to " .. MAX_ID_LEN .. ' bytes, no ":", "{", "}", whitespace or control characters)' ..
@@ -142,6 +155,12 @@ end
 register('glidemq_add', function(keys, args)
   local k = keysFor(keys[1])
   local a, jobs = decodeArgs('glidemq_add', args, ADD_HEAD, ADD_JOB, 'count')
+  if (a.producer == '') ~= (a.seq == 0) or (a.seq > 0 and (a.answeredBelow < 1 or a.answeredBelow > a.seq)) then
+    refuse('ERR_INVALID', 'glidemq_add: producer, seq and answeredBelow go together: a producer id with ' ..
+      'seq >= 1 and 1 <= answeredBelow <= seq, or \'\', 0, 0 (got seq ' .. a.seq .. ', answeredBelow ' .. a.answeredBelow .. ')')
+  end
+  local pk, kept, low = producerCall(k, a.producer, a.seq)
+  if kept then return kept end
   checkAddCall(k, a, jobs)
   local now = serverNow()
 
@@ -183,6 +202,7 @@ register('glidemq_add', function(keys, args)
     out[#out + 1] = id
     out[#out + 1] = created
   end
+  if pk then rememberReply(pk, a.seq, a.answeredBelow, low, out) end
   return out
 end)
 end

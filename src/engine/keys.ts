@@ -70,6 +70,9 @@ export class QueueKeys {
   get readyGroups() { return `${this.base}:ready-groups`; }
   /** Groups held back by a rate window or an empty token bucket (zset, score = ms when they may run). */
   get timedGroups() { return `${this.base}:timed-groups`; }
+  /** Prefix of the producers' once-only hashes (lua/producers.lua); `producer(id)` is one. */
+  get producerPrefix() { return `${this.base}:producer:`; }
+  producer(id: string) { return `${this.base}:producer:${id}`; }
   /** SCAN pattern for this queue's job hashes. */
   get jobPattern() { return `${this.base}:job:*`; }
 }

@@ -11,6 +11,7 @@ import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptio
 import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
 import { SafeEmitter } from './safe-emitter.js';
+import { Producer } from './producer.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -40,6 +41,8 @@ export class Queue extends SafeEmitter {
   readonly keys: QueueKeys;
   private readonly acquired: Acquired;
   private readonly maxPayload: number;
+  /** Numbers every add call, so that a call re-sent after a lost reply adds nothing twice. */
+  private readonly producer = new Producer();
   private ready: Promise<void> | undefined;
 
   constructor(
@@ -75,12 +78,23 @@ export class Queue extends SafeEmitter {
     return callFunction(this.client, fn, this.keys.meta, args);
   }
 
-  /** Adds a job. Its timestamp, delay and dedup window count from the server's clock, not this machine's. */
+  /**
+   * Adds a job. Its timestamp, delay and dedup window count from the server's clock, not this
+   * machine's. Once per call: a call re-sent after its reply was lost adds nothing again.
+   */
   async add(name: string, data: unknown, opts: JobOptions = {}): Promise<Job> {
     const group = encodeJob(name, data, opts);
+    await this.waitUntilReady();
     // reply: the server's ts of the call, then id, created
-    const r = (await this.call('glidemq_add', [this.maxPayload, 1, ...group])) as (string | number)[];
+    const r = (await this.addCall([group])) as (string | number)[];
     return this.describeAdded(String(r[1]), name, String(group[2]), opts, Number(r[0]), Number(r[2]));
+  }
+
+  /** One glidemq_add call for `groups` (encoded jobs), numbered for once-only adds. */
+  private addCall(groups: (string | number)[][]): Promise<unknown> {
+    const call = this.producer.next();
+    const reply = callFunction(this.client, 'glidemq_add', this.keys.meta, [this.maxPayload, ...call.args, groups.length, ...groups.flat()]);
+    return reply.finally(call.done);
   }
 
   /** Adds many jobs; validated all before any is written, then written in pipelined chunks. */
@@ -90,8 +104,7 @@ export class Queue extends SafeEmitter {
     const results: Job[] = [];
     const pending: Promise<unknown>[] = [];
     for (let start = 0; start < groups.length; start += BULK_CHUNK) {
-      const chunk = groups.slice(start, start + BULK_CHUNK);
-      pending.push(callFunction(this.client, 'glidemq_add', this.keys.meta, [this.maxPayload, chunk.length, ...chunk.flat()]));
+      pending.push(this.addCall(groups.slice(start, start + BULK_CHUNK)));
     }
     const replies = (await Promise.all(pending)) as (string | number)[][];
     let i = 0;

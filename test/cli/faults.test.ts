@@ -36,3 +36,40 @@ describe('cli: a server that does not answer', function () {
     });
   }
 });
+
+describe('cli: enqueue --ndjson with replies cut', function () {
+  this.timeout(60000);
+  const server = useServer();
+  let proxy: FaultProxy;
+  before(async () => {
+    proxy = await new FaultProxy(server().port).start();
+  });
+  after(async () => {
+    await proxy.stop();
+  });
+
+  it('stores each line once and prints the id of the stored job for each', async () => {
+    const lines = Array.from({ length: 5000 }, (_, i) => JSON.stringify({ line: i }));
+    // the CLI adds in pipelined chunks of 200: cut the replies of three of them
+    const cuts = (async () => {
+      for (let i = 0; i < 3; i++) await proxy.cutOn(/glidemq_add/, { forward: true });
+    })();
+    const r = await runCli(['--url', proxy.url, 'enqueue', 'ndcut', '--ndjson', '--json'], { input: lines.join('\n') + '\n', timeoutMs: 40000 });
+    proxy.disarm();
+    await cuts;
+    expect(r.code, r.stderr).to.equal(0);
+    expect(proxy.stats.cuts, 'cuts that landed').to.be.at.least(1);
+    const printed = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string });
+    expect(new Set(printed.map((p) => p.id)).size).to.equal(lines.length);
+    const c = server().client();
+    try {
+      const keys = await c.keys('glide:{ndcut}:job:*');
+      expect(keys.length, 'jobs stored').to.equal(lines.length);
+      for (const [i, p] of printed.entries()) {
+        if (i % 250 === 0) expect(JSON.parse((await c.hget(`glide:{ndcut}:job:${p.id}`, 'data')) ?? 'null')).to.deep.equal({ line: i });
+      }
+    } finally {
+      c.disconnect();
+    }
+  });
+});

@@ -81,7 +81,9 @@ export const TEMPLATES: Record<string, Template> = {
   glidemq_version: () => [],
   glidemq_add: (f, rng) => {
     const groups = Array.from({ length: rng.int(1, 3) }, () => addGroup(f, rng));
-    return ['524288', String(groups.length), ...groups.flat()];
+    // half the calls name a producer, some of them repeating a call number already run
+    const producer = rng.chance(0.5) ? ['fz-producer', String(rng.int(1, 4)), '1'] : ['', '0', '0'];
+    return ['524288', ...producer, String(groups.length), ...groups.flat()];
   },
   glidemq_upsertScheduler: (f, rng) => {
     const { name, rec } = scheduler(f, rng);

@@ -173,7 +173,7 @@ describe('deduplication', function () {
     const bad = encodeJob('bad', {});
     bad.splice(8, 3, 'y', 0, 'throttle');
     let err: unknown;
-    await callFunction(q.client, 'glidemq_add', q.keys.meta, [0, 2, ...good, ...bad]).catch((e) => (err = e));
+    await callFunction(q.client, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 2, ...good, ...bad]).catch((e) => (err = e));
     expect(err).to.be.instanceOf(InvalidArgumentError);
     expect(String((err as Error).message)).to.match(/job #2 of the call: throttle dedup needs a ttl/);
     expect(await q.client.exists(q.keys.dedup, q.keys.job('1'))).to.equal(0);

@@ -50,7 +50,7 @@ describe('smaller edges', function () {
       const q = h.queue(uniqueQueue('edge-ttl-lua'));
       const group = encodeJob('a', {}, { dedup: { id: 'd', ttl: 1000 } });
       group[9] = '9000000000000000';
-      const err = await refusal(callFunction(q.client, 'glidemq_add', q.keys.meta, [0, 1, ...group]));
+      const err = await refusal(callFunction(q.client, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 1, ...group]));
       expect(err).to.be.instanceOf(InvalidArgumentError);
       expect(err.message).to.match(/dedupTtl must be a whole number from 0 to 315576000000/);
       expect(await q.client.exists(q.keys.dedup, q.keys.job('1'))).to.equal(0);
@@ -78,7 +78,7 @@ describe('smaller edges', function () {
       const good = encodeJob('a', {});
       const bad = encodeJob('a', {}, { jobId: 'x' });
       bad[0] = '2';
-      const err = await refusal(callFunction(q.client, 'glidemq_add', q.keys.meta, [0, 2, ...good, ...bad]));
+      const err = await refusal(callFunction(q.client, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 2, ...good, ...bad]));
       expect(err).to.be.instanceOf(InvalidArgumentError);
       expect(err.message).to.match(/glidemq_add: group 2 argument jobId must be .*not a whole number.*got "2"/);
       expect(await q.client.exists(q.keys.job('1'), q.keys.job('2'))).to.equal(0);
@@ -136,7 +136,7 @@ describe('smaller edges', function () {
       const q = h.queue(uniqueQueue('edge-name-lua'));
       const group = encodeJob('a', {});
       group[1] = 'n'.repeat(1024 * 1024);
-      const err = await refusal(callFunction(q.client, 'glidemq_add', q.keys.meta, [0, 1, ...group]));
+      const err = await refusal(callFunction(q.client, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 1, ...group]));
       expect(err).to.be.instanceOf(InvalidArgumentError);
       expect(err.message).to.match(/glidemq_add: group 1 argument name must be a non-empty string of at most 1024 bytes/);
       expect(await q.client.exists(q.keys.job('1'))).to.equal(0);

@@ -40,7 +40,7 @@ class LibraryCalls {
   }
   async add(n: number, group: object, from = 0): Promise<void> {
     const args = Array.from({ length: n }, (_, i) => encodeJob('j', { i: from + i }, { group: group as never })).flat();
-    await callFunction(this.client, 'glidemq_add', this.q.keys.meta, [0, n, ...args]);
+    await callFunction(this.client, 'glidemq_add', this.q.keys.meta, [0, '', 0, 0, n, ...args]);
   }
 }
 
@@ -93,7 +93,7 @@ describe('Group state (real valkey-server)', () => {
     const badRaw = [...good.slice(0, 11), '{"id":"a","maxConcurrency":-2}'];
     let luaErr: unknown;
     try {
-      await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 2, ...good, ...badRaw]);
+      await callFunction(raw, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 2, ...good, ...badRaw]);
     } catch (e) {
       luaErr = e;
     }
@@ -267,7 +267,7 @@ describe('Group state (real valkey-server)', () => {
     const lib = new LibraryCalls(raw, q);
     const spec = { id: 'f', maxConcurrency: 1 };
     const args = encodeJob('j', {}, { group: spec, attempts: 2 });
-    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...args]);
+    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 1, ...args]);
     await lib.add(2, spec);
     let [job] = await lib.fetch(5);
     expect(await lib.fetch(5)).to.have.length(0); // full
@@ -289,7 +289,7 @@ describe('Group state (real valkey-server)', () => {
     const q = h.queue(uniqueQueue());
     const lib = new LibraryCalls(raw, q);
     const args = encodeJob('j', { i: 0 }, { group: { id: 'o', ordered: true }, attempts: 3 });
-    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...args]);
+    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 1, ...args]);
     await lib.add(3, { id: 'o' }, 1);
     const [head] = await lib.fetch(5);
     expect(await lib.finish(head, 'failed', 10_000)).to.equal('delayed');
@@ -321,7 +321,7 @@ describe('Group state (real valkey-server)', () => {
     const q = h.queue(uniqueQueue());
     const lib = new LibraryCalls(raw, q);
     const delayed = encodeJob('j', { i: 'late' }, { group: { id: 'd' }, delay: 1000 });
-    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...delayed]);
+    await callFunction(raw, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 1, ...delayed]);
     await lib.add(1, { id: 'd' });
     expect((await q.getJobCounts()).delayed).to.equal(1);
     const [early, dueIn] = await lib.promote(); // not due yet: it says when, relative to the server's now
@@ -357,7 +357,7 @@ describe('Group state (real valkey-server)', () => {
       call[at] = spec;
       let err: unknown;
       try {
-        await callFunction(raw, 'glidemq_add', q.keys.meta, [0, 1, ...call]);
+        await callFunction(raw, 'glidemq_add', q.keys.meta, [0, '', 0, 0, 1, ...call]);
       } catch (e) {
         err = e;
       }
