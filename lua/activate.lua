@@ -1,6 +1,7 @@
 --[[ activate.lua — shared locals: turning a delivered or popped job into an active claim.
-  A claim is fenced: every activation increments the job's `fence` field, and complete/fail/
-  progress/heartbeat take effect only with the fence and consumer of the current claim.
+  A claim is fenced: every activation increments the job's `fence` field (but a repeated one of
+  the same claim by the same consumer, activateEntry), and complete/fail/progress/heartbeat take
+  effect only with the fence and consumer of the current claim.
   Priority, LIFO and group jobs are popped and activated in the same function call, so no crash
   can fall between the pop and the claim (there is no window in which a popped job is unowned).
   Times (processedOn, lockedAt) are the server's `now` (helpers.lua serverNow), read once per call
@@ -11,7 +12,7 @@
 -- Shared with the function files; the other locals stay inside the block below (the main chunk
 -- may hold at most 200 locals, lua/ORDER).
 local popListJob, activateEntry, handBack, freeSlots, fetchNext, checkFetch,
-  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES
+  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply
 do
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
@@ -24,7 +25,7 @@ local CLAIM_REPLY_SLOTS = { name = 3, data = 4, ts = 5, opts = 6 }
 -- other stored fields as name/value pairs without the bookkeeping ones; and the job's current
 -- fence, state, sid and owner, which the caller decides on. The reply carries no string the
 -- worker already knows: every string in it costs the server and the client.
-local function claimReply(id, fields)
+claimReply = function(id, fields)
   local out = { id, '', false, false, false, false }
   local n, fence, state, sid, owner = 6, 0, nil, nil, nil
   for i = 1, #fields, 2 do
@@ -117,8 +118,14 @@ activateEntry = function(k, sid, id, consumer, now)
   if state == 'active' and esid == sid then
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
     -- Claimed by this same consumer means a call repeated after its reply was lost on the way
-    -- (a client resends unanswered commands on reconnect): hand the claim to the worker again.
-    if owner == consumer then return claimJob(k, id, jk, out, fence, consumer, now, 's') end
+    -- (a client resends unanswered commands on reconnect, and a reconnected worker takes back
+    -- what it was delivered, src/engine/claim-recovery.ts): hand the same claim over again, with
+    -- the same fence and its lock renewed, so a worker that gets it twice runs it once.
+    if owner == consumer then
+      redis.call('HSET', jk, 'lockedAt', now)
+      out[2] = tostring(fence)
+      return out
+    end
     return nil
   end
   if state ~= 'waiting' or esid ~= sid then

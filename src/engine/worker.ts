@@ -16,6 +16,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
+import { ClaimRecovery } from './claim-recovery.js';
 import { isUnrecoverable, UnrecoverableError } from './errors.js';
 import { Job, type Claim, type ClaimReply } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
@@ -66,6 +67,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** Results ready in the same event-loop turn are stored in one call. */
   private readonly finisher: FinishBatcher;
   private readonly upkeep: Upkeep;
+  /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
+  readonly recovery: ClaimRecovery;
 
   constructor(
     readonly name: string,
@@ -81,6 +84,16 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer);
     this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
     this.changes = new ChangeWaiter(this.keys);
+    this.recovery = new ClaimRecovery({
+      client: () => this.client,
+      keys: this.keys,
+      consumer: this.consumer,
+      knows: (id) => this.holds(id),
+      dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
+      activate: async (pairs) => void (await this.activateDelivered(pairs, [])),
+      running: () => this.running && !this.closing,
+      emitError: (err) => this.emitError(err),
+    });
     if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
 
@@ -111,6 +124,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     }
     this.reader = new BlockingReader(this.acquired, this.keys, this.consumer, this.settings.blockTimeout);
     await this.reader.start();
+    this.recovery.watch(this.client);
+    this.recovery.watch(this.reader.client);
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
@@ -155,7 +170,15 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return this.parseDelivery(r);
   }
 
+  /** Whether a job with this id is running, finishing or prefetched here (with this fence, if given). */
+  private holds(id: string, fence?: string): boolean {
+    const match = (j: Job<D, R> | undefined) => !!j && (fence === undefined || j.claim?.fence === fence);
+    return match(this.active.get(id)) || this.buffered.some((j) => j.id === id && match(j));
+  }
+
   private dispatch(reply: ClaimReply): void {
+    // a claim ClaimRecovery took back may also come in the reply of a re-sent call: run it once
+    if (this.holds(String(reply[0]), String(reply[1]))) return;
     // processedOn as this process saw the claim start (the stored one is the server's time)
     const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
     if (this.active.size < this.settings.concurrency) this.start(job);
@@ -273,6 +296,18 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (!this.closing && this.running && !this.readerRunning && this.freeSlots() > 0) void this.readLoop(false);
   }
 
+  /**
+   * Turns what a blocking read delivered into claims (glidemq_activate), at most `want`, and runs
+   * them; the rest goes back to the queue. Pairs: (entry id, job id).
+   */
+  private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.freeSlots())) {
+    const args: (string | number)[] = [this.consumer, want, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
+    const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
+    this.limited = r.status === 'limited';
+    r.jobs.forEach((f) => this.dispatch(f));
+    return r;
+  }
+
   /** The one blocking read: waits for jobs while slots are free; waits out a pause. */
   private async readLoop(startPaused: boolean): Promise<void> {
     if (this.readerRunning) return;
@@ -308,13 +343,9 @@ export class Worker<D = any, R = any> extends SafeEmitter {
           this.readFailures = 0;
           continue;
         }
-        const { streamPairs, wakeIds } = delivered;
-        const args: (string | number)[] = [this.consumer, want, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
-        const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
+        const r = await this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
         this.readFailures = 0;
         paused = r.status === 'paused';
-        this.limited = r.status === 'limited';
-        r.jobs.forEach((f) => this.dispatch(f));
       }
     } catch (err) {
       if (this.running && !this.closing) {
@@ -430,6 +461,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         await Promise.race([this.whenIdle(), delay(this.settings.closeGracePeriod)]);
       }
       clearInterval(this.heartbeatTimer);
+      this.recovery.stop();
       this.running = false;
       if (this.active.size === 0) await this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined);
       this.reader?.close();

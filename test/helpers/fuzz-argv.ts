@@ -142,6 +142,11 @@ export const TEMPLATES: Record<string, Template> = {
   ],
   glidemq_reclaimStalledListJobs: (_f, rng) => [rng.pick(['0', '30000']), rng.pick(['0', '1']), rng.pick(['0', '1'])],
   glidemq_healListActive: (_f, rng) => [rng.pick(['0', '1']), String(rng.int(1, 500))],
+  glidemq_ownClaims: (f, rng) => [rng.chance(0.8) ? f.consumer : 'fz-consumer-2', String(rng.int(1, 100))],
+  glidemq_adopt: (f, rng) => {
+    const jobs = some(rng, f.active, 1);
+    return [rng.chance(0.8) ? f.consumer : 'fz-consumer-2', String(jobs.length), ...jobs.flatMap((j) => [j.id, rng.chance(0.8) ? j.fence : '99'])];
+  },
   glidemq_listClaims: (_f, rng) => [rng.pick(['0', '1000']), String(rng.int(1, 1000))],
   glidemq_bcPublish: (_f, rng) => [rng.pick(['0', '100']), rng.pick(['orders.new', 'hold.2']), '{"a":1}'],
   glidemq_bcSubscribe: (f, rng) => [

@@ -42,6 +42,7 @@ describe('faults: a call repeated after its reply was lost', function () {
     expect(first).to.have.length(2);
     const again = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, args)) as unknown[];
     expect(again, 'the repeat returns the claim, since the worker never saw the first reply').to.have.length(2);
+    expect((again[1] as unknown[])[1], 'the same claim: a worker that gets both runs it once').to.equal((first[1] as unknown[])[1]);
     expect(await pendingIds()).to.deep.equal([sid]);
     const h = await queue.client.hgetall(queue.keys.job(id));
     expect(h.state).to.equal('active');

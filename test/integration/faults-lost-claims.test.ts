@@ -1,0 +1,74 @@
+/**
+ * Claims carried by a lost reply (src/engine/claim-recovery.ts, lua/own-claims.lua): a worker
+ * whose finish, fetch and blocking-read replies are cut takes back, once it is connected again,
+ * the claims its consumer holds but it never received. The lock here is long (30 s), so stalled
+ * recovery cannot be what finishes the jobs: every job completes well within it, none fails, and
+ * none counts a stall.
+ */
+import { expect } from 'chai';
+import { Queue } from '../../src/engine/queue.js';
+import { Worker } from '../../src/engine/worker.js';
+import { useServer } from '../helpers/valkey.js';
+import { useFaultProxy } from '../helpers/proxy.js';
+import { Ledger } from '../helpers/ledger.js';
+import { uniqueQueue } from '../helpers/engine.js';
+
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const LOCK_MS = 30000;
+
+describe('faults: claims whose reply was lost are taken back on reconnect', function () {
+  this.timeout(60000);
+  const server = useServer();
+  const { proxy, via, closeAfter } = useFaultProxy(server, 2000);
+
+  const kinds: [string, string | RegExp, { priority?: number }][] = [
+    ['finish and fetch replies (stream jobs)', /glidemq_(finish|fetch)/, {}],
+    ['finish replies (priority jobs, claimed from a list)', /glidemq_finish/, { priority: 1 }],
+    ['blocking reads', 'XREADGROUP', {}], // (a command name: matched case-insensitively)
+  ];
+  for (const [what, pattern, opts] of kinds) {
+    it(`cut ${what}: every job completes, none fails or counts a stall`, async () => {
+      const name = uniqueQueue('lost');
+      const ledger = new Ledger();
+      const queue = new Queue(name, { connection: server().url });
+      const worker = new Worker(
+        name,
+        async (job) => {
+          ledger.ran(job.id);
+          await delay(Math.random() * 3);
+          return 1;
+        },
+        { connection: via(), concurrency: 4, lockDuration: LOCK_MS, stalledInterval: 1000, blockTimeout: 300 },
+      );
+      const errors: string[] = [];
+      const stalled: string[] = [];
+      worker.on('error', (e) => errors.push(String(e)));
+      worker.on('stalled', (id: string) => stalled.push(id));
+      closeAfter(() => queue.close(), () => worker.close(true));
+      const started = Date.now();
+      let cuts = 0;
+      for (let round = 0; round < 6; round++) {
+        // a blocking read needs an idle worker: add after arming, so the read is waiting
+        const cut = proxy().cutOn(pattern, { forward: true, replyWaitMs: 150 });
+        if (pattern === 'XREADGROUP') await delay(400);
+        const added = await queue.addBulk(Array.from({ length: 40 }, (_, i) => ({ name: 'j', data: { round, i }, opts })));
+        added.forEach((j) => ledger.added.add(j.id));
+        if (await Promise.race([cut.then(() => true), delay(2000).then(() => false)])) cuts++;
+        proxy().disarm();
+        await delay(100);
+      }
+      await ledger.settle(queue, 20000);
+      const took = Date.now() - started;
+      console.log(`      ${ledger.added.size} jobs, ${cuts} cuts, ${worker.recovery.stats.adopted} claims adopted, ` +
+        `${worker.recovery.stats.activated} entries activated, ${ledger.duplicates} re-runs, ${took} ms`);
+      expect(cuts, 'cuts that landed').to.be.at.least(3);
+      expect(took, 'the jobs finished before any lock could expire').to.be.below(LOCK_MS);
+      expect(worker.recovery.stats.adopted + worker.recovery.stats.activated, 'claims taken back').to.be.at.least(1);
+      expect(stalled, 'stalls').to.deep.equal([]);
+      const counters = await Promise.all([...ledger.added].map((id) => queue.client.hget(queue.keys.job(id), 'stalledCount')));
+      expect(counters.filter((c) => c !== null && c !== '0'), 'jobs that counted a stall').to.deep.equal([]);
+      const counts = await queue.getJobCounts();
+      expect(counts.failed, 'failed jobs').to.equal(0);
+    });
+  }
+});
