@@ -65,6 +65,17 @@ describe('cli security: TLS', function () {
   });
 });
 
+describe('cli security: rediss:// against a plain port', function () {
+  this.timeout(60000);
+  const server = useServer();
+
+  it('is exit 2 with one line saying the server may not speak TLS there', async () => {
+    const r = await runCli(['-u', `rediss://127.0.0.1:${server().port}`, 'stats', 'q']);
+    expect(r.code).to.equal(2);
+    expect(oneLine(r)).to.match(/no TLS handshake .*may not speak TLS \(a plain port needs redis:\/\/\)/);
+  });
+});
+
 describe('cli security: passwords and a restricted ACL user', function () {
   this.timeout(60000);
   const server = useServer();
