@@ -30,14 +30,7 @@ register('glidemq_listClaims', function(keys, args)
       pend = {} -- no group yet: nothing is pending
     end
     for _, p in ipairs(pend) do
-      local e = redis.call('XRANGE', k.stream, p[1], p[1])
-      local id = ''
-      if e[1] then
-        local fields = e[1][2]
-        for i = 1, #fields, 2 do
-          if fields[i] == 'id' then id = fields[i + 1] end
-        end
-      end
+      local id = streamEntryJobId(k, p[1]) or ''
       local f = id ~= '' and jobFieldsOrNil(jobKey(k, id), 'name', 'attemptsMade', 'state') or nil
       f = f or { false, false, false }
       streamItems[#streamItems + 1] = { p[1], id, f[1] or '', p[2], p[3], p[4], toInt(f[2], 0), f[3] or '' }

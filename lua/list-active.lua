@@ -21,6 +21,18 @@ local function jobFieldsOrNil(key, ...)
   return nil
 end
 
+-- The job id job stream entry `sid` carries (its 'id' field), or nil for an entry that is gone
+-- (or has no such field). Claim listing and recovery read pending entries through it.
+local function streamEntryJobId(k, sid)
+  local e = redis.call('XRANGE', k.stream, sid, sid)[1]
+  if not e then return nil end
+  local fields = e[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'id' then return fields[i + 1] end
+  end
+  return nil
+end
+
 -- A list claim's lock age in ms at the server's TIME `now`, and whether its lockedAt lies in the
 -- future (written from a clock ahead of the server's: the age counts as 0, see reclaim.lua). A
 -- lockedAt that is missing or not a time (negative, 'nan', 'inf') counts as never locked: age `now`.

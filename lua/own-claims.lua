@@ -37,17 +37,6 @@ local OWN_CLAIMS_ARGS = { 'consumer', ARG.nonEmpty, 'limit', ARG.int(1, MAX_COUN
 local ADOPT_HEAD = { 'consumer', ARG.nonEmpty, 'count', ARG.count }
 local ADOPT_CLAIM = { 'jobId', ARG.jobId, 'fence', ARG.fence }
 
--- The job id a job stream entry carries (its 'id' field), or nil for an entry that is gone.
-local function entryJobId(k, sid)
-  local e = redis.call('XRANGE', k.stream, sid, sid)[1]
-  if not e then return nil end
-  local fields = e[2]
-  for i = 1, #fields, 2 do
-    if fields[i] == 'id' then return fields[i + 1] end
-  end
-  return nil
-end
-
 register('glidemq_ownClaims', function(keys, args)
   local k = keysFor(keys[1])
   local a = decodeArgs('glidemq_ownClaims', args, OWN_CLAIMS_ARGS)
@@ -61,7 +50,7 @@ register('glidemq_ownClaims', function(keys, args)
     local pending = callUnless('NOGROUP', 'XPENDING', k.stream, GROUP, '-', '+', a.limit, a.consumer) or {}
     for _, p in ipairs(pending) do
       local sid = p[1]
-      local id = entryJobId(k, sid)
+      local id = streamEntryJobId(k, sid)
       local f = id and jobFieldsOrNil(jobKey(k, id), 'state', 'fence', 'owner', 'sid')
       if f and f[4] == sid then
         if f[1] == 'active' and f[3] == a.consumer then

@@ -94,14 +94,6 @@ local function stallsAfter(field)
   return math.floor(n) + 1
 end
 
-local function entryJobId(fields)
-  if type(fields) ~= 'table' then return nil end
-  for i = 1, #fields, 2 do
-    if fields[i] == 'id' then return fields[i + 1] end
-  end
-  return nil
-end
-
 -- Read phase of the stream walk: the pending entries idle at least minIdle from `a.cursor`, as
 -- many as RECLAIM_MAX_PAGES pages of XAUTOCLAIM can claim (each claimed entry is one of the first
 -- RECLAIM_PAGE * RECLAIM_MAX_PAGES of them). Each becomes { sid, id, jk, claim, redispatch };
@@ -119,9 +111,8 @@ local function streamCandidates(k, a, inclusive)
       error(pend.err, 0)
     end
     for _, p in ipairs(pend) do
-      local e = redis.call('XRANGE', k.stream, p[1], p[1])
       local c = { sid = p[1], claim = false }
-      c.id = entryJobId(e[1] and e[1][2])
+      c.id = streamEntryJobId(k, p[1])
       if c.id then
         c.jk = jobKey(k, c.id)
         local f = jobFieldsOrNil(c.jk, 'state', 'sid', 'src', 'stalledCount', 'grp')

@@ -22,6 +22,16 @@ export class Producer {
   private low = 1;
   private readonly open = new Set<number>();
 
+  /** Whether every call made so far is settled (none can be re-sent any more). */
+  get settled(): boolean {
+    return this.open.size === 0;
+  }
+
+  /** Whether any call was made. */
+  get used(): boolean {
+    return this.last > 0;
+  }
+
   next(): ProducerCall {
     const seq = ++this.last;
     this.open.add(seq);

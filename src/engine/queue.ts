@@ -315,6 +315,9 @@ export class Queue extends SafeEmitter {
 
   async close(): Promise<void> {
     await this.ready?.catch(() => undefined); // a Cluster client being set up is closed too
+    // The replies the server keeps for this producer's calls are never asked for again once every
+    // call settled: drop them now rather than when they expire (an hour on).
+    if (this.producer.used && this.producer.settled) await this.client.del(this.keys.producer(this.producer.id)).catch(() => undefined);
     if (this.acquired.owned) await closeClient(this.client);
   }
 }

@@ -86,5 +86,10 @@ describe('once-only adds: a call re-sent after its reply was lost', function () 
     expect(got.size, 'distinct ids handed to callers').to.equal(adds);
     expect(stored.size, 'jobs stored').to.equal(adds);
     for (const [id, n] of got) expect(JSON.parse(stored.get(id) ?? 'null'), `job ${id}`).to.deep.equal({ n });
+    // a Queue closed with every call answered drops the replies the server kept for it
+    const kept = await (admin.client as Redis).keys(`${q.keys.producerPrefix}*`);
+    expect(kept).to.have.length(1);
+    await q.close();
+    expect(await (admin.client as Redis).exists(kept[0])).to.equal(0);
   });
 });
