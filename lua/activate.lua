@@ -12,7 +12,7 @@
 -- Shared with the function files; the other locals stay inside the block below (the main chunk
 -- may hold at most 200 locals, lua/ORDER).
 local popListJob, activateEntry, handBack, freeSlots, fetchNext, checkFetch,
-  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply
+  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply, handOverAgain
 do
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
@@ -58,6 +58,15 @@ local function claimJob(k, id, jk, out, fence, consumer, now, src)
   out[2] = fence
   redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
   if src ~= 's' then listClaim(k, id) end
+  return out
+end
+
+-- Hands a claim its consumer already holds over again (a repeated call, a worker taking back what
+-- a lost reply carried): the same claim and fence, its lock renewed at `now`. `out` and `fence`
+-- are claimReply's for the job's hash. Returns the claim reply.
+handOverAgain = function(jk, out, fence, now)
+  redis.call('HSET', jk, 'lockedAt', now)
+  out[2] = tostring(fence)
   return out
 end
 
@@ -121,11 +130,7 @@ activateEntry = function(k, sid, id, consumer, now)
     -- (a client resends unanswered commands on reconnect, and a reconnected worker takes back
     -- what it was delivered, src/engine/claim-recovery.ts): hand the same claim over again, with
     -- the same fence and its lock renewed, so a worker that gets it twice runs it once.
-    if owner == consumer then
-      redis.call('HSET', jk, 'lockedAt', now)
-      out[2] = tostring(fence)
-      return out
-    end
+    if owner == consumer then return handOverAgain(jk, out, fence, now) end
     return nil
   end
   if state ~= 'waiting' or esid ~= sid then

@@ -75,7 +75,8 @@ local ADD_JOB = {
     if v == '' or DEDUP_MODES[v] then return v end
     return nil
   end),
-  'groupSpec', ARG.orEmpty(ARG.jsonObject),
+  -- (groupParse, in checkAddCall before the first write, decodes and checks it: decoded once)
+  'groupSpec', ARG.any,
 }
 
 -- Names job i of a call in an error; built only when there is an error to report.

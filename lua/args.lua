@@ -26,6 +26,11 @@ local function refuse(code, msg)
   error(code .. ' ' .. msg, 0)
 end
 
+-- Whether the decimal digits `s` fit an unsigned 64-bit number (each part of a stream entry id).
+local function fitsUint64(s)
+  return #s < 20 or (#s == 20 and s <= '18446744073709551615')
+end
+
 local function kind(expect, check)
   return { expect = expect, check = check }
 end
@@ -61,9 +66,11 @@ local ARG = {
     if v == '0' then return false end
     return nil
   end),
-  -- A stream entry id as XADD makes them: <ms>-<seq>.
+  -- A stream entry id as XADD makes them: <ms>-<seq>, each part an unsigned 64-bit number (a
+  -- larger part makes XACK, XRANGE or XCLAIM fail, after the call may have written).
   streamId = kind('a stream entry id (<ms>-<seq>)', function(v)
-    if string.find(v, '^%d+%-%d+$') then return v end
+    local ms, seq = string.match(v, '^(%d+)%-(%d+)$')
+    if ms and fitsUint64(ms) and fitsUint64(seq) then return v end
     return nil
   end),
   ms = intKind(0, MAX_SAFE_INT), -- a duration or an absolute time in ms
@@ -109,7 +116,7 @@ ARG.streamIds = kind('stream entry ids (<ms>-<seq>) joined by ",", or \'\'', fun
   local ids = {}
   if v == '' then return ids end
   for id in string.gmatch(v .. ',', '([^,]*),') do
-    if #ids >= MAX_COUNT or not string.find(id, '^%d+%-%d+$') then return nil end
+    if #ids >= MAX_COUNT or not ARG.streamId.check(id) then return nil end
     ids[#ids + 1] = id
   end
   return ids

@@ -102,15 +102,7 @@ do
 -- Limits, and the argument kinds only broadcasts use (see args.lua for the others).
 local BC = { deadMaxlen = 1000, retryScan = 100 }
 -- a run of digits within an unsigned 64-bit number (a part of a stream id)
-BC.uint = function(s)
-  return #s < 20 or (#s == 20 and s <= '18446744073709551615')
-end
 -- an entry id as XADD makes them: <ms>-<seq>, each part a 64-bit unsigned number
-BC.entryId = kind('a stream entry id (<ms>-<seq>)', function(v)
-  local ms, seq = string.match(v, '^(%d+)%-(%d+)$')
-  if ms and BC.uint(ms) and BC.uint(seq) then return v end
-  return nil
-end)
 BC.subscription = kind('a subscription name (1 to 600 bytes, no "{", "}", ":", "*", "?", "[", "]", ' ..
   'whitespace or control characters)', function(v)
   if v ~= '' and #v <= 600 and not string.find(v, '[{}:%*%?%[%]%s%c]') then return v end
@@ -125,7 +117,7 @@ end)
 BC.start = kind('"$", "0" or a stream entry id', function(v)
   if v == '$' or v == '0' then return v end
   local ms, seq = string.match(v, '^(%d+)%-?(%d*)$')
-  if ms and BC.uint(ms) and (seq == '' or BC.uint(seq)) and (seq ~= '' or not string.find(v, '-', 1, true)) then
+  if ms and fitsUint64(ms) and (seq == '' or fitsUint64(seq)) and (seq ~= '' or not string.find(v, '-', 1, true)) then
     return v
   end
   return nil
@@ -145,15 +137,15 @@ end)
 local BC_PUBLISH_ARGS = { 'maxMessages', ARG.int(0, MAX_SAFE_INT), 'subject', BC.subject, 'data', ARG.any }
 local BC_SUBSCRIBE_ARGS = { 'subscription', BC.subscription, 'start', BC.start, 'subjects', BC.subjects }
 local BC_ACTIVATE_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
-local BC_ACTIVATE_ENTRY = { 'entryId', BC.entryId, 'run', ARG.flag }
-local BC_FINISH_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'entryId', BC.entryId,
+local BC_ACTIVATE_ENTRY = { 'entryId', ARG.streamId, 'run', ARG.flag }
+local BC_FINISH_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'entryId', ARG.streamId,
   'fence', ARG.fence, 'outcome', ARG.oneOf('completed', 'failed'), 'reason', ARG.any,
   'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'maxAttempts', ARG.int(1, MAX_SAFE_INT) }
 local BC_RETRIES_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
 local BC_RECLAIM_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'minIdle', ARG.ms,
   'maxStalledCount', ARG.int(0, MAX_SAFE_INT), 'count', ARG.count }
 local BC_EXTEND_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
-local BC_EXTEND_CLAIM = { 'entryId', BC.entryId, 'fence', ARG.fence }
+local BC_EXTEND_CLAIM = { 'entryId', ARG.streamId, 'fence', ARG.fence }
 local BC_REMOVE_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty }
 
 local function bcKeys(metaKey, sub)
@@ -349,7 +341,7 @@ register('glidemq_bcReclaim', function(keys, args)
   if a.count <= 0 then return { entries, failed } end
   -- the walk's cursor, unless another program left something else there
   local cursor = redis.call('HGET', b.sub, 'reclaimCursor')
-  if not cursor or not BC.entryId.check(cursor) then cursor = '0-0' end
+  if not cursor or not ARG.streamId.check(cursor) then cursor = '0-0' end
   -- XAUTOCLAIM compares the server's idle time of each pending entry with minIdle
   local r = redis.call('XAUTOCLAIM', b.stream, group, a.consumer, a.minIdle, cursor, 'COUNT', a.count)
   redis.call('HSET', b.sub, 'reclaimCursor', r[1])

@@ -24,11 +24,8 @@ register('glidemq_listClaims', function(keys, args)
   local now = serverNow()
   local streamItems, listItems = {}, {}
   if redis.call('EXISTS', k.stream) == 1 then
-    local pend = redis.pcall('XPENDING', k.stream, GROUP, 'IDLE', a.minIdle, '-', '+', a.limit)
-    if type(pend) == 'table' and pend.err then
-      if not string.find(pend.err, 'NOGROUP') then error(pend.err, 0) end
-      pend = {} -- no group yet: nothing is pending
-    end
+    -- (no group yet: nothing is pending)
+    local pend = callUnless('NOGROUP', 'XPENDING', k.stream, GROUP, 'IDLE', a.minIdle, '-', '+', a.limit) or {}
     for _, p in ipairs(pend) do
       local id = streamEntryJobId(k, p[1]) or ''
       local f = id ~= '' and jobFieldsOrNil(jobKey(k, id), 'name', 'attemptsMade', 'state') or nil

@@ -81,16 +81,12 @@ register('glidemq_adopt', function(keys, args)
     local jk = jobKey(k, c.jobId)
     local reply, fence, state, _, owner = claimReply(c.jobId, redis.call('HGETALL', jk))
     if state == 'active' and owner == a.consumer and fence == c.fence then
-      reply[2] = tostring(fence)
-      held[#held + 1] = { jk, reply }
+      held[#held + 1] = { jk, reply, fence }
     end
   end
   -- write phase: the claims stay as they are; only their locks are renewed
   local out = {}
-  for _, h in ipairs(held) do
-    redis.call('HSET', h[1], 'lockedAt', now)
-    out[#out + 1] = h[2]
-  end
+  for i, h in ipairs(held) do out[i] = handOverAgain(h[1], h[2], h[3], now) end
   return out
 end)
 end

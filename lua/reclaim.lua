@@ -105,11 +105,8 @@ local function streamCandidates(k, a, inclusive)
   for page = 1, RECLAIM_MAX_PAGES do
     local start = '(' .. cursor
     if cursor == '0-0' and page == 1 then start = '-' elseif inclusive and page == 1 then start = cursor end
-    local pend = redis.pcall('XPENDING', k.stream, GROUP, 'IDLE', a.minIdle, start, '+', RECLAIM_PAGE)
-    if type(pend) == 'table' and pend.err then
-      if string.find(pend.err, 'NOGROUP') then return bySid, order, '0-0', false end
-      error(pend.err, 0)
-    end
+    local pend = callUnless('NOGROUP', 'XPENDING', k.stream, GROUP, 'IDLE', a.minIdle, start, '+', RECLAIM_PAGE)
+    if not pend then return bySid, order, '0-0', false end
     for _, p in ipairs(pend) do
       local c = { sid = p[1], claim = false }
       c.id = streamEntryJobId(k, p[1])

@@ -84,13 +84,8 @@ export function describeError(err: unknown, where = 'the server'): string {
   if (err instanceof GlideMQError) return err.message;
   if (err instanceof Error) {
     const e = err as Error & { code?: string };
-    const timedOut = e.code === 'ETIMEDOUT' || /connect ETIMEDOUT/.test(e.message) || lastConnectionProblem() === 'ETIMEDOUT';
-    if (timedOut && where.startsWith('rediss://')) {
-      // a plain port reads a TLS hello as a command that never ends, and so never answers it
-      return `cannot reach ${where}: no TLS handshake within the connect timeout (ETIMEDOUT); the server there may not speak TLS (a plain port needs redis://)`;
-    }
     if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'ETIMEDOUT' || e.code === 'EHOSTUNREACH') {
-      return `cannot reach ${where}: ${e.code}`;
+      return `cannot reach ${where}: ${lastConnectionProblem() ?? e.code}`;
     }
     if (/Connection is closed|Reached the max retries|ECONNREFUSED|connect ETIMEDOUT|Stream isn't writeable/.test(e.message)) {
       const why = lastConnectionProblem();

@@ -489,9 +489,13 @@ export function nodeForKey(c: Cluster, key: string): Redis | undefined {
 }
 
 let lastSocketError: Error | undefined;
+/** Whether the client that reported lastSocketError connects over TLS. */
+let lastSocketErrorTls = false;
 
-function rememberSocketError(err: Error): void {
+/** An 'error' listener of every client glidemq makes (`this` is the client that reports). */
+function rememberSocketError(this: Client | undefined, err: Error): void {
   lastSocketError = err;
+  lastSocketErrorTls = !!this && !!(isCluster(this) ? this.options.redisOptions?.tls : (this as Redis).options?.tls);
 }
 
 /**
@@ -512,6 +516,10 @@ export function lastConnectionProblem(): string | undefined {
     return `TLS handshake failed (${e.message}); is this a TLS port? rediss:// speaks TLS, redis:// does not`;
   }
   if (e.code === 'ECONNRESET') return 'the server closed the connection (ECONNRESET); a TLS-only port needs rediss://';
+  if (e.code === 'ETIMEDOUT' && lastSocketErrorTls) {
+    // a plain port reads a TLS hello as a command that never ends, and so never answers it
+    return 'no TLS handshake within the connect timeout (ETIMEDOUT); the server there may not speak TLS (a plain port needs redis://)';
+  }
   if (/Socket timeout/.test(e.message)) return `the server accepted the connection but did not answer (${e.message.replace(/\.$/, '')})`;
   if (e.code) return e.code;
   return undefined;

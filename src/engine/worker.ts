@@ -88,7 +88,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       client: () => this.client,
       keys: this.keys,
       consumer: this.consumer,
-      knows: (id) => this.holds(id),
+      knows: (id) => this.held(id) !== undefined,
       dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
       activate: async (pairs) => void (await this.activateDelivered(pairs, [])),
       running: () => this.running && !this.closing,
@@ -170,15 +170,17 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return this.parseDelivery(r);
   }
 
-  /** Whether a job with this id is running, finishing or prefetched here (with this fence, if given). */
-  private holds(id: string, fence?: string): boolean {
-    const match = (j: Job<D, R> | undefined) => !!j && (fence === undefined || j.claim?.fence === fence);
-    return match(this.active.get(id)) || this.buffered.some((j) => j.id === id && match(j));
+  /**
+   * The job with this id running, finishing or prefetched here, if any. (On the per-job path, in
+   * dispatch: one map lookup, and a scan only of the prefetched jobs, which are few or none.)
+   */
+  private held(id: string): Job<D, R> | undefined {
+    return this.active.get(id) ?? this.buffered.find((j) => j.id === id);
   }
 
   private dispatch(reply: ClaimReply): void {
     // a claim ClaimRecovery took back may also come in the reply of a re-sent call: run it once
-    if (this.holds(String(reply[0]), String(reply[1]))) return;
+    if (this.held(String(reply[0]))?.claim?.fence === String(reply[1])) return;
     // processedOn as this process saw the claim start (the stored one is the server's time)
     const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
     if (this.active.size < this.settings.concurrency) this.start(job);

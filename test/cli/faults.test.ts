@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { useServer } from '../helpers/valkey.js';
-import { FaultProxy } from '../helpers/proxy.js';
+import { FaultProxy, useFaultProxy } from '../helpers/proxy.js';
 import { runCli } from '../helpers/cli.js';
 
 describe('cli: a server that does not answer', function () {
@@ -40,15 +40,10 @@ describe('cli: a server that does not answer', function () {
 describe('cli: enqueue --ndjson with replies cut', function () {
   this.timeout(60000);
   const server = useServer();
-  let proxy: FaultProxy;
-  before(async () => {
-    proxy = await new FaultProxy(server().port).start();
-  });
-  after(async () => {
-    await proxy.stop();
-  });
+  const { proxy: current } = useFaultProxy(server, 2000);
 
   it('stores each line once and prints the id of the stored job for each', async () => {
+    const proxy = current();
     const lines = Array.from({ length: 5000 }, (_, i) => JSON.stringify({ line: i }));
     // the CLI adds in pipelined chunks of 200: cut the replies of three of them
     const cuts = (async () => {
