@@ -44,9 +44,8 @@ end
 -- `pk`, drops the replies below min(answeredBelow, seq - MAX_KEPT + 1) from `low` upwards (at most
 -- DROP_BATCH of them), and renews the hash's expiry. `low` is what producerCall read.
 rememberReply = function(pk, seq, answeredBelow, low, reply)
-  local below = answeredBelow
-  if below > seq then below = seq end
-  if seq - MAX_KEPT + 1 > below then below = seq - MAX_KEPT + 1 end
+  -- (glidemq_add refused an answeredBelow above seq)
+  local below = math.max(answeredBelow, seq - MAX_KEPT + 1)
   -- a new (or expired) producer's hash holds nothing older than what the client still waits for
   low = low or below
   if below > low then
