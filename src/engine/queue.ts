@@ -316,8 +316,12 @@ export class Queue extends SafeEmitter {
   async close(): Promise<void> {
     await this.ready?.catch(() => undefined); // a Cluster client being set up is closed too
     // The replies the server keeps for this producer's calls are never asked for again once every
-    // call settled: drop them now rather than when they expire (an hour on).
-    if (this.producer.used && this.producer.settled) await this.client.del(this.keys.producer(this.producer.id)).catch(() => undefined);
+    // call settled: drop them now rather than when they expire (an hour on). Not awaited, and only
+    // on a live connection: a close never waits for a server that is gone (the QUIT below goes
+    // after the DEL, and closeClient gives up on it soon).
+    if (this.producer.used && this.producer.settled && this.client.status === 'ready') {
+      this.client.del(this.keys.producer(this.producer.id)).catch(() => undefined);
+    }
     if (this.acquired.owned) await closeClient(this.client);
   }
 }
