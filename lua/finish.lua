@@ -23,6 +23,9 @@
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
+           A repeated finish (sent again after its reply was lost) of a job this claim completed
+           or failed for good gets that status again, and changes nothing; one whose job was
+           removed at once (keep '0') gets 'missing'.
   Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the
@@ -143,7 +146,13 @@ local function planFinish(k, j, consumer, seen, announce)
     cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'attemptsMade', 'attempts')
   end
   if not cur[1] then return 'missing' end
-  if cur[1] ~= 'active' or tonumber(cur[2]) ~= j.fence or cur[3] ~= consumer then return 'stale' end
+  if cur[1] ~= 'active' or tonumber(cur[2]) ~= j.fence or cur[3] ~= consumer then
+    -- a finish of this claim already stored the outcome: this call repeats it (sent again after
+    -- its reply was lost). Only a finish leaves a finished job with its claim's fence (a stall
+    -- that fails a job moves the fence on, lua/reclaim.lua).
+    if tonumber(cur[2]) == j.fence and (cur[1] == 'completed' or cur[1] == 'failed') then return cur[1] end
+    return 'stale'
+  end
   local src, sid = cur[4], cur[5]
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end

@@ -10,7 +10,11 @@
   the replies list what would be redispatched and failed.
   Time: every age is the server's. Stream claims' idle times are the pending entries list's
   (kept by the server); list claims' ages are the server's TIME minus `lockedAt`, which the claim
-  and heartbeat paths write from the server's TIME too. No caller's clock decides a reclaim.
+  and heartbeat paths write from the server's TIME too. No caller's clock decides a reclaim. An
+  age counts only from the server's epoch (its start, or its promotion: lua/epoch.lua): until the
+  server has served for minIdle nothing is stalled, so an outage or a failover shorter than the
+  lock never takes a live worker's job (each function records the epoch in meta, epochId and
+  epochAt, unless it is a dry run).
   Both functions read everything they decide on (pending entries, job hashes) before the first
   write, and check the type of every queue key they may write, so a refused call writes nothing.
 
@@ -72,8 +76,10 @@ local RECLAIM_LIST_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'strea
 
 -- Counts a stall for a job already taken out of active delivery state (`n`: its stalledCount with
 -- this stall, from the read phase: set, not HINCRBY, which a non-integer field would refuse
--- halfway), then redispatches or fails it. Returns true when redispatched.
-local function stallJob(k, id, jk, now, n, maxStalled)
+-- halfway), then redispatches or fails it. Returns true when redispatched. A job failed here gets
+-- the next fence (`fence`, from the read phase): a finish of the stalled claim that arrives later
+-- must not look like the repeat of a finish that stored this outcome (lua/finish.lua).
+local function stallJob(k, id, jk, now, n, maxStalled, fence)
   redis.call('HSET', jk, 'stalledCount', n)
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'sid')
   emit(k, 'stalled', id, 'stalledCount', n)
@@ -81,7 +87,7 @@ local function stallJob(k, id, jk, now, n, maxStalled)
     requeue(k, id, jk)
     return true
   end
-  redis.call('HSET', jk, 'state', 'failed', 'failedReason', STALLED_REASON, 'finishedOn', now)
+  redis.call('HSET', jk, 'state', 'failed', 'failedReason', STALLED_REASON, 'finishedOn', now, 'fence', fence)
   redis.call('ZADD', k.failed, now, id)
   emit(k, 'failed', id, 'reason', STALLED_REASON)
   return false
@@ -112,13 +118,14 @@ local function streamCandidates(k, a, inclusive)
       c.id = streamEntryJobId(k, p[1])
       if c.id then
         c.jk = jobKey(k, c.id)
-        local f = jobFieldsOrNil(c.jk, 'state', 'sid', 'src', 'stalledCount', 'grp')
+        local f = jobFieldsOrNil(c.jk, 'state', 'sid', 'src', 'stalledCount', 'grp', 'fence')
         -- a claim: the job's current entry, delivered (waiting) or activated from the stream;
         -- anything else is a removed job or an entry a redispatch or hand-back already superseded
         if f and f[2] == p[1] and (f[1] == 'waiting' or (f[1] == 'active' and f[3] == 's')) then
           c.claim = true
           c.stalls = stallsAfter(f[4])
           c.redispatch = c.stalls <= a.maxStalledCount
+          c.fence = toInt(f[6], 0) + 1
           if f[5] then groupRequireTypes(k, f[5]) end
         end
       end
@@ -142,7 +149,7 @@ local function reclaimEntry(k, a, c, now, out)
     return
   end
   local redispatch = c.redispatch
-  if not a.dryRun then redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount) end
+  if not a.dryRun then redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount, c.fence) end
   local into = redispatch and out.redispatched or out.failed
   into[#into + 1] = c.id
 end
@@ -154,6 +161,10 @@ register('glidemq_reclaimStalled', function(keys, args)
   if isPaused(k) then return { 'paused' } end
   if redis.call('EXISTS', k.stream) == 0 then return { 'ok', {}, {}, 0, '0-0', 0 } end
   local now = serverNow()
+  -- time the server was down or not yet primary is no claim's idle time (lua/epoch.lua)
+  if servingFor(k.meta, now, not a.dryRun) < a.minIdle then
+    return { 'ok', {}, {}, removeStaleConsumers(k, a.consumer, a.consumerIdleMs, a.dryRun), a.cursor, 0 }
+  end
   local bySid, order, cursor, grouped = streamCandidates(k, a, not a.dryRun)
   local out = { redispatched = {}, failed = {}, dropped = 0 }
   if a.dryRun then
@@ -186,6 +197,8 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
   if isPaused(k) then return { 'paused' } end
   if redis.call('EXISTS', k.meta) == 0 then return { 'ok', {}, {}, 'set', 0 } end
   local now = serverNow()
+  -- time the server was down or not yet primary is no claim's lock age (lua/epoch.lua)
+  if servingFor(k.meta, now, not a.dryRun) < a.minIdle then return { 'ok', {}, {}, 'set', 0 } end
   local ids = redis.call('SMEMBERS', k.listActiveIds)
   local source, steps = 'set', 0
   if not listActiveTrusted(k) then
@@ -205,14 +218,15 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
   local stalled, future = {}, {}
   for _, id in ipairs(ids) do
     local jk = jobKey(k, id)
-    local f = jobFieldsOrNil(jk, 'state', 'src', 'lockedAt', 'stalledCount', 'grp')
+    local f = jobFieldsOrNil(jk, 'state', 'src', 'lockedAt', 'stalledCount', 'grp', 'fence')
     if f and isListClaim(f[1], f[2]) then
       local age, ahead = lockAge(f[3], now)
       if ahead then future[#future + 1] = jk end
       if age >= a.minIdle then
         if f[5] then groupRequireTypes(k, f[5]) end
         local stalls = stallsAfter(f[4])
-        stalled[#stalled + 1] = { id = id, jk = jk, stalls = stalls, redispatch = stalls <= a.maxStalledCount }
+        stalled[#stalled + 1] = { id = id, jk = jk, stalls = stalls, redispatch = stalls <= a.maxStalledCount,
+          fence = toInt(f[6], 0) + 1 }
       end
     end
   end
@@ -221,7 +235,7 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
     local redispatch = c.redispatch
     if not a.dryRun then
       listRelease(k, c.id)
-      redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount)
+      redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount, c.fence)
     end
     local into = redispatch and redispatched or failed
     into[#into + 1] = c.id

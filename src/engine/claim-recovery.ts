@@ -25,8 +25,8 @@ export interface RecoveryHost {
   client(): Client;
   readonly keys: QueueKeys;
   readonly consumer: string;
-  /** Whether the worker runs or holds a job with this id (running, finishing or prefetched). */
-  knows(id: string): boolean;
+  /** Whether the worker runs or holds this claim of the job (running, finishing or prefetched). */
+  knows(id: string, fence: string): boolean;
   /** Hands claims to the worker as a fetch would. */
   dispatch(replies: ClaimReply[]): void;
   /** Activates job stream entries delivered to the consumer: pairs (entry id, job id). */
@@ -94,7 +94,7 @@ export class ClaimRecovery {
     const delivered: string[] = [];
     for (let i = 0; i + 2 < listed.length; i += 3) {
       const [id, fence, entry] = [String(listed[i]), String(listed[i + 1]), String(listed[i + 2])];
-      if (this.host.knows(id)) continue;
+      if (this.host.knows(id, fence)) continue;
       if (fence === '') delivered.push(entry, id);
       else adopt.push(id, fence);
     }

@@ -24,7 +24,7 @@ import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
 import { backoffDelay, encodeRetention } from './options.js';
 import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
-import { FinishBatcher } from './finish-batch.js';
+import { FinishBatcher, type FinishRequest } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
@@ -34,13 +34,28 @@ export type { WorkerOptions } from './worker-options.js';
 
 export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
 
+/**
+ * One run of a job on this worker. The claim it runs under can change while it runs: when a
+ * reclaim gives the job back to this same worker (after an outage, or an event loop blocked for
+ * longer than the lock), the run goes on under the new claim (see claimAgain), so a job never has
+ * two runs here and a stale finish never touches the current claim.
+ */
+interface Run<D, R> {
+  job: Job<D, R>;
+  /** Its finish is with the batcher: heartbeats leave it out, and a newer claim waits in `next`. */
+  finishing: boolean;
+  /** A newer claim of the job that arrived while the finish was on its way. */
+  next?: ClaimReply;
+}
+
 export class Worker<D = any, R = any> extends SafeEmitter {
   readonly keys: QueueKeys;
   readonly consumer: string;
   readonly settings: Settings;
   private readonly acquired: Acquired;
   private reader: BlockingReader | undefined;
-  private readonly active = new Map<string, Job<D, R>>();
+  /** The runs in progress, one per job id. */
+  private readonly active = new Map<string, Run<D, R>>();
   private readerReserved = 0;
   /** Prefetched claims waiting for a slot (heartbeated like running jobs, given back at close). */
   private readonly buffered: Job<D, R>[] = [];
@@ -56,8 +71,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private limited = false;
   private readonly changes: ChangeWaiter;
   /** Timer work still waiting for its reply: a dead connection must not pile up more of it. */
-  private heartbeatBusy = false;
+  private heartbeatInFlight: Promise<boolean> | undefined;
   private stalledBusy = false;
+  /** Times the command connection closed: a finish sent before a close may have been applied twice. */
+  private closes = 0;
+  private readonly onClientClose = () => {
+    this.closes++;
+  };
   /** Consecutive failed rounds of the read loop (the backoff grows with it). */
   private readFailures = 0;
   private idleWaiters: (() => void)[] = [];
@@ -88,7 +108,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       client: () => this.client,
       keys: this.keys,
       consumer: this.consumer,
-      knows: (id) => this.held(id) !== undefined,
+      knows: (id, fence) => this.holds(id, fence),
       dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
       activate: async (pairs) => void (await this.activateDelivered(pairs, [])),
       running: () => this.running && !this.closing,
@@ -126,6 +146,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     await this.reader.start();
     this.recovery.watch(this.client);
     this.recovery.watch(this.reader.client);
+    this.client.on('close', this.onClientClose);
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
@@ -170,26 +191,50 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return this.parseDelivery(r);
   }
 
-  /**
-   * The job with this id running, finishing or prefetched here, if any. (On the per-job path, in
-   * dispatch: one map lookup, and a scan only of the prefetched jobs, which are few or none.)
-   */
-  private held(id: string): Job<D, R> | undefined {
-    return this.active.get(id) ?? this.buffered.find((j) => j.id === id);
+  /** Whether this claim (job id and fence) is running, finishing or prefetched here. */
+  private holds(id: string, fence: string): boolean {
+    const run = this.active.get(id);
+    if (run) return run.job.claim?.fence === fence || (run.next !== undefined && String(run.next[1]) === fence);
+    return this.buffered.some((j) => j.id === id && j.claim?.fence === fence);
   }
 
+  /**
+   * Runs a claim, or keeps it for a free slot. (On the per-job path: one map lookup, and a scan
+   * only of the prefetched jobs, which are few or none.)
+   */
   private dispatch(reply: ClaimReply): void {
-    // a claim ClaimRecovery took back may also come in the reply of a re-sent call: run it once
-    if (this.held(String(reply[0]))?.claim?.fence === String(reply[1])) return;
+    const id = String(reply[0]);
+    const run = this.active.get(id);
+    if (run) return this.claimAgain(run, reply);
+    const at = this.buffered.findIndex((j) => j.id === id);
     // processedOn as this process saw the claim start (the stored one is the server's time)
     const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
-    if (this.active.size < this.settings.concurrency) this.start(job);
+    if (at >= 0) {
+      // a prefetched job claimed again has not started: it waits under its newest claim
+      if (newerFence(job.claim?.fence, this.buffered[at].claim?.fence)) this.buffered[at] = job;
+    } else if (this.active.size < this.settings.concurrency) this.start(job);
     else this.buffered.push(job);
   }
 
+  /**
+   * A claim of a job that runs here already. The same claim again (ClaimRecovery took it back and
+   * the reply of a re-sent call carries it too) is dropped. A newer one means a reclaim gave the
+   * job back to this worker while it ran: the run goes on under the new claim, whose lock the
+   * heartbeat then keeps; if its finish is already on its way, under the old fence, the new claim
+   * waits for that reply (see finishRun). Never a second run beside the first.
+   */
+  private claimAgain(run: Run<D, R>, reply: ClaimReply): void {
+    const fence = String(reply[1]);
+    const claim = run.job.claim;
+    if (!claim || !newerFence(fence, run.next ? String(run.next[1]) : claim.fence)) return;
+    if (run.finishing) run.next = reply;
+    else claim.fence = fence;
+  }
+
   private start(job: Job<D, R>): void {
-    this.active.set(job.id, job);
-    void this.execute(job);
+    const run: Run<D, R> = { job, finishing: false };
+    this.active.set(job.id, run);
+    void this.execute(run);
   }
 
   private startBuffered(): void {
@@ -210,7 +255,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return Math.max(1, this.freeSlots() + 1);
   }
 
-  private async execute(job: Job<D, R>): Promise<void> {
+  private async execute(run: Run<D, R>): Promise<void> {
+    const job = run.job;
     const started = performance.now(); // monotonic: a clock step cannot make a duration negative
     this.emit('active', job);
     let outcome: 'completed' | 'failed' = 'completed';
@@ -231,27 +277,25 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     }
     if (job.moved) return this.afterMoved(job);
     const durationMs = Math.max(0, Math.round(performance.now() - started));
-    const fetchCount = this.nextFetchCount();
-    let reply: unknown[];
-    try {
-      reply = await this.finisher.finish({
-        id: job.id,
-        fence: job.claim?.fence ?? '',
-        outcome,
-        value,
-        retryDelay,
-        fetchCount,
-        keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete : job.opts.removeOnFail),
-        durationMs,
-      });
-    } catch (err) {
+    const request: FinishRequest = {
+      id: job.id,
+      fence: '',
+      outcome,
+      value,
+      retryDelay,
+      fetchCount: this.nextFetchCount(),
+      keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete : job.opts.removeOnFail),
+      durationMs,
+    };
+    run.finishing = true;
+    const finished = await this.finishRun(run, request);
+    this.active.delete(job.id);
+    if (!finished) {
       // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
-      this.active.delete(job.id);
-      this.emitError(err);
       this.afterSlotFreed();
       return;
     }
-    this.active.delete(job.id);
+    const { reply, next } = finished;
     const status = String(reply[0]);
     if (status === 'completed') {
       this.finished.completed++;
@@ -266,8 +310,53 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     } else {
       this.emit('lost', job, status);
     }
-    for (const next of reply.slice(1) as ClaimReply[]) this.dispatch(next);
+    for (const claim of next) this.dispatch(claim);
     this.afterSlotFreed();
+  }
+
+  /**
+   * Stores a run's outcome under its current claim. Returns the reply's status (row 0) and the
+   * claims to dispatch once the run is gone (the next jobs, and a newer claim of this job that
+   * arrived after a finish that still counted: a retry), or undefined when the finish failed.
+   */
+  private async finishRun(run: Run<D, R>, request: FinishRequest): Promise<{ reply: unknown[]; next: ClaimReply[] } | undefined> {
+    const next: ClaimReply[] = [];
+    for (;;) {
+      const fence = run.job.claim?.fence ?? '';
+      const closes = this.closes;
+      let reply: unknown[];
+      try {
+        reply = await this.finisher.finish({ ...request, fence });
+      } catch (err) {
+        this.emitError(err);
+        if (run.next) next.push(run.next);
+        next.forEach((c) => queueMicrotask(() => this.dispatch(c)));
+        return undefined;
+      }
+      next.push(...(reply.slice(1) as ClaimReply[]));
+      const newer = run.next;
+      run.next = undefined;
+      if (String(reply[0]) === 'stale' && newer && run.job.claim) {
+        // the finish went under the claim a reclaim replaced, and the job came back here: the
+        // run's outcome is stored under the new claim (no next jobs: the first reply had them)
+        run.job.claim.fence = String(newer[1]);
+        request = { ...request, fetchCount: 0 };
+        continue;
+      }
+      if (newer) next.push(newer);
+      return { reply: [this.repeatedStatus(reply[0], request, closes), ...reply.slice(1)], next };
+    }
+  }
+
+  /**
+   * A finish sent before the connection closed may have been applied, and then sent again by the
+   * client: the repeat finds the job finished. glidemq_finish answers a repeat with the stored
+   * outcome while the job is kept; a job removed at once on completion (keep '0') is gone, and its
+   * repeat says 'missing': the processor completed and the job is gone, as it would have been.
+   */
+  private repeatedStatus(status: unknown, request: FinishRequest, closesAtSend: number): unknown {
+    const repeated = this.closes !== closesAtSend && status === 'missing';
+    return repeated && request.outcome === 'completed' && request.keep === '0' ? 'completed' : status;
   }
 
   /** A step job parked itself (moveToDelayed): nothing to store; take the next job in its place. */
@@ -412,27 +501,56 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.schedulePromotion(next);
   }
 
-  private async heartbeat(): Promise<void> {
-    if ((this.active.size === 0 && this.buffered.length === 0) || this.heartbeatBusy) return;
-    const pairs: string[] = [];
-    for (const job of [...this.active.values(), ...this.buffered]) if (!job.moved) pairs.push(job.id, job.claim?.fence ?? '');
-    if (pairs.length === 0) return;
-    this.heartbeatBusy = true;
+  /**
+   * Renews the lock of every claim held here; resolves false when the call failed. One at a time:
+   * while one waits (a dead connection), the next tick joins it instead of piling up another.
+   */
+  private heartbeat(): Promise<boolean> {
+    this.heartbeatInFlight ??= this.extendLocks().finally(() => {
+      this.heartbeatInFlight = undefined;
+    });
+    return this.heartbeatInFlight;
+  }
+
+  private async extendLocks(): Promise<boolean> {
+    // a run whose finish is on its way is left out: the finish may land first, and the lock it
+    // ends is not lost
+    const held: Job<D, R>[] = [];
+    for (const run of this.active.values()) if (!run.finishing && !run.job.moved) held.push(run.job);
+    for (const job of this.buffered) held.push(job);
+    if (held.length === 0) return true;
+    const pairs = held.flatMap((j) => [j.id, j.claim?.fence ?? '']);
     try {
       // lockedAt becomes the server's now (lua/progress.lua): no clock of this process is sent
       const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, ...pairs])) as string[];
-      for (const id of lost) this.emit('lockLost', id);
+      const sent = new Map(held.map((j, i) => [j.id, pairs[2 * i + 1]]));
+      // a claim lost is news only while the run it belongs to still runs under it
+      for (const id of lost) {
+        const run = this.active.get(id);
+        const fence = sent.get(id);
+        if (fence !== undefined && ((run && !run.finishing && run.job.claim?.fence === fence) || (!run && this.holds(id, fence)))) {
+          this.emit('lockLost', id);
+        }
+      }
+      return true;
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
-    } finally {
-      this.heartbeatBusy = false;
+      return false;
     }
   }
 
+  /**
+   * Stalled recovery. While the connection is down a check would wait in the client's queue and
+   * could run, after the reconnect, before the heartbeat that re-asserts this worker's claims: it
+   * is skipped then. Each check first renews this worker's own locks on the same connection, so
+   * its own live claims are never stalled by it. (Other workers' checks count no time the server
+   * was down against a claim: lua/epoch.lua.)
+   */
   private async stalledTick(): Promise<void> {
-    if (this.stalledBusy) return;
+    if (this.stalledBusy || this.client.status !== 'ready') return;
     this.stalledBusy = true;
     try {
+      if (!(await this.heartbeat())) return;
       const r = await this.maintenance.reclaimStalled(this.consumer);
       for (const id of r.failed) this.emit('stalled', id, 'failed');
       for (const id of r.redispatched) this.emit('stalled', id, 'redispatched');
@@ -464,6 +582,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       }
       clearInterval(this.heartbeatTimer);
       this.recovery.stop();
+      this.client.off('close', this.onClientClose);
       this.running = false;
       if (this.active.size === 0) await this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined);
       this.reader?.close();
@@ -503,6 +622,13 @@ function retryDelayFor(backoff: Parameters<typeof backoffDelay>[0], attempt: num
   const d = backoffDelay(backoff, attempt);
   if (Number.isNaN(d)) return 0;
   return Math.min(Math.floor(d), Number.MAX_SAFE_INTEGER);
+}
+
+/** Whether claim fence `a` came after `b` (fences count up per job; a missing one is oldest). */
+function newerFence(a: string | undefined, b: string | undefined): boolean {
+  if (a === undefined || a === '') return false;
+  if (b === undefined || b === '') return true;
+  return Number(a) > Number(b);
 }
 
 function delay(ms: number): Promise<void> {

@@ -68,16 +68,30 @@ describe('faults: a call repeated after its reply was lost', function () {
     expect((await queue.client.hgetall(queue.keys.job(id))).state).to.equal('active');
   });
 
-  it('glidemq_finish repeated after it completed the job changes nothing (stale)', async () => {
+  it('glidemq_finish repeated after it completed the job answers completed again and changes nothing', async () => {
     const [sid, id] = await delivered('w1');
     const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id])) as ClaimReply[];
     const { fence } = decodeClaim(act[1]);
     const args = [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1];
     const first = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
-    const again = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     expect(first[0]).to.equal('completed');
-    expect(again[0]).to.equal('stale');
+    const before = await queue.client.hgetall(queue.keys.job(id));
+    const again = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
+    expect(again[0]).to.equal('completed');
+    expect(await queue.client.hgetall(queue.keys.job(id))).to.deep.equal(before);
     const c = await queue.getJobCounts();
     expect([c.completed, c.active, c.waiting]).to.deep.equal([1, 0, 0]);
+  });
+
+  it('a finish that arrives after a stall failed its claim is stale, not a repeat', async () => {
+    const [sid, id] = await delivered('w1');
+    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id])) as ClaimReply[];
+    const { fence } = decodeClaim(act[1]);
+    // maxStalledCount 0: the first stall fails the job
+    const r = (await callFunction(queue.client, 'glidemq_reclaimStalled', queue.keys.meta, ['w2', 0, 0, 60000, 0, '0-0'])) as unknown[];
+    expect(r[2]).to.deep.equal([id]);
+    const late = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1])) as unknown[];
+    expect(late[0]).to.equal('stale');
+    expect((await queue.client.hgetall(queue.keys.job(id))).state).to.equal('failed');
   });
 });

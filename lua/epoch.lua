@@ -1,0 +1,38 @@
+--[[ epoch.lua — shared locals: how long the server has been serving (no registered functions).
+  Why: a claim's idle time (the pending entries list's delivery time, or a list claim's lockedAt)
+  is kept across a restart (AOF/RDB) and a failover (replicated), so it includes the time the
+  server was down or not yet primary. A worker that was alive all along could not heartbeat in
+  that time; its claim must not look stalled because of it. So stalled recovery counts a claim's
+  age at most from the server's epoch: the start of the serving process (INFO server: run_id,
+  uptime_in_seconds), or, on a replica promoted since the epoch was recorded (the recorded
+  replication id is now this node's master_replid2), the first call that saw the promotion. Every
+  live worker heartbeats within half a lock of the server being back, so no live claim reaches
+  lockDuration of counted age; a dead worker's claim is reclaimed one lock after the epoch at the
+  latest, later than it would have been, never earlier.
+  The epoch is remembered in a hash the caller names (a queue's or a broadcast's meta key),
+  fields epochId (run_id:replid) and epochAt (server ms), written only by a call that may write.
+  A user whose ACL refuses INFO gets no epoch (age counts in full, as before): a denied INFO must
+  not stop recovery.
+]]
+-- The ms the server has been serving at server TIME `now`, as stalled recovery may count it
+-- against a claim (math.huge when INFO is refused). `recordKey`: the hash the epoch is kept in
+-- (its type is checked by the caller); `write`: whether this call may record a new epoch.
+local function servingFor(recordKey, now, write)
+  local info = redis.pcall('INFO', 'server', 'replication')
+  if type(info) ~= 'string' then return math.huge end
+  local runId = string.match(info, 'run_id:(%x+)')
+  local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+  if not runId or not uptime then return math.huge end
+  local id = runId .. ':' .. (string.match(info, 'master_replid:(%x+)') or '')
+  local kept = redis.call('HMGET', recordKey, 'epochId', 'epochAt')
+  local at = tonumber(kept[2])
+  if kept[1] ~= id or not at then
+    -- whole seconds of uptime, rounded down: a start taken as later than it was (only a delay)
+    at = now - uptime * 1000
+    local keptRepl = type(kept[1]) == 'string' and string.match(kept[1], ':(%x+)$')
+    if keptRepl and keptRepl == string.match(info, 'master_replid2:(%x+)') then at = now end
+    if write then redis.call('HSET', recordKey, 'epochId', id, 'epochAt', at) end
+  end
+  if at > now then return 0 end
+  return now - at
+end
