@@ -333,9 +333,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         next.forEach((c) => queueMicrotask(() => this.dispatch(c)));
         return undefined;
       }
-      next.push(...(reply.slice(1) as ClaimReply[]));
-      const newer = run.next;
+      let newer = run.next;
       run.next = undefined;
+      for (const claim of reply.slice(1) as ClaimReply[]) {
+        // the finish may fetch this very job again: a reclaim put it back while it ran
+        if (String(claim[0]) === run.job.id && newerFence(String(claim[1]), newer ? String(newer[1]) : run.job.claim?.fence)) newer = claim;
+        else next.push(claim);
+      }
       if (String(reply[0]) === 'stale' && newer && run.job.claim) {
         // the finish went under the claim a reclaim replaced, and the job came back here: the
         // run's outcome is stored under the new claim (no next jobs: the first reply had them)
@@ -575,16 +579,20 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.closing ??= (async () => {
       clearTimeout(this.promotionTimer);
       clearInterval(this.stalledTimer);
-      await this.reader?.unblock(this.client);
-      await this.releaseBuffered();
-      if (!force && this.active.size > 0) {
-        await Promise.race([this.whenIdle(), delay(this.settings.closeGracePeriod)]);
-      }
+      // A server that is gone must not hold the close: a call is made only on a live connection,
+      // and waited for a short while (what it would have done is left to recovery: a prefetched
+      // claim not given back is a stall, a consumer not removed is removed as stale).
+      const live = () => this.client.status === 'ready';
+      if (live()) await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
+      if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
+      if (!force && this.active.size > 0) await within(this.whenIdle(), this.settings.closeGracePeriod);
       clearInterval(this.heartbeatTimer);
       this.recovery.stop();
       this.client.off('close', this.onClientClose);
       this.running = false;
-      if (this.active.size === 0) await this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined);
+      if (this.active.size === 0 && live()) {
+        await within(this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined), CLOSE_CALL_MS);
+      }
       this.reader?.close();
       if (this.acquired.owned) await closeClient(this.client);
       this.emit('closed');
@@ -629,6 +637,17 @@ function newerFence(a: string | undefined, b: string | undefined): boolean {
   if (a === undefined || a === '') return false;
   if (b === undefined || b === '') return true;
   return Number(a) > Number(b);
+}
+
+/** How long close() waits for each of its calls to the server. */
+const CLOSE_CALL_MS = 2000;
+
+/** Waits for `p` (whose failure is not this wait's concern) at most `ms`; the timer never outlives it. */
+async function within(p: Promise<unknown> | undefined, ms: number): Promise<void> {
+  if (!p) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
 }
 
 function delay(ms: number): Promise<void> {
