@@ -1,7 +1,10 @@
 --[[ broadcast.lua — glidemq_bcPublish, glidemq_bcSubscribe, glidemq_bcActivate, glidemq_bcFinish,
-  glidemq_bcRetries, glidemq_bcReclaim, glidemq_bcExtend, glidemq_bcRemoveIdleConsumer
+  glidemq_bcRetries, glidemq_bcReclaim, glidemq_bcExtend,
+  glidemq_bcRemoveIdleConsumer, glidemq_bcSubscriptions
   One stream, one consumer group per subscription.
-  A broadcast's messages are entries of `<prefix>:{<name>}:broadcast` (fields subject, data, ts).
+  A broadcast's messages are entries of `<prefix>:{<name>}:broadcast` (fields subject, data, ts, n:
+  n is the message's number, 1, 2, 3, ... from the meta hash's `published` counter, so how many
+  kept messages lie after a position is a subtraction, not a walk; see glidemq_bcSubscriptions).
   Entries are never XDEL'd after processing: every subscription is a consumer group with its own
   read position and pending list, and publish trims the oldest entries (XADD MAXLEN = maxMessages,
   exact), whether or not a subscription has read them. A subscription's claim on a message is its
@@ -10,6 +13,12 @@
   deleted when the message is done. A failed attempt with attempts left stays pending and waits in
   `<stream>:sub:<s>:retry` (zset, due ms); a message given up on is acked and recorded in the
   capped stream `<stream>:sub:<s>:dead`. Nothing here touches another subscription's group or keys.
+  Once-only publish: a client re-sends a call whose reply it lost (ioredis does so on reconnect),
+  and a re-run publish would store the message twice, so every subscription would run it twice.
+  So, as glidemq_add does (lua/producers.lua), a publish names its producer (one per Broadcast
+  object) and call number, and the reply of each call the client may still re-send is kept in the
+  hash `<stream>:producer:<producer id>`: a call number already run gets the first run's reply and
+  writes nothing.
   Time: a message's ts, createdAt, retry due times and the idle time that makes a claim stalled are
   the server's (TIME, and the pending entries list's own idle times); no caller's clock is used. A
   wait a worker needs (the next due retry) is returned relative, in ms from the server's now.
@@ -17,13 +26,21 @@
   writes, and that the subscription exists where it needs one, before its first write; a refused
   call changes nothing.
 
-  glidemq_bcPublish — adds a message for every subscription.
+  glidemq_bcPublish — adds a message for every subscription, once per call number.
     KEYS[1]  meta key of the broadcast (`<stream>:meta`).
     ARGV[1]  maxMessages: messages kept (each publish trims the oldest beyond it; 0 = no cap).
-    ARGV[2]  subject: dot-separated tokens, no whitespace, no wildcards ('*', '>'), no empty token.
-    ARGV[3]  data: the message data (JSON text; its size is checked by the client).
-    Returns  the entry id.
-    Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (the stream or meta key holds another type).
+    ARGV[2]  producer: '' (the call may run twice if resent) or the client's producer id (1..64
+             letters, digits, '_' or '-'): a call already run is answered as the first time and
+             writes nothing (lua/producers.lua).
+    ARGV[3]  seq: the call's number for this producer (1..99999999999999; 0 without a producer).
+    ARGV[4]  answeredBelow: the lowest call number whose reply the producer still waits for
+             (1..seq; 0 without a producer): replies below it are dropped.
+    ARGV[5]  subject: dot-separated tokens, no whitespace, no wildcards ('*', '>'), no empty token.
+    ARGV[6]  data: the message data (JSON text; its size is checked by the client).
+    Returns  {ts, id}: the server time (ms) stored as the message's ts, and its entry id. A
+             repeated call (same producer and seq) gets the first run's reply.
+    Errors   ERR_INVALID (an argument, or producer, seq and answeredBelow that do not go together),
+             ERR_WRONG_TYPE (the stream, meta or producer key holds another type).
 
   glidemq_bcSubscribe — creates a subscription (its consumer group) unless it exists.
     KEYS[1]  meta key of the broadcast.
@@ -32,6 +49,9 @@
              entry id.
     ARGV[3]  subjects: its subject filters as a JSON array of strings (informational).
     Returns  1 created, 0 existed (its position is kept: a restarted subscription resumes where it was).
+             A new group's entries-read counter is set (ENTRIESREAD) to the messages published
+             before its start, so the server counts exactly what was published after its position
+             and not delivered to it (glidemq_bcSubscriptions: trimmedUnread).
     Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_bcActivate — claims delivered entries for a run, or acks those outside the subject filter.
@@ -76,7 +96,9 @@
     ARGV[4]  maxStalledCount: stalls a message may have and still run again (>= 0).
     ARGV[5]  count: most entries to take per call (0..10000).
              XAUTOCLAIMs entries idle longer than minIdle; each is a stall: run again by this
-             consumer, or given up once stalls exceed maxStalledCount.
+             consumer, or given up once stalls exceed maxStalledCount. Nothing is stalled until
+             the server has served minIdle since its start or promotion (lua/epoch.lua: the epoch
+             is recorded in the meta hash), so an outage is never counted against a claim.
     Returns  {entries, failedIds} with entries shaped as for bcRetries.
     Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION.
 
@@ -96,11 +118,32 @@
     ARGV[2]  consumer: the consumer name.
     Returns  1 deleted, 0 not (it holds claims, or there is no such subscription or consumer).
     Errors   ERR_INVALID, ERR_WRONG_TYPE.
+
+  glidemq_bcSubscriptions — where each subscription is, read in one atomic step. Read-only.
+    KEYS[1]  meta key of the broadcast.
+    ARGV     none.
+    Returns  per subscription {name, lastDeliveredId, pending, consumers, lag, trimmedUnread}:
+             lag = kept messages after its read position (not yet delivered to it);
+             trimmedUnread = messages published after its position (its start, for a new one)
+             that maxMessages trimmed before it read them: it never gets them. -1 = the server
+             cannot tell. ({} when the stream does not exist.)
+             Why not XINFO GROUPS' own lag: the group's entries-read counter counts deliveries,
+             so messages trimmed before a delivery stay in its lag forever (100 published, 10
+             kept, all 10 read: lag 84). Its lag is in fact lag + trimmedUnread whenever the
+             group's counter is valid (glidemq_bcSubscribe starts it valid; a group created
+             otherwise gets it once it reads the newest message). lag itself comes from the
+             messages' numbers (field n): n(last) - n(first message after the position) + 1,
+             when the kept messages are numbered without gaps (the check: n(last) - n(first)
+             + 1 = length, and no entry was XDEL'd after the position); otherwise by counting
+             up to BC.lagScan entries (more than that: -1). O(subscriptions × log(length)).
+    Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (the stream key holds another type).
 ]]
 -- Everything below is this file's own, inside one block (the main chunk may hold at most 200 locals).
 do
 -- Limits, and the argument kinds only broadcasts use (see args.lua for the others).
-local BC = { deadMaxlen = 1000, retryScan = 100 }
+-- lagScan: entries glidemq_bcSubscriptions counts one by one at most (when the numbers cannot be
+-- trusted); maxCallSeq: 14 digits, so Lua writes a call number exactly as a hash field name.
+local BC = { deadMaxlen = 1000, retryScan = 100, lagScan = 1000, maxCallSeq = 99999999999999 }
 -- a run of digits within an unsigned 64-bit number (a part of a stream id)
 -- an entry id as XADD makes them: <ms>-<seq>, each part a 64-bit unsigned number
 BC.subscription = kind('a subscription name (1 to 600 bytes, no "{", "}", ":", "*", "?", "[", "]", ' ..
@@ -134,7 +177,13 @@ BC.subjects = kind('a JSON array of subject filters (strings)', function(v)
   return v
 end)
 
-local BC_PUBLISH_ARGS = { 'maxMessages', ARG.int(0, MAX_SAFE_INT), 'subject', BC.subject, 'data', ARG.any }
+BC.producer = kind("'' or a producer id (1 to 64 letters, digits, '_' or '-')", function(v)
+  if v == '' or (#v <= 64 and not string.find(v, '[^%w_%-]')) then return v end
+  return nil
+end)
+
+local BC_PUBLISH_ARGS = { 'maxMessages', ARG.int(0, MAX_SAFE_INT), 'producer', BC.producer,
+  'seq', ARG.int(0, BC.maxCallSeq), 'answeredBelow', ARG.int(0, BC.maxCallSeq), 'subject', BC.subject, 'data', ARG.any }
 local BC_SUBSCRIBE_ARGS = { 'subscription', BC.subscription, 'start', BC.start, 'subjects', BC.subjects }
 local BC_ACTIVATE_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
 local BC_ACTIVATE_ENTRY = { 'entryId', ARG.streamId, 'run', ARG.flag }
@@ -147,10 +196,12 @@ local BC_RECLAIM_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEm
 local BC_EXTEND_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
 local BC_EXTEND_CLAIM = { 'entryId', ARG.streamId, 'fence', ARG.fence }
 local BC_REMOVE_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty }
+local BC_SUBSCRIPTIONS_ARGS = {}
 
 local function bcKeys(metaKey, sub)
   local stream = string.sub(metaKey, 1, #metaKey - 5) -- strip ':meta'
-  local b = { meta = metaKey, stream = stream }
+  -- (producerPrefix: the once-only publish hashes, read and written by lua/producers.lua)
+  local b = { meta = metaKey, stream = stream, producerPrefix = stream .. ':producer:' }
   if sub then
     b.sub = stream .. ':sub:' .. sub
     b.retry = b.sub .. ':retry'
@@ -222,18 +273,90 @@ local function bcRequire(fn, b, group, dead)
   end
 end
 
+-- Whether stream id x sorts before y (decimal parts of up to 20 digits: compared as text, by length first).
+local function bcIdBefore(x, y)
+  local xm, xs = string.match(x, '^(%d+)%-(%d+)$')
+  local ym, ys = string.match(y, '^(%d+)%-(%d+)$')
+  local function less(p, q)
+    if #p ~= #q then return #p < #q end
+    return p < q
+  end
+  if xm ~= ym then return less(xm, ym) end
+  return less(xs, ys)
+end
+
+-- The number (field n, see the file's header) of an entry {id, fields}, or nil.
+local function bcNumber(e)
+  if not e or not e[2] then return nil end
+  for i = 1, #e[2], 2 do
+    if e[2][i] == 'n' then return tonumber(e[2][i + 1]) end
+  end
+  return nil
+end
+
+--[[ Kept messages after `pos` (a group's last-delivered-id) in the stream described by `s`
+  (XINFO STREAM as a table), or -1 when it cannot be told. ]]
+local function bcUnread(b, s, pos)
+  local first, last = s['first-entry'], s['last-entry']
+  if not first or not last or not bcIdBefore(pos, last[1]) then return 0 end
+  if bcIdBefore(pos, first[1]) then return s.length end
+  local after = '(' .. pos
+  local deleted = s['max-deleted-entry-id']
+  -- an entry XDEL'd after the position leaves a gap in the numbers: count instead
+  if not deleted or not bcIdBefore(pos, deleted) then
+    local firstN, lastN = bcNumber(first), bcNumber(last)
+    local nextN = bcNumber(redis.call('XRANGE', b.stream, after, '+', 'COUNT', 1)[1])
+    -- (a stream that still holds messages published before they were numbered: from the next one on)
+    local whole = true
+    if firstN then whole = lastN ~= nil and lastN - firstN + 1 == s.length end
+    if lastN and nextN and whole and nextN <= lastN and lastN - nextN + 1 <= s.length then
+      return lastN - nextN + 1
+    end
+  end
+  local n = 0
+  while n <= BC.lagScan do
+    local page = redis.call('XRANGE', b.stream, after, '+', 'COUNT', 100)
+    if #page == 0 then return n end
+    n = n + #page
+    after = '(' .. page[#page][1]
+  end
+  return -1
+end
+
+-- XINFO STREAM of an existing stream as a table (length, entries-added, first-entry, ...).
+local function bcStreamInfo(b)
+  local s = {}
+  local info = redis.call('XINFO', 'STREAM', b.stream) -- a key of another type raises WRONGTYPE
+  for i = 1, #info, 2 do s[info[i]] = info[i + 1] end
+  return s
+end
+
 register('glidemq_bcPublish', function(keys, args)
   local a = decodeArgs('glidemq_bcPublish', args, BC_PUBLISH_ARGS)
+  if (a.producer == '') ~= (a.seq == 0) or (a.seq > 0 and (a.answeredBelow < 1 or a.answeredBelow > a.seq)) then
+    refuse('ERR_INVALID', 'glidemq_bcPublish: producer, seq and answeredBelow go together: a producer id with ' ..
+      'seq >= 1 and 1 <= answeredBelow <= seq, or \'\', 0, 0 (got seq ' .. a.seq .. ', answeredBelow ' .. a.answeredBelow .. ')')
+  end
   local b = bcKeys(keys[1])
+  -- a call number already run: its first reply, and nothing written (reads only; checks the hash's type)
+  local pk, kept, low = producerCall(b, a.producer, a.seq)
+  if kept then return kept end
   requireKeyType(b.meta, 'hash')
   requireKeyType(b.stream, 'stream')
   local now = serverNow()
+  -- the first write: a `published` field that is no count refuses here, before anything is written
+  local n = redis.call('HINCRBY', b.meta, 'published', 1)
   redis.call('HSETNX', b.meta, 'createdAt', now)
+  local id
   if a.maxMessages > 0 then
     redis.call('HSET', b.meta, 'maxMessages', a.maxMessages)
-    return redis.call('XADD', b.stream, 'MAXLEN', '=', a.maxMessages, '*', 'subject', a.subject, 'data', a.data, 'ts', now)
+    id = redis.call('XADD', b.stream, 'MAXLEN', '=', a.maxMessages, '*', 'subject', a.subject, 'data', a.data, 'ts', now, 'n', n)
+  else
+    id = redis.call('XADD', b.stream, '*', 'subject', a.subject, 'data', a.data, 'ts', now, 'n', n)
   end
-  return redis.call('XADD', b.stream, '*', 'subject', a.subject, 'data', a.data, 'ts', now)
+  local out = { now, id }
+  if pk then rememberReply(pk, a.seq, a.answeredBelow, low, out) end
+  return out
 end)
 
 register('glidemq_bcSubscribe', function(keys, args)
@@ -244,8 +367,25 @@ register('glidemq_bcSubscribe', function(keys, args)
   requireKeyType(b.stream, 'stream')
   requireKeyType(b.sub, 'hash')
   local now = serverNow()
+  -- The group's entries-read counter starts valid (XGROUP CREATE leaves it unknown without
+  -- ENTRIESREAD): the messages published before its start, so that from then on the server's
+  -- count of what was published after its position and not delivered is exact, and
+  -- glidemq_bcSubscriptions can tell the trimmed-unread ones apart.
+  local create = { 'XGROUP', 'CREATE', b.stream, group, a.start, 'MKSTREAM' }
+  local entriesRead = 0 -- a stream MKSTREAM creates: nothing published yet
+  if redis.call('EXISTS', b.stream) == 1 then
+    local st = bcStreamInfo(b)
+    local unread = 0
+    if a.start ~= '$' then
+      local pos = a.start == '0' and '0-0' or a.start
+      if not string.find(pos, '-', 1, true) then pos = pos .. '-0' end
+      unread = bcUnread(b, st, pos)
+    end
+    entriesRead = unread >= 0 and st['entries-added'] - unread or nil
+  end
+  if entriesRead then create[#create + 1], create[#create + 2] = 'ENTRIESREAD', entriesRead end
   -- XGROUP CREATE checks the start id before MKSTREAM creates anything: a refusal writes nothing.
-  local ok = redis.pcall('XGROUP', 'CREATE', b.stream, group, a.start, 'MKSTREAM')
+  local ok = redis.pcall(unpack(create))
   if type(ok) == 'table' and ok.err then
     if not string.find(ok.err, 'BUSYGROUP') then
       refuse('ERR_INVALID', 'glidemq_bcSubscribe: cannot create subscription ' .. group .. ' at start ' ..
@@ -337,8 +477,11 @@ register('glidemq_bcReclaim', function(keys, args)
   local group = a.subscription
   local b = bcKeys(keys[1], group)
   bcRequire('glidemq_bcReclaim', b, group, true)
+  requireKeyType(b.meta, 'hash')
   local entries, failed = {}, {}
   if a.count <= 0 then return { entries, failed } end
+  -- time the server was down or not yet primary is no claim's idle time (lua/epoch.lua)
+  if servingFor(b.meta, serverNow(), true) < a.minIdle then return { entries, failed } end
   -- the walk's cursor, unless another program left something else there
   local cursor = redis.call('HGET', b.sub, 'reclaimCursor')
   if not cursor or not ARG.streamId.check(cursor) then cursor = '0-0' end
@@ -398,4 +541,28 @@ register('glidemq_bcRemoveIdleConsumer', function(keys, args)
   if type(removed) == 'table' and removed.err then return 0 end
   return 1
 end)
+
+register('glidemq_bcSubscriptions', function(keys, args)
+  decodeArgs('glidemq_bcSubscriptions', args, BC_SUBSCRIPTIONS_ARGS)
+  local b = bcKeys(keys[1])
+  if redis.call('EXISTS', b.stream) == 0 then return {} end
+  local s = bcStreamInfo(b)
+  local out = {}
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', b.stream)) do
+    local h = {}
+    for i = 1, #g, 2 do h[g[i]] = g[i + 1] end
+    local pos = h['last-delivered-id']
+    local lag = bcUnread(b, s, pos)
+    -- XINFO's lag is entries-added - entries-read: every message published after the group's
+    -- position that it was not delivered, kept or trimmed (valid only while the group's
+    -- entries-read counter is, and no entry after its position was XDEL'd)
+    local trimmed = -1
+    local deleted = s['max-deleted-entry-id']
+    if lag >= 0 and h['entries-read'] and h.lag and (not deleted or not bcIdBefore(pos, deleted)) and h.lag >= lag then
+      trimmed = h.lag - lag
+    end
+    out[#out + 1] = { h.name, pos, h.pending, h.consumers, lag, trimmed }
+  end
+  return out
+end, { 'no-writes' })
 end

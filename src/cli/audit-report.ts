@@ -1,6 +1,6 @@
 /** How an audit report reads on a terminal: a heading and a table per node, then one summary line. */
 import type { AuditReport, AuditSummary, NodeReport } from '../audit/audit.js';
-import { colour, print, status, table } from './output.js';
+import { colour, print, status, table, plural } from './output.js';
 
 function nodeTable(node: NodeReport): string {
   return table({
@@ -23,7 +23,7 @@ export function summaryLine(summary: AuditSummary, nodes: number, code: number, 
       : summary.fail > 0
         ? colour.red('below the durable baseline')
         : colour.yellow(`warnings present${strict ? ' (--strict)' : ''}`);
-  return `${nodes} node${nodes === 1 ? '' : 's'}: ${counts} — ${verdict}`;
+  return `${plural(nodes, 'node')}: ${counts} — ${verdict}`;
 }
 
 export function printAuditReport(report: AuditReport, code: number, strict: boolean): void {

@@ -19,6 +19,11 @@ export function print(line = ''): void {
   process.stdout.write(line + '\n');
 }
 
+/** `n word` with the word in the plural unless n is 1 ("1 job", "3 jobs"); `many`: an irregular plural. */
+export function plural(n: number, word: string, many = `${word}s`): string {
+  return `${n} ${n === 1 ? word : many}`;
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }

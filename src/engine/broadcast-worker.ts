@@ -243,6 +243,10 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   }
 
   private async reclaim(): Promise<void> {
+    // as Worker's stalled check: not while disconnected (it could run before the heartbeat that
+    // re-asserts this worker's claims), and this worker's own claims are renewed first
+    if (this.client.status !== 'ready') return;
+    await this.heartbeat();
     const r = (await this.call('glidemq_bcReclaim', [
       this.subscription, this.consumer, this.settings.lockDuration, this.settings.maxStalledCount, this.freeSlots(),
     ])) as [(string | number)[][], string[]];

@@ -2,14 +2,15 @@
  * The publishing side of a broadcast: every subscription (a consumer group on the broadcast's one
  * stream) gets every message, and each subscription's workers share its messages between them.
  * Messages are not deleted after processing; `maxMessages` caps the stream by trimming the oldest
- * entries on publish, read or not.
+ * entries on publish, read or not. A publish is stored once even when its reply is lost and ioredis
+ * re-sends it: a Broadcast is a producer as a Queue is (lua/producers.lua, ./producer.ts).
  */
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client, type ConnectionInput } from './connection.js';
 import { invalid } from './errors.js';
 import { BroadcastKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { DEFAULT_MAX_PAYLOAD } from './options.js';
-import { pairsToRecord } from './replies.js';
+import { Producer } from './producer.js';
 import { validateSubject } from './subjects.js';
 import { SafeEmitter } from './safe-emitter.js';
 
@@ -28,8 +29,16 @@ export interface SubscriptionInfo {
   lastDeliveredId: string;
   /** Messages claimed by its workers and not finished (running, or waiting out a retry). */
   pending: number;
-  /** Messages kept in the stream that it has not read yet (null when the server cannot tell). */
+  /**
+   * Messages kept in the stream that it has not read yet (null when the server cannot tell).
+   * Messages trimmed before it read them are not here: see `trimmedUnread`.
+   */
   lag: number | null;
+  /**
+   * Messages published after its position (its start, for a new subscription) that `maxMessages`
+   * trimmed before it read them: it never gets them (null when the server cannot tell).
+   */
+  trimmedUnread: number | null;
   consumers: number;
 }
 
@@ -54,6 +63,7 @@ export class Broadcast extends SafeEmitter {
   private readonly acquired: Acquired;
   private readonly maxMessages: number;
   private readonly maxPayload: number;
+  private readonly producer = new Producer();
   private ready: Promise<void> | undefined;
 
   constructor(
@@ -81,7 +91,11 @@ export class Broadcast extends SafeEmitter {
     return this.ready;
   }
 
-  /** Adds a message for every subscription; resolves to its entry id. */
+  /**
+   * Adds a message for every subscription; resolves to its entry id. Once per call: a call re-sent
+   * after its reply was lost (a cut connection, a server restart) stores nothing again and resolves
+   * to the id the first run stored.
+   */
   async publish(subject: string, data: unknown = {}): Promise<string> {
     validateSubject(subject);
     let json: string | undefined;
@@ -96,7 +110,11 @@ export class Broadcast extends SafeEmitter {
       throw invalid(`message data is ${size} bytes, over the limit of ${this.maxPayload} bytes; store large data elsewhere and publish a reference`);
     }
     await this.waitUntilReady();
-    return String(await callFunction(this.client, 'glidemq_bcPublish', this.keys.meta, [this.maxMessages, subject, json]));
+    const call = this.producer.next();
+    // reply: the server's ts of the message, then its entry id
+    const reply = callFunction(this.client, 'glidemq_bcPublish', this.keys.meta, [this.maxMessages, ...call.args, subject, json]);
+    const [, id] = (await reply.finally(call.done)) as [number, string];
+    return String(id);
   }
 
   /** Messages kept in the stream. */
@@ -108,25 +126,27 @@ export class Broadcast extends SafeEmitter {
   /** The subscriptions (consumer groups) of this broadcast and where each one is. */
   async subscriptions(): Promise<SubscriptionInfo[]> {
     await this.waitUntilReady();
-    let groups: unknown[][];
-    try {
-      groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
-    } catch {
-      return [];
-    }
-    return groups.map((g) => {
-      const h = pairsToRecord(g);
-      return {
-        name: String(h.name),
-        lastDeliveredId: String(h['last-delivered-id']),
-        pending: Number(h.pending),
-        lag: h.lag === null || h.lag === undefined ? null : Number(h.lag),
-        consumers: Number(h.consumers),
-      };
-    });
+    // one atomic read on the server: lag and trimmedUnread are of the same moment
+    const rows = (await callFunction(this.client, 'glidemq_bcSubscriptions', this.keys.meta, [])) as unknown[][];
+    const count = (v: unknown) => (Number(v) >= 0 ? Number(v) : null); // -1: the server cannot tell
+    return rows.map(([name, lastDeliveredId, pending, consumers, lag, trimmedUnread]) => ({
+      name: String(name),
+      lastDeliveredId: String(lastDeliveredId),
+      pending: Number(pending),
+      lag: count(lag),
+      trimmedUnread: count(trimmedUnread),
+      consumers: Number(consumers),
+    }));
   }
 
   async close(): Promise<void> {
+    // The replies the server keeps for this producer's calls are never asked for again once every
+    // call settled: drop them now rather than when they expire (an hour on). Not awaited, and only
+    // on a live connection, as Queue.close() does.
+    if (this.producer.used && this.producer.settled && this.client.status === 'ready') {
+      this.client.del(this.keys.producerPrefix + this.producer.id).catch(() => undefined);
+    }
     if (this.acquired.owned) await closeClient(this.client);
   }
 }
+

@@ -131,6 +131,8 @@ export class BroadcastKeys {
   retry(subscription: string) { return `${this.base}:sub:${subscription}:retry`; }
   /** Messages a subscription gave up on (capped stream: entry id, subject, reason, attempts). */
   dead(subscription: string) { return `${this.base}:sub:${subscription}:dead`; }
+  /** Prefix of the publishers' once-only reply hashes (lua/producers.lua); + producer id. */
+  get producerPrefix() { return `${this.base}:producer:`; }
 }
 
 /** Pattern that finds every queue's meta key under a prefix (for `queues`, `heal --all`). */

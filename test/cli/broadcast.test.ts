@@ -84,6 +84,37 @@ describe('CLI: publish, worker --broadcast --subscription', function () {
     expect(again.stdout.trim()).to.equal('');
   });
 
+  it('subscriptions lists lag and trimmed-unread apart; worker --exit-when-idle exits once every kept message is read', async () => {
+    const none = await cli(['subscriptions', name]);
+    expect(none.code, none.stderr).to.equal(0);
+    expect(none.stdout).to.match(/no subscriptions/);
+    expect(JSON.parse((await cli(['subscriptions', name, '--json'])).stdout)).to.deep.equal([]);
+    // the subscription starts (nothing to do yet), then 5 messages come with 2 kept: 3 trimmed unread
+    const first = await cli(['worker', processor('echo.mjs'), '--broadcast', name, '--subscription', 'audit', '--exit-when-idle', '--json']);
+    expect(first.code, first.stderr).to.equal(0);
+    const capped = new Broadcast(name, { connection: server().url, maxMessages: 2 });
+    try {
+      for (let i = 0; i < 5; i++) await capped.publish('orders.created', { i });
+    } finally {
+      await capped.close();
+    }
+    const before = JSON.parse((await cli(['subscriptions', name, '--json'])).stdout);
+    expect(before).to.have.length(1);
+    expect(before[0]).to.include({ name: 'audit', lag: 2, trimmedUnread: 3, pending: 0 });
+    expect(before[0]).to.have.all.keys('name', 'lastDeliveredId', 'pending', 'lag', 'trimmedUnread', 'consumers');
+    // idle = every kept message read: the 3 it never gets do not keep it waiting
+    const r = await cli(['worker', processor('echo.mjs'), '--broadcast', name, '--subscription', 'audit', '--exit-when-idle', '--json']);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l).status)).to.deep.equal(['completed', 'completed']);
+    const after = JSON.parse((await cli(['subscriptions', name, '--json'])).stdout);
+    expect(after[0]).to.include({ name: 'audit', lag: 0, trimmedUnread: 3, pending: 0 });
+    const t = await cli(['subscriptions', name]);
+    expect(t.code, t.stderr).to.equal(0);
+    expect(t.stdout).to.match(/subscription\s.*lag\s.*trimmed-unread\s.*pending/);
+    expect(t.stdout).to.match(/audit\s*│?\s*0\s*│?\s*3\s*│?\s*0/);
+    expect(t.stdout).to.match(/2 messages kept/);
+  });
+
   it('--fail-fast exits 1 once a message fails for good', async () => {
     await b.publish('x', {});
     const r = await cli(['worker', processor('always-fail.mjs'), '--broadcast', name, '--subscription', 's', '--start-from', 'earliest', '--fail-fast']);

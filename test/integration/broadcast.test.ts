@@ -107,6 +107,60 @@ describe('Broadcast (real valkey-server)', () => {
     expect(got).to.deep.equal([7, 8, 9, 10, 11]);
   });
 
+  it('lag counts kept messages not yet read; trimmedUnread the messages maxMessages trimmed before they were read', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name, 10);
+    await subscribe(name, 'slow');
+    const at = async (sub: string) => (await b.subscriptions()).find((s) => s.name === sub)!;
+    const got: number[] = [];
+    const read = async (n: number) => {
+      const w = worker(name, 'slow', async (m) => void got.push((m.data as { i: number }).i));
+      await waitFor(async () => got.length === n && (await at('slow')).pending === 0, `${n} messages read`);
+      await w.close();
+    };
+    for (let i = 0; i < 6; i++) await b.publish('t.x', { i });
+    await read(6);
+    // 94 more while it is stopped: 10 are kept, so 84 of them are trimmed before it reads them
+    for (let i = 6; i < 100; i++) await b.publish('t.x', { i });
+    expect(await at('slow')).to.include({ lag: 10, trimmedUnread: 84, pending: 0 });
+    // a subscription started from the earliest kept message after the trimming missed nothing
+    await subscribe(name, 'late');
+    expect(await at('late')).to.include({ lag: 10, trimmedUnread: 0 });
+    await read(16);
+    expect(got).to.deep.equal([0, 1, 2, 3, 4, 5, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99]);
+    // every kept message read: lag 0; the 84 it never got are counted apart
+    expect(await at('slow')).to.include({ lag: 0, trimmedUnread: 84, pending: 0 });
+    // (the server's own XINFO lag still counts them: 84 with every kept message read)
+    const groups = (await raw.xinfo('GROUPS', b.keys.stream)) as unknown[][];
+    const slow = groups.find((g) => g[1] === 'slow')!;
+    expect(slow[slow.indexOf('lag') + 1]).to.equal(84);
+    // lag in the middle of the kept messages comes from their numbers: 3 read of the next 5
+    for (let i = 100; i < 105; i++) await b.publish('t.x', { i });
+    await raw.xreadgroup('GROUP', 'slow', 'c1', 'COUNT', 3, 'STREAMS', b.keys.stream, '>');
+    expect(await at('slow')).to.include({ lag: 2, trimmedUnread: 84, pending: 3 });
+    // 'late' read nothing: the 10 kept are unread, and 5 it could have read were trimmed
+    expect(await at('late')).to.include({ lag: 10, trimmedUnread: 5 });
+  });
+
+  it('lag of messages stored without numbers (before they had them) is counted; a start at an entry id', async () => {
+    const name = uniqueQueue('bc');
+    const b = broadcast(name);
+    // five messages as an older glidemq stored them: no field n
+    const old: string[] = [];
+    for (let i = 0; i < 5; i++) old.push((await raw.xadd(b.keys.stream, '*', 'subject', 't.x', 'data', '{}', 'ts', '1'))!);
+    await subscribe(name, 'all');
+    await subscribe(name, 'mid', { startFrom: old[1] });
+    await subscribe(name, 'new', { startFrom: 'latest' });
+    for (let i = 0; i < 3; i++) await b.publish('t.x', { i });
+    const subs = Object.fromEntries((await b.subscriptions()).map((s) => [s.name, s]));
+    expect(subs.all).to.include({ lag: 8, trimmedUnread: 0 });
+    expect(subs.mid).to.include({ lag: 6, trimmedUnread: 0 });
+    expect(subs.new).to.include({ lag: 3, trimmedUnread: 0 });
+    // read up to the first numbered message: from there on the numbers count
+    await raw.xreadgroup('GROUP', 'all', 'c1', 'COUNT', 6, 'STREAMS', b.keys.stream, '>');
+    expect((await b.subscriptions()).find((s) => s.name === 'all')).to.include({ lag: 2, trimmedUnread: 0, pending: 6 });
+  });
+
   it('a subscription resumes from its last acknowledged message and sees what came while it was down', async () => {
     const name = uniqueQueue('bc');
     const b = broadcast(name);
@@ -254,12 +308,16 @@ describe('Broadcast (real valkey-server)', () => {
     const before = await dumpAll(b);
     const call = (fn: string, args: (string | number)[]) => callFunction(raw, fn, b.keys.meta, args);
     const invalid: [string, (string | number)[], RegExp][] = [
-      ['glidemq_bcPublish', [-1, 'a.b', '{}'], /maxMessages/],
-      ['glidemq_bcPublish', ['nan', 'a.b', '{}'], /maxMessages/],
-      ['glidemq_bcPublish', [0, 'a..b', '{}'], /subject/],
-      ['glidemq_bcPublish', [0, 'a.*', '{}'], /subject/],
-      ['glidemq_bcPublish', [0, 'a.b'], /data must be/],
-      ['glidemq_bcPublish', [0, 'a.b', '{}', 'extra'], /expected 3 arguments/],
+      ['glidemq_bcPublish', [-1, '', 0, 0, 'a.b', '{}'], /maxMessages/],
+      ['glidemq_bcPublish', ['nan', '', 0, 0, 'a.b', '{}'], /maxMessages/],
+      ['glidemq_bcPublish', [0, '', 0, 0, 'a..b', '{}'], /subject/],
+      ['glidemq_bcPublish', [0, '', 0, 0, 'a.*', '{}'], /subject/],
+      ['glidemq_bcPublish', [0, '', 0, 0, 'a.b'], /data must be/],
+      ['glidemq_bcPublish', [0, '', 0, 0, 'a.b', '{}', 'extra'], /expected 6 arguments/],
+      ['glidemq_bcPublish', [0, 'p:1', 1, 1, 'a.b', '{}'], /producer/],
+      ['glidemq_bcPublish', [0, 'p1', 0, 0, 'a.b', '{}'], /producer, seq and answeredBelow go together/],
+      ['glidemq_bcPublish', [0, 'p1', 2, 3, 'a.b', '{}'], /producer, seq and answeredBelow go together/],
+      ['glidemq_bcSubscriptions', ['extra'], /expected 0 arguments/],
       ['glidemq_bcSubscribe', ['t', 'later', '[]'], /start/],
       ['glidemq_bcSubscribe', ['t', '99999999999999999999999-0', '[]'], /start/],
       ['glidemq_bcSubscribe', ['t', '$', '{"a":1}'], /subjects/],
@@ -294,8 +352,10 @@ describe('Broadcast (real valkey-server)', () => {
     // keys another program wrote with other types
     await raw.set(b.keys.retry('s'), 'x');
     await raw.set(b.keys.dead('s'), 'x');
+    await raw.set(b.keys.producerPrefix + 'p1', 'x');
     const typed = await dumpAll(b);
     for (const [fn, args] of [
+      ['glidemq_bcPublish', [0, 'p1', 1, 1, 'a.b', '{}']],
       ['glidemq_bcActivate', ['s', 'c1', 1, id, 1]],
       ['glidemq_bcFinish', ['s', 'c1', id, 1, 'failed', 'boom', -1, 1]],
       ['glidemq_bcRetries', ['s', 'c1', 1]],
@@ -305,13 +365,14 @@ describe('Broadcast (real valkey-server)', () => {
       expect(await refusal(call(fn, args)), fn).to.be.instanceOf(WrongTypeError);
     }
     expect(await dumpAll(b)).to.deep.equal(typed);
-    await raw.del(b.keys.retry('s'), b.keys.dead('s'));
+    await raw.del(b.keys.retry('s'), b.keys.dead('s'), b.keys.producerPrefix + 'p1');
     expect(await dumpAll(b)).to.deep.equal(before);
     // a meta key of another type: publish writes nothing, not even the message
     await raw.del(b.keys.meta);
     await raw.set(b.keys.meta, 'x');
     const len = await raw.xlen(b.keys.stream);
-    expect(await refusal(call('glidemq_bcPublish', [0, 'a.b', '{}']))).to.be.instanceOf(WrongTypeError);
+    expect(await refusal(call('glidemq_bcPublish', [0, '', 0, 0, 'a.b', '{}']))).to.be.instanceOf(WrongTypeError);
+    expect(await refusal(call('glidemq_bcPublish', [0, 'p1', 1, 1, 'a.b', '{}']))).to.be.instanceOf(WrongTypeError);
     expect(await raw.xlen(b.keys.stream)).to.equal(len);
   });
 });

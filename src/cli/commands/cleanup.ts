@@ -4,7 +4,7 @@ import { parseDuration, parseInteger } from '../../engine/duration.js';
 import { invalid } from '../../engine/errors.js';
 import { action, withQueue } from '../context.js';
 import { confirmDestructive } from '../confirm.js';
-import { print, printJson } from '../output.js';
+import { print, printJson, plural } from '../output.js';
 
 interface Flags {
   yes?: boolean;
@@ -32,7 +32,7 @@ export function register(program: Command): void {
         if (!f.dryRun && !(await confirmDestructive(`drain queue ${queue}`, f.yes))) return 1;
         const r = await withQueue(ctx, queue, (q) => q.drain({ delayed: !!f.delayed, dryRun: !!f.dryRun }));
         if (ctx.json) printJson({ queue, removed: r.removed, dryRun: r.dryRun });
-        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${r.removed} waiting job${r.removed === 1 ? '' : 's'}`);
+        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${plural(r.removed, 'waiting job')}`);
         return 0;
       }),
     );
@@ -55,7 +55,7 @@ export function register(program: Command): void {
         if (!f.dryRun && !(await confirmDestructive(`remove ${state} jobs of ${queue}`, f.yes))) return 1;
         const r = await withQueue(ctx, queue, (q) => q.clean(state, grace, { limit, dryRun: !!f.dryRun }));
         if (ctx.json) printJson({ queue, state, removed: r.ids, dryRun: r.dryRun });
-        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${r.ids.length} ${state} job${r.ids.length === 1 ? '' : 's'}`);
+        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${plural(r.ids.length, `${state} job`)}`);
         return 0;
       }),
     );
@@ -73,7 +73,7 @@ export function register(program: Command): void {
         const r = await withQueue(ctx, queue, (q) => q.obliterate({ force: !!f.force, dryRun: !!f.dryRun }));
         if (ctx.json) printJson({ queue, keys: r.keys, active: r.active, dryRun: r.dryRun });
         else {
-          print(`${queue}: ${r.dryRun ? 'would delete' : 'deleted'} ${r.keys} key${r.keys === 1 ? '' : 's'}`);
+          print(`${queue}: ${r.dryRun ? 'would delete' : 'deleted'} ${plural(r.keys, 'key')}`);
           if (r.dryRun && r.active > 0) print(`${r.active} job${r.active === 1 ? ' is' : 's are'} active: obliterate needs --force`);
         }
         return 0;
@@ -88,7 +88,7 @@ export function register(program: Command): void {
     .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq remove emails 42 43 --yes`)
     .action(
       action(async (ctx, queue: string, ids: string[], f: Flags) => {
-        if (!(await confirmDestructive(`remove ${ids.length} job${ids.length === 1 ? '' : 's'} from ${queue}`, f.yes))) return 1;
+        if (!(await confirmDestructive(`remove ${plural(ids.length, 'job')} from ${queue}`, f.yes))) return 1;
         const removed = await withQueue(ctx, queue, async (q) => {
           const done: string[] = [];
           for (const id of ids) if (await q.remove(id, { force: !!f.force })) done.push(id);
@@ -97,7 +97,7 @@ export function register(program: Command): void {
         const missing = ids.filter((id) => !removed.includes(id));
         if (ctx.json) printJson({ queue, removed, missing });
         else {
-          print(`${queue}: removed ${removed.length} job${removed.length === 1 ? '' : 's'}`);
+          print(`${queue}: removed ${plural(removed.length, 'job')}`);
           if (missing.length) print(`not found: ${missing.join(', ')}`);
         }
         return missing.length ? 2 : 0;

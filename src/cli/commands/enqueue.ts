@@ -5,7 +5,7 @@ import { invalid } from '../../engine/errors.js';
 import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/options.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
-import { info, print, printJsonLine, printLines } from '../output.js';
+import { info, print, printJsonLine, printLines, plural } from '../output.js';
 
 interface EnqueueFlags {
   name: string;
@@ -93,7 +93,7 @@ its number, and nothing is enqueued.`,
               ctx.json ? JSON.stringify({ id: j.id, queue, name: j.name, created: j.created, ...dedupField(j) }) : j.id,
             );
             for (let i = 0; i < out.length; i += 10_000) printLines(out.slice(i, i + 10_000));
-            info(`enqueued ${jobs.length} job${jobs.length === 1 ? '' : 's'} to ${queue}`);
+            info(`enqueued ${plural(jobs.length, 'job')} to ${queue}`);
           });
           return 0;
         }

@@ -14,9 +14,10 @@ import { register as cleanup } from './cleanup.js';
 import { register as metrics } from './metrics.js';
 import { register as schedulers } from './schedulers.js';
 import { register as publish } from './publish.js';
+import { register as subscriptions } from './subscriptions.js';
 import { register as audit } from './audit.js';
 import { register as library } from './library.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, pel, reclaim, heal, cleanup, metrics, schedulers, publish, audit, library];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, pel, reclaim, heal, cleanup, metrics, schedulers, publish, subscriptions, audit, library];

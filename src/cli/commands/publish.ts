@@ -23,7 +23,8 @@ Subjects are dot-separated tokens; subscriptions filter them with * (one token) 
 Examples:
   $ glidemq publish orders orders.created '{"id":42}'
   $ glidemq publish orders orders.eu.cancelled '{"id":7}' --max-messages 10000 --json
-  $ glidemq worker ./audit.js --broadcast orders --subscription audit --subjects 'orders.>'`,
+  $ glidemq worker ./audit.js --broadcast orders --subscription audit --subjects 'orders.>'
+  $ glidemq subscriptions orders`,
     )
     .action(
       action(async (ctx, name: string, subject: string, data: string | undefined, flags: PublishFlags) => {

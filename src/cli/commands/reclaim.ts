@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { parseDuration, parseInteger } from '../../engine/duration.js';
 import { action } from '../context.js';
 import { existingQueue, withMaintenance } from '../maintenance.js';
-import { colour, formatMs, notice, print, printJson } from '../output.js';
+import { colour, formatMs, notice, print, printJson, plural } from '../output.js';
 
 interface ReclaimFlags {
   minIdle: string;
@@ -12,7 +12,7 @@ interface ReclaimFlags {
 }
 
 function jobs(n: number): string {
-  return `${n} job${n === 1 ? '' : 's'}`;
+  return plural(n, 'job');
 }
 
 export function register(program: Command): void {
@@ -60,7 +60,7 @@ Examples:
           print(`${would}${dryRun ? 'fail' : colour.red('failed')} ${jobs(r.failed.length)} (stalled more than ${maxStalledCount} times): ${r.failed.join(' ')}`);
         }
         if (r.consumersRemoved > 0) {
-          print(`${dryRun ? 'would remove' : 'removed'} ${r.consumersRemoved} idle consumer${r.consumersRemoved === 1 ? '' : 's'} that held nothing`);
+          print(`${dryRun ? 'would remove' : 'removed'} ${plural(r.consumersRemoved, 'idle consumer')} that held nothing`);
         }
         if (!dryRun && r.dropped > 0) print(colour.dim(`dropped ${r.dropped} pending entr${r.dropped === 1 ? 'y' : 'ies'} of removed or superseded jobs`));
         return 0;
