@@ -4,6 +4,7 @@ const SUITE = [
   'dist/test/unit/**/*.test.js',
   'dist/test/integration/**/*.test.js',
   'dist/test/cli/**/*.test.js',
+  'dist/test/compat/**/*.test.js',
   'dist/test/model/**/*.test.js',
   'dist/test/load/**/*.test.js',
 ];

@@ -72,8 +72,14 @@ register('glidemq_activate', function(keys, args)
   local out = { paused and 'paused' or (toInt(m[2], 0) > 0 and 'limited' or 'ok') }
   if paused then out[2] = lastEventId(k) end
   -- the entries being activated are already in the pending list: they do not hold a slot yet
+  -- (so they are taken off the count before it is compared with the limit, not added to what is
+  -- left after it: at the limit, 0 slots + 1 delivered entry would let one more job run)
   local free = 0
-  if not paused then free = math.min(freeSlots(k) + #entries, a.want) end
+  if not paused then
+    local limit = globalLimit(k)
+    if limit <= 0 then free = a.want
+    else free = math.max(0, math.min(limit - (activeCount(k) - #entries), a.want)) end
+  end
   if #entries > 0 then requireTypes(k, STREAM_TYPES) end
   if #wakeIds > 0 then requireTypes(k, LIST_TYPES) end -- wake acks, then list pops
   local now = serverNow()

@@ -57,8 +57,8 @@ export function runBroadcastWorker(
     json: ctx.json,
     limits,
     describe: (m: BroadcastMessage, err?: Error) => ({
-      id: m.id, label: m.subject, fields: { subject: m.subject, subscription: sub }, attemptsMade: m.attemptsMade,
-      failedReason: err?.message ?? '',
+      id: m.id, label: m.subject, fields: { subject: m.subject, subscription: sub }, attemptsMade: m.attemptsMade + 1,
+      failedReason: err?.message ?? '', durationMs: Math.max(0, (m.finishedOn ?? 0) - (m.processedOn ?? 0)), willRetry: m.willRetry,
     }),
     idleCheck: () => {
       // idle: this subscription has read every kept message and holds none unfinished

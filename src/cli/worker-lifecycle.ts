@@ -27,15 +27,19 @@ export interface Finished {
   id: string;
   label: string;
   fields: Record<string, unknown>;
-  /** Attempts made before this one. */
+  /** Attempts made, this one included. */
   attemptsMade: number;
   failedReason?: string | null;
+  /** How long this run took (ms). */
+  durationMs: number;
+  /** After a failure: whether it runs again. */
+  willRetry?: boolean;
 }
 
 export interface RunSpec<T> {
   json: boolean;
   limits: RunLimits;
-  /** What the 'completed'/'failed' event's item shows (`err` only on 'failed'). */
+  /** What the 'completed'/'failed' event's item shows (`err` only on 'failed'), read after the event. */
   describe(item: T, err?: Error): Finished;
   /** Opened only with --exit-when-idle, after the worker has started: the check, and what closes it. */
   idleCheck(): { nothingLeft: () => Promise<boolean>; release: () => Promise<void> };
@@ -51,13 +55,14 @@ export async function runUntilStopped<T>(worker: Runnable, spec: RunSpec<T>): Pr
     finished++;
     if (limits.maxJobs !== undefined && finished >= limits.maxJobs) void life.stop();
   };
-  worker.on('completed', (item: T, _r: unknown, ms: number) => {
-    report(spec.json, spec.describe(item), 'completed', ms);
+  worker.on('completed', (item: T) => {
+    report(spec.json, spec.describe(item), 'completed');
     counted();
   });
-  worker.on('failed', (item: T, err: Error, ms: number, willRetry: boolean) => {
-    report(spec.json, spec.describe(item, err), 'failed', ms, willRetry);
-    if (willRetry) return;
+  worker.on('failed', (item: T, err: Error) => {
+    const f = spec.describe(item, err);
+    report(spec.json, f, 'failed');
+    if (f.willRetry) return;
     failedForGood++;
     if (limits.failFast) void life.stop();
     counted();
@@ -73,9 +78,11 @@ export async function runUntilStopped<T>(worker: Runnable, spec: RunSpec<T>): Pr
   return limits.failFast && failedForGood > 0 ? 1 : 0;
 }
 
-function report(json: boolean, f: Finished, status: 'completed' | 'failed', durationMs: number, willRetry = false): void {
+function report(json: boolean, f: Finished, status: 'completed' | 'failed'): void {
+  const { durationMs } = f;
+  const willRetry = f.willRetry ?? false;
   if (json) {
-    printJsonLine({ id: f.id, ...f.fields, status, durationMs, attemptsMade: f.attemptsMade + 1, ...(status === 'failed' ? { failedReason: f.failedReason, willRetry } : {}) });
+    printJsonLine({ id: f.id, ...f.fields, status, durationMs, attemptsMade: f.attemptsMade, ...(status === 'failed' ? { failedReason: f.failedReason, willRetry } : {}) });
   } else if (status === 'completed') {
     print(`${colour.green('✓')} ${f.id} ${f.label} ${colour.dim(`${durationMs} ms`)}`);
   } else {

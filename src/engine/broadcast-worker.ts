@@ -250,8 +250,8 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
     const r = (await this.call('glidemq_bcReclaim', [
       this.subscription, this.consumer, this.settings.lockDuration, this.settings.maxStalledCount, this.freeSlots(),
     ])) as [(string | number)[][], string[]];
-    for (const id of r[1]) this.emit('stalled', id, 'failed');
-    for (const e of r[0]) this.emit('stalled', String(e[0]), 'reclaimed');
+    for (const id of r[1]) this.emit('stalled', id, 'active', 'failed');
+    for (const e of r[0]) this.emit('stalled', String(e[0]), 'active', 'reclaimed');
     await this.runClaimed(r[0]);
   }
 
@@ -281,8 +281,9 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   }
 
   private async execute(message: BroadcastMessage<D>, fence: string): Promise<void> {
-    this.emit('active', message);
     const started = Date.now();
+    message.processedOn = started;
+    this.emit('active', message, 'waiting');
     let outcome: 'completed' | 'failed' = 'completed';
     let result: R | undefined;
     let error: Error | undefined;
@@ -306,17 +307,18 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
       status = 'error';
     }
     this.active.delete(message.id);
-    const durationMs = Date.now() - started;
+    message.finishedOn = Date.now();
     if (status === 'completed') {
       this.finished.completed++;
-      this.emit('completed', message, result, durationMs);
+      this.emit('completed', message, result, 'active');
     } else if (status === 'failed' || status === 'retrying') {
       if (status === 'failed') this.finished.failed++;
       else {
         this.retryCheckAt = Math.min(this.retryCheckAt, monotonic() + retryDelay);
         void this.nudgeReader();
       }
-      this.emit('failed', message, error, durationMs, status === 'retrying');
+      message.willRetry = status === 'retrying';
+      this.emit('failed', message, error, 'active');
     } else if (status === 'stale') {
       this.emit('lost', message);
     }

@@ -55,6 +55,11 @@ export interface BroadcastMessage<D = unknown> {
   attemptsMade: number;
   /** Times this subscription's claim on the message stalled. */
   stalledCount: number;
+  /** When this run started and ended (ms, this process's clock; set by the BroadcastWorker). */
+  processedOn?: number;
+  finishedOn?: number;
+  /** After a failed run: whether the subscription runs the message again. */
+  willRetry?: boolean;
 }
 
 /** An event emitter as Queue is: a listener that throws arrives as `error` (see SafeEmitter). */

@@ -37,6 +37,25 @@ export class UnrecoverableError extends Error {
   readonly [UNRECOVERABLE] = true;
 }
 
+/**
+ * Thrown by a processor after it parked its job (job.moveToDelayed): the worker stores no outcome
+ * for the run (BullMQ's name; glidemq also knows a parked job without it).
+ */
+export class DelayedError extends Error {
+  override name = 'DelayedError';
+}
+
+/**
+ * Thrown by a processor after worker.rateLimit(ms): the job goes back to waiting without counting
+ * an attempt, and the queue takes no job until the limit has passed.
+ */
+export class RateLimitError extends Error {
+  override name = 'RateLimitError';
+  constructor(message = 'rate limit exceeded') {
+    super(message);
+  }
+}
+
 export function isUnrecoverable(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[UNRECOVERABLE] === true;
 }

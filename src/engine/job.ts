@@ -54,6 +54,19 @@ export class Job<D = any, R = any> {
   moved = false;
 
   /**
+   * The running claim's token (BullMQ's lock token: the processor's second argument), or undefined
+   * on a job no worker runs here. It names the claim: the worker's consumer and the claim's fence.
+   */
+  get token(): string | undefined {
+    return this.claim ? `${this.claim.consumer}:${this.claim.fence}` : undefined;
+  }
+
+  /** Activations so far, this one included (each claim takes the next fence). */
+  get attemptsStarted(): number {
+    return Number(this.claim?.fence ?? this.raw.fence ?? 0) || 0;
+  }
+
+  /**
    * A job claimed for a worker, from the claim reply (see decodeClaim): it is active since
    * `claimedAt`, the worker's own reading of when the claim started (the reply leaves the stored
    * processedOn out: it is the server's time of the claim, which getJob shows).
@@ -127,6 +140,9 @@ export class Job<D = any, R = any> {
    * moveToDelayedIn: the server then counts the delay on its own clock.
    */
   async moveToDelayed(timestamp: number, nextStep?: unknown): Promise<void> {
+    // BullMQ's form moveToDelayed(timestamp, token): a second argument that is this claim's token
+    // is not a step
+    if (nextStep !== undefined && nextStep === this.token) nextStep = undefined;
     if (!Number.isFinite(timestamp)) throw invalid(`job ${this.id}: moveToDelayed needs a timestamp in ms, got ${String(timestamp)}`);
     await this.park('at', Math.min(Math.max(0, Math.floor(timestamp)), Number.MAX_SAFE_INTEGER), nextStep, 'moveToDelayed');
   }

@@ -105,7 +105,7 @@ function checkDelay(v: unknown, what: string): number {
   return Math.floor(v);
 }
 
-function checkRetention(v: Retention | undefined, what: string): Retention | undefined {
+export function checkRetention(v: Retention | undefined, what: string): Retention | undefined {
   if (v === undefined || typeof v === 'boolean') return v;
   if (typeof v === 'number') {
     if (!Number.isInteger(v) || v < 0) throw invalid(`${what} must be true, false, a count >= 0 or {count, age}`);
@@ -172,8 +172,9 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (backoff) stored.backoff = backoff;
   const roc = checkRetention(opts.removeOnComplete, 'removeOnComplete');
   const rof = checkRetention(opts.removeOnFail, 'removeOnFail');
-  if (roc !== undefined && roc !== false) stored.removeOnComplete = roc;
-  if (rof !== undefined && rof !== false) stored.removeOnFail = rof;
+  // an explicit false is kept: it overrides a Worker-level rule
+  if (roc !== undefined) stored.removeOnComplete = roc;
+  if (rof !== undefined) stored.removeOnFail = rof;
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
   return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(opts.dedup, delay), group];
 }

@@ -1,6 +1,7 @@
 /** Worker options as users give them, and the settings the worker runs with (defaults applied, checked). */
 import type { ConnectionInput } from './connection.js';
 import type { MaintenanceSettings } from './maintenance.js';
+import { checkRetention, type Retention } from './options.js';
 import { nonNegative, positive, wholeCount } from './numbers.js';
 
 export interface WorkerOptions {
@@ -24,6 +25,10 @@ export interface WorkerOptions {
   autorun?: boolean;
   /** How long close() lets running jobs finish before giving up on them (ms). */
   closeGracePeriod?: number;
+  /** The retention of a completed job that names none itself (as the job option). */
+  removeOnComplete?: Retention;
+  /** The retention of a job failed for good that names none itself (as the job option). */
+  removeOnFail?: Retention;
 }
 
 export interface Settings extends MaintenanceSettings {
@@ -33,6 +38,8 @@ export interface Settings extends MaintenanceSettings {
   globalConcurrency: number;
   promotionInterval: number;
   closeGracePeriod: number;
+  removeOnComplete: Retention | undefined;
+  removeOnFail: Retention | undefined;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -49,6 +56,8 @@ export function resolveSettings(o: WorkerOptions): Settings {
     globalConcurrency: wholeCount(o.globalConcurrency ?? 0, 'globalConcurrency'),
     promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
     closeGracePeriod: nonNegative(o.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
+    removeOnComplete: checkRetention(o.removeOnComplete, 'removeOnComplete'),
+    removeOnFail: checkRetention(o.removeOnFail, 'removeOnFail'),
   };
 }
 

@@ -8,16 +8,21 @@
  * streams without claiming (ChangeWaiter) and takes jobs only through glidemq_fetch, which checks the
  * limit in the same call. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
  *
- * Events: active (job), progress (job, progress: after job.updateProgress stored it), completed
- * (job, result, durationMs), failed (job, error, durationMs, willRetry), lost (job, status), moved
- * (job), stalled (id, 'failed' | 'redispatched'), lockLost (id), error, closed. A listener that
- * throws never stops the worker: the throw arrives as an `error` event (see SafeEmitter).
+ * Events, with BullMQ's arguments: ready, active (job, 'waiting'), progress (job, progress: after
+ * job.updateProgress stored it), completed (job, result, 'active'), failed (job, error, 'active'),
+ * stalled (id, 'active', 'failed' | 'redispatched'), drained (the queue had no job for a free
+ * slot), paused, resumed, closing (message), closed, error. glidemq's own: lost (job, status: the
+ * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id). After
+ * `completed` and `failed` the job is up to date: attemptsMade counts the attempt just made,
+ * finishedOn - processedOn is its run time (this process's clock), and after a failure `state` says
+ * whether it runs again ('waiting' or 'delayed') or not ('failed'). A listener that throws never
+ * stops the worker: the throw arrives as an `error` event (see SafeEmitter).
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
 import { ClaimRecovery } from './claim-recovery.js';
-import { isUnrecoverable, UnrecoverableError } from './errors.js';
+import { isUnrecoverable, RateLimitError, UnrecoverableError } from './errors.js';
 import { Job, type Claim, type ClaimReply } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
@@ -32,7 +37,11 @@ import { SafeEmitter } from './safe-emitter.js';
 
 export type { WorkerOptions } from './worker-options.js';
 
-export type Processor<D = any, R = any> = (job: Job<D, R>) => Promise<R> | R;
+/**
+ * Runs one job. `token` names the claim (job.token: BullMQ's lock token); `signal` aborts when the
+ * run is cancelled (cancelJob, cancelAllJobs) or its claim was lost (lockLost).
+ */
+export type Processor<D = any, R = any> = (job: Job<D, R>, token?: string, signal?: AbortSignal) => Promise<R> | R;
 
 /**
  * One run of a job on this worker. The claim it runs under can change while it runs: when a
@@ -46,6 +55,8 @@ interface Run<D, R> {
   finishing: boolean;
   /** A newer claim of the job that arrived while the finish was on its way. */
   next?: ClaimReply;
+  /** Aborts the processor's signal. */
+  abort: AbortController;
 }
 
 export class Worker<D = any, R = any> extends SafeEmitter {
@@ -61,6 +72,12 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private readonly buffered: Job<D, R>[] = [];
   private readerRunning = false;
   private running = false;
+  /** run()'s start-up, once run() was called. */
+  private startup: Promise<void> | undefined;
+  /** pause() on this worker alone: it takes no job until resume(). */
+  private localPaused = false;
+  /** A job arrived since the last `drained`. */
+  private hadWork = false;
   private closing: Promise<void> | undefined;
   private promotionTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
@@ -130,9 +147,31 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return this.running;
   }
 
-  /** Starts processing; resolves once the first jobs are fetched and the loops are running. */
-  async run(): Promise<void> {
-    if (this.running) return;
+  /** BullMQ's static form of `new RateLimitError()`. */
+  static RateLimitError(): RateLimitError {
+    return new RateLimitError();
+  }
+
+  /**
+   * Resolves once the worker can work: with autorun (the default) once it runs, else once its
+   * connection is up and the library is loaded. Rejects with what stopped it.
+   */
+  waitUntilReady(): Promise<void> {
+    return this.startup ?? ensureLibrary(this.client);
+  }
+
+  /**
+   * Starts processing; resolves once the first jobs are fetched and the loops are running (unlike
+   * BullMQ's run(), which resolves when the worker closes: wait for `closed` for that). A worker
+   * runs once: a second call rejects, as BullMQ's does (autorun already called it).
+   */
+  run(): Promise<void> {
+    if (this.startup) return Promise.reject(new Error(`the worker of queue ${this.name} is already running (run() starts a worker once; autorun calls it in the constructor)`));
+    this.startup = this.start();
+    return this.startup;
+  }
+
+  private async start(): Promise<void> {
     this.running = true;
     const standalone = this.client;
     if ((await settleTopology(this.acquired)) !== standalone) {
@@ -150,6 +189,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+    this.emit('ready');
     let first: { status: string; jobs: ClaimReply[] };
     try {
       first = await this.fetch(this.freeSlots());
@@ -165,6 +205,48 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       first.jobs.forEach((f) => this.dispatch(f));
       this.kickReader();
     }
+  }
+
+  /**
+   * Stops taking jobs on this worker alone (Queue.pause() pauses every worker): a blocking read is
+   * ended and prefetched jobs go back to the queue. Resolves once the running jobs have finished,
+   * or at once with `doNotWaitActive`.
+   */
+  async pause(doNotWaitActive = false): Promise<void> {
+    if (this.localPaused) return;
+    this.localPaused = true;
+    if (this.client.status === 'ready') {
+      await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
+      await within(this.releaseBuffered(), CLOSE_CALL_MS);
+    }
+    if (!doNotWaitActive) await this.whenIdle();
+    this.emit('paused');
+  }
+
+  /** Takes jobs again after pause(). */
+  resume(): void {
+    if (!this.localPaused) return;
+    this.localPaused = false;
+    this.emit('resumed');
+    this.startBuffered();
+    this.kickReader();
+  }
+
+  isPaused(): boolean {
+    return this.localPaused;
+  }
+
+  /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */
+  cancelJob(id: string, reason = 'cancelled'): boolean {
+    const run = this.active.get(id);
+    if (!run) return false;
+    run.abort.abort(new Error(reason));
+    return true;
+  }
+
+  /** Aborts the signal of every run here. */
+  cancelAllJobs(reason = 'cancelled'): void {
+    for (const run of this.active.values()) run.abort.abort(new Error(reason));
   }
 
   private claimFor(): Claim {
@@ -209,10 +291,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     const at = this.buffered.findIndex((j) => j.id === id);
     // processedOn as this process saw the claim start (the stored one is the server's time)
     const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
+    this.hadWork = true;
     if (at >= 0) {
       // a prefetched job claimed again has not started: it waits under its newest claim
       if (newerFence(job.claim?.fence, this.buffered[at].claim?.fence)) this.buffered[at] = job;
-    } else if (this.active.size < this.settings.concurrency) this.start(job);
+    } else if (this.active.size < this.settings.concurrency && !this.localPaused) this.startRun(job);
     else this.buffered.push(job);
   }
 
@@ -231,34 +314,35 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     else claim.fence = fence;
   }
 
-  private start(job: Job<D, R>): void {
-    const run: Run<D, R> = { job, finishing: false };
+  private startRun(job: Job<D, R>): void {
+    const run: Run<D, R> = { job, finishing: false, abort: new AbortController() };
     this.active.set(job.id, run);
     void this.execute(run);
   }
 
   private startBuffered(): void {
-    while (this.active.size < this.settings.concurrency && this.buffered.length > 0 && !this.closing) {
-      this.start(this.buffered.shift() as Job<D, R>);
+    while (this.active.size < this.settings.concurrency && this.buffered.length > 0 && !this.closing && !this.localPaused) {
+      this.startRun(this.buffered.shift() as Job<D, R>);
     }
   }
 
   /** Claims this worker can still take: running slots plus the prefetch allowance. */
   private freeSlots(): number {
+    if (this.localPaused) return 0;
     const capacity = this.settings.concurrency + this.settings.prefetch;
     return capacity - this.active.size - this.buffered.length - this.readerReserved;
   }
 
   /** How many jobs a finishing job asks for: its own slot, plus whatever prefetch room is free. */
   private nextFetchCount(): number {
-    if (this.closing || !this.running) return 0;
+    if (this.closing || !this.running || this.localPaused) return 0;
     return Math.max(1, this.freeSlots() + 1);
   }
 
   private async execute(run: Run<D, R>): Promise<void> {
     const job = run.job;
     const started = performance.now(); // monotonic: a clock step cannot make a duration negative
-    this.emit('active', job);
+    this.emit('active', job, 'waiting');
     let outcome: 'completed' | 'failed' = 'completed';
     let value: string;
     let retryDelay = -1;
@@ -266,10 +350,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     try {
       // A corrupt or foreign job fails at once with the reason; the processor never sees it.
       if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
-      const result = await this.processor(job);
+      const result = await this.processor(job, job.token, run.abort.signal);
       value = serialiseResult(result);
     } catch (err) {
       error = err instanceof Error ? err : new Error(String(err));
+      if (error instanceof RateLimitError && !job.moved) return this.afterRateLimited(run);
       outcome = 'failed';
       value = error.message || error.name || 'processor failed';
       // a delay relative to the server's now: the server adds it to its own clock (lua/finish.lua)
@@ -284,7 +369,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       value,
       retryDelay,
       fetchCount: this.nextFetchCount(),
-      keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete : job.opts.removeOnFail),
+      keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete ?? this.settings.removeOnComplete : job.opts.removeOnFail ?? this.settings.removeOnFail),
       durationMs,
     };
     run.finishing = true;
@@ -297,16 +382,20 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     }
     const { reply, next } = finished;
     const status = String(reply[0]);
+    if (status === 'completed' || status === 'failed' || status === 'retried' || status === 'delayed') {
+      job.attemptsMade++;
+      job.finishedOn = (job.processedOn ?? Date.now()) + durationMs;
+    }
     if (status === 'completed') {
       this.finished.completed++;
       job.state = 'completed';
       job.returnvalue = value === undefined ? null : JSON.parse(value);
-      this.emit('completed', job, job.returnvalue, durationMs);
+      this.emit('completed', job, job.returnvalue, 'active');
     } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
       if (status === 'failed') this.finished.failed++;
       job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
       job.failedReason = value;
-      this.emit('failed', job, error, durationMs, status !== 'failed');
+      this.emit('failed', job, error, 'active');
     } else {
       this.emit('lost', job, status);
     }
@@ -361,6 +450,18 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private repeatedStatus(status: unknown, request: FinishRequest, closesAtSend: number): unknown {
     const repeated = this.closes !== closesAtSend && status === 'missing';
     return repeated && request.outcome === 'completed' && request.keep === '0' ? 'completed' : status;
+  }
+
+  /**
+   * The processor threw RateLimitError (after worker.rateLimit): the job goes back to the queue
+   * with no attempt counted (glidemq_release, as a prefetched job is given back).
+   */
+  private async afterRateLimited(run: Run<D, R>): Promise<void> {
+    const job = run.job;
+    await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, job.id, job.claim?.fence ?? ''])
+      .catch((err) => this.emitError(err));
+    this.active.delete(job.id);
+    this.afterSlotFreed();
   }
 
   /** A step job parked itself (moveToDelayed): nothing to store; take the next job in its place. */
@@ -426,6 +527,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         if (this.limited) {
           paused = (await this.limitedStep(want)) === 'paused';
           continue;
+        }
+        if (this.hadWork && this.active.size === 0 && this.buffered.length === 0) {
+          // every job this worker had is done and nothing waits for it: the queue is drained
+          this.hadWork = false;
+          this.emit('drained');
         }
         this.readerReserved = want;
         let delivered;
@@ -533,6 +639,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         const run = this.active.get(id);
         const fence = sent.get(id);
         if (fence !== undefined && ((run && !run.finishing && run.job.claim?.fence === fence) || (!run && this.holds(id, fence)))) {
+          run?.abort.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
           this.emit('lockLost', id);
         }
       }
@@ -556,8 +663,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     try {
       if (!(await this.heartbeat())) return;
       const r = await this.maintenance.reclaimStalled(this.consumer);
-      for (const id of r.failed) this.emit('stalled', id, 'failed');
-      for (const id of r.redispatched) this.emit('stalled', id, 'redispatched');
+      for (const id of r.failed) this.emit('stalled', id, 'active', 'failed');
+      for (const id of r.redispatched) this.emit('stalled', id, 'active', 'redispatched');
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
     } finally {
@@ -577,6 +684,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    */
   close(force = false): Promise<void> {
     this.closing ??= (async () => {
+      this.emit('closing', 'closing the worker');
       clearTimeout(this.promotionTimer);
       clearInterval(this.stalledTimer);
       // A server that is gone must not hold the close: a call is made only on a live connection,

@@ -105,7 +105,7 @@ async function main(): Promise<void> {
   w.on('failed', (job: { id: string; failedReason?: string | null }, err: Error | undefined) =>
     say({ e: 'failed', id: job.id, reason: err?.message ?? job.failedReason ?? '' }),
   );
-  w.on('stalled', (id: string, how: string) => say({ e: 'stalled', id, how }));
+  w.on('stalled', (id: string, _prev: string, how: string) => say({ e: 'stalled', id, how }));
   w.on('lockLost', (id: string) => say({ e: 'lockLost', id }));
   w.on('lost', (job: { id: string }, status: string) => say({ e: 'lost', id: job.id, status }));
   w.on('error', (err: unknown) => say({ e: 'error', msg: err instanceof Error ? err.message : String(err) }));

@@ -230,7 +230,7 @@ describe('Broadcast (real valkey-server)', () => {
     const closing = first.close(true); // stops heartbeats; its claim stays pending, as after a crash
     const second = worker(name, 'a', async (m) => void runs.push(`second:${m.stalledCount}`), { lockDuration: 200, stalledInterval: 100 });
     const stalled: string[] = [];
-    second.on('stalled', (sid, what) => stalled.push(`${sid}:${what}`));
+    second.on('stalled', (sid, _prev, what) => stalled.push(`${sid}:${what}`));
     await waitFor(() => runs.length === 2, 'the second worker to reclaim and run it');
     expect(runs).to.deep.equal(['first:0', 'second:1']);
     expect(stalled).to.deep.equal([`${id}:reclaimed`]);
@@ -253,7 +253,7 @@ describe('Broadcast (real valkey-server)', () => {
     const runs: string[] = [];
     const w = worker(name, 's', async (m) => void runs.push(m.id), { lockDuration: 50, stalledInterval: 50, maxStalledCount: 1 });
     const stalled: string[] = [];
-    w.on('stalled', (sid, what) => stalled.push(`${sid}:${what}`));
+    w.on('stalled', (sid, _prev, what) => stalled.push(`${sid}:${what}`));
     await waitFor(async () => (await raw.xlen(b.keys.dead('s'))) === 1, 'the message to be given up');
     expect(runs).to.deep.equal([]);
     expect(stalled).to.deep.equal([`${id}:failed`]);

@@ -59,7 +59,7 @@ describe('globalConcurrency (real valkey-server)', function () {
     const hold = await q.add('hold', {});
     await waitFor(async () => (await jobHash(q, hold.id)).state === 'active', 'the slot to be taken');
     const waiters = [1, 2, 3].map(() => h.worker(name, async () => 'ok', { concurrency: 2, stalledInterval: 60_000 }));
-    await Promise.all(waiters.map((w) => w.run()));
+    await Promise.all(waiters.map((w) => w.waitUntilReady()));
     await q.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: 'queued', data: { i }, opts: i % 3 === 1 ? { priority: 1 } : {} })));
     const fcalls = await commandCalls(q, 'fcall');
     const reads = await commandCalls(q, 'xreadgroup');
@@ -93,7 +93,7 @@ describe('globalConcurrency (real valkey-server)', function () {
     const first = await q.add('first', {});
     await waitFor(async () => (await jobHash(q, first.id)).state === 'active', 'A busy');
     const b = h.worker(name, async () => 'b', { lockDuration: 500, stalledInterval: 500, blockTimeout: 10_000 });
-    await b.run(); // blocked in XREADGROUP: it does not know about a limit yet
+    await b.waitUntilReady(); // blocked in XREADGROUP: it does not know about a limit yet
     await q.setGlobalConcurrency(1);
     const second = await q.add('second', {});
     // B's read delivers the entry; glidemq_activate finds no slot and gives it back in the same call

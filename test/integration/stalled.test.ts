@@ -98,7 +98,7 @@ describe('stalled recovery (real valkey-server)', () => {
     await waitFor(async () => (await jobHash(q, job.id)).state === 'active', 'A to take the job');
     const b = h.worker(name, async () => 'from B', { lockDuration: LOCK, stalledInterval: LOCK });
     const stalled: string[] = [];
-    b.on('stalled', (id: string, what: string) => stalled.push(`${id}:${what}`));
+    b.on('stalled', (id: string, _prev: string, what: string) => stalled.push(`${id}:${what}`));
     await waitFor(async () => (await jobHash(q, job.id)).state === 'completed', 'B to complete the reclaimed job');
     release();
     await waitFor(() => lost.length === 1, 'A to learn its finish was stale');

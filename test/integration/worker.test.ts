@@ -44,7 +44,7 @@ describe('Worker (real valkey-server)', () => {
     const q = h.queue(name);
     const seen: string[] = [];
     const w = h.worker(name, async (job: Job) => void seen.push(job.name), { blockTimeout: 20_000 });
-    await w.run();
+    await w.waitUntilReady();
     await waitFor(async () => (await q.getJobCounts()).consumers === 1, 'worker consumer registered');
     const t0 = Date.now();
     await q.add('urgent', {}, { priority: 1 });
@@ -129,7 +129,7 @@ describe('Worker (real valkey-server)', () => {
     const q = h.queue(name);
     const seen: string[] = [];
     const w = h.worker(name, async (job: Job) => void seen.push(job.id), { blockTimeout: 20_000 });
-    await w.run();
+    await w.waitUntilReady();
     await q.pause();
     await q.add('a', {});
     await waitFor(async () => {

@@ -55,8 +55,8 @@ export class LoadRun {
       if (q.inProcessWorker) {
         const w = this.harness.worker(q.name, processor, { concurrency: this.plan.concurrency });
         w.on('completed', (job: Job) => this.tally.outcome(q.name, job.id, 'completed'));
-        w.on('failed', (job: Job, _e: unknown, _ms: number, willRetry: boolean) => {
-          if (!willRetry) this.tally.outcome(q.name, job.id, 'failed');
+        w.on('failed', (job: Job) => {
+          if (job.state === 'failed') this.tally.outcome(q.name, job.id, 'failed');
         });
       }
     }

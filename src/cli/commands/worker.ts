@@ -108,7 +108,10 @@ function runWorker(
   return runUntilStopped(worker, {
     json: ctx.json,
     limits,
-    describe: (job: Job) => ({ id: job.id, label: job.name, fields: { name: job.name }, attemptsMade: job.attemptsMade, failedReason: job.failedReason }),
+    describe: (job: Job) => ({
+      id: job.id, label: job.name, fields: { name: job.name }, attemptsMade: job.attemptsMade, failedReason: job.failedReason,
+      durationMs: Math.max(0, (job.finishedOn ?? 0) - (job.processedOn ?? 0)), willRetry: job.state !== 'failed',
+    }),
     idleCheck: () => {
       const q = new Queue(queueName, { connection: opts.connection, prefix: opts.prefix });
       const nothingLeft = async () => {
