@@ -8,12 +8,33 @@
   by the function that claims: lock ages compare them with the server's clock, never a worker's.
   The require* helpers below check, before a call's first write, the types of the keys the
   delivery paths will write (the fetch part of a call, a claim release, a requeue).
+  Events: a claim writes 'active' only while a QueueEvents listens (`listening`, lua/events.lua);
+  fetchNext says when it found nothing left waiting, for the 'drained' event of lua/finish.lua.
 ]]
 -- Shared with the function files; the other locals stay inside the block below (the main chunk
 -- may hold at most 200 locals, lua/ORDER).
 local popListJob, activateEntry, handBack, freeSlots, fetchNext, checkFetch,
-  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply, handOverAgain
+  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply, handOverAgain, listening
 do
+
+-- The key under which `listening` keeps its answer on a call's key table (a table: no key name).
+local LISTENING = {}
+
+--[[ Whether a QueueEvents listens to the queue at the server's time `now`: meta's eventsUntil is
+  ahead of it (lua/events.lua). The per-job events ('active', 'completed' with its value, 'drained',
+  'retries-exhausted') are written only then. Read once per call and kept on `k`, the call's key
+  table: from `m`, the caller's HMGET of meta, when its third field is eventsUntil (a finish asks
+  for it with the fields it reads anyway: no extra read), else with one HGET. ]]
+listening = function(k, now, m)
+  local v = rawget(k, LISTENING)
+  if v == nil then
+    local untilMs = m and m[3]
+    if untilMs == nil then untilMs = redis.call('HGET', k.meta, 'eventsUntil') end
+    v = (tonumber(untilMs) or 0) > now
+    rawset(k, LISTENING, v)
+  end
+  return v
+end
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
 local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true }
@@ -58,6 +79,11 @@ local function claimJob(k, id, jk, out, fence, consumer, now, src)
   out[2] = fence
   redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
   if src ~= 's' then listClaim(k, id) end
+  -- best effort, as readJob's 'skipped': the claim is made, and an events key of another type
+  -- (checked by no caller: only a listened queue writes it here) must not fail the call after it
+  if listening(k, now) then
+    redis.pcall('XADD', k.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', 'active', 'jobId', id)
+  end
   return out
 end
 
@@ -213,10 +239,12 @@ end
 -- Fetches up to `count` jobs: priority first, then LIFO, then the stream. Obeys pause and the
 -- global limit. `m`: the meta fields {paused, globalConcurrency} the caller read in this call;
 -- `lists`: what checkFetch returned (the caller ran it before its first write). `now` is the
--- server's time. Returns a list of claim replies.
+-- server's time. Returns a list of claim replies, and whether it got fewer than it wanted
+-- because nothing was left waiting (no stream entry, priority, LIFO or group job): told only
+-- while a QueueEvents listens (`listening`), false otherwise.
 fetchNext = function(k, consumer, now, count, m, lists)
   local out = {}
-  if count <= 0 or m[1] == '1' then return out end
+  if count <= 0 or m[1] == '1' then return out, false end
   local limit = toInt(m[2], 0)
   if limit > 0 then
     local free = limit - activeCount(k)
@@ -230,6 +258,7 @@ fetchNext = function(k, consumer, now, count, m, lists)
       out[#out + 1] = job
     end
   end
+  local empty = false
   local guard = 0
   while #out < count and guard < 4 do
     guard = guard + 1
@@ -242,9 +271,15 @@ fetchNext = function(k, consumer, now, count, m, lists)
       if string.find(r.err, '^NOGROUP') then break end
       error(r)
     end
-    if not r or not r[1] then break end
+    if not r or not r[1] then
+      empty = true
+      break
+    end
     local entries = r[1][2]
-    if #entries == 0 then break end
+    if #entries == 0 then
+      empty = true
+      break
+    end
     for _, e in ipairs(entries) do
       local sid, f = e[1], e[2]
       local id = f and f[2]
@@ -257,6 +292,14 @@ fetchNext = function(k, consumer, now, count, m, lists)
       end
     end
   end
-  return out
+  -- the stream had nothing more: drained unless group jobs wait (in groups that are full or
+  -- rate-limited, meta's groupWaiting) or list jobs came in (asked only while a QueueEvents
+  -- listens: nothing else uses the answer)
+  if empty and #out < count and listening(k, now) then
+    empty = redis.call('EXISTS', k.prioritized, k.lifo) == 0 and toInt(redis.call('HGET', k.meta, 'groupWaiting'), 0) <= 0
+  else
+    empty = false
+  end
+  return out, empty
 end
 end

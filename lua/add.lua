@@ -25,7 +25,9 @@
     group.dedupMode: '' (no dedup) | simple | throttle | debounce (needed with a dedupId).
     group.groupSpec: '' or the job's group as a JSON object {id, maxConcurrency?, rateMax?,
            rateDuration?, capacity?, refillRate?, ordered?}: the job waits in that group, whose
-           settings it updates (see lua/group.lua).
+           settings it updates (see lua/group.lua). A delayed job of an ordered group takes its
+           place in the group's line when it is added and holds it through its delay: a job
+           added after it to the same group starts only once it has run.
   Time: the job's ts, its due time (delay), dedup windows and group token buckets all count from
   the server's TIME, read once per call; no caller's clock is used.
   Returns  a flat list: ts, id1, created1, id2, created2, ...: ts is the server time (ms) stored as

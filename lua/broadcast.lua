@@ -481,7 +481,9 @@ register('glidemq_bcReclaim', function(keys, args)
   local entries, failed = {}, {}
   if a.count <= 0 then return { entries, failed } end
   -- time the server was down or not yet primary is no claim's idle time (lua/epoch.lua)
-  if servingFor(b.meta, serverNow(), true) < a.minIdle then return { entries, failed } end
+  local serving, epoch = servingFor(b.meta, serverNow())
+  recordEpoch(b.meta, epoch)
+  if serving < a.minIdle then return { entries, failed } end
   -- the walk's cursor, unless another program left something else there
   local cursor = redis.call('HGET', b.sub, 'reclaimCursor')
   if not cursor or not ARG.streamId.check(cursor) then cursor = '0-0' end

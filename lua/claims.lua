@@ -24,7 +24,7 @@ register('glidemq_listClaims', function(keys, args)
   local a = decodeArgs('glidemq_listClaims', args, LIST_CLAIMS_ARGS)
   local now = serverNow()
   -- an idle time counts from the server's epoch at most, as stalled recovery counts it
-  local serving = servingFor(k.meta, now, false)
+  local serving = servingFor(k.meta, now)
   local streamItems, listItems = {}, {}
   if redis.call('EXISTS', k.stream) == 1 then
     -- (no group yet: nothing is pending)

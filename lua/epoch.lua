@@ -10,14 +10,16 @@
   lockDuration of counted age; a dead worker's claim is reclaimed one lock after the epoch at the
   latest, later than it would have been, never earlier.
   The epoch is remembered in a hash the caller names (a queue's or a broadcast's meta key),
-  fields epochId (run_id:replid) and epochAt (server ms), written only by a call that may write.
+  fields epochId (run_id:replid) and epochAt (server ms), written (recordEpoch) only by a call that
+  may write, and only after its last check: a refused call leaves the record as it was.
   A user whose ACL refuses INFO gets no epoch (age counts in full, as before): a denied INFO must
   not stop recovery.
 ]]
 -- The ms the server has been serving at server TIME `now`, as stalled recovery may count it
 -- against a claim (math.huge when INFO is refused). `recordKey`: the hash the epoch is kept in
--- (its type is checked by the caller); `write`: whether this call may record a new epoch.
-local function servingFor(recordKey, now, write)
+-- (its type is checked by the caller). Second value: the epoch to record when it is not the one
+-- kept (nil when it is), for recordEpoch once the caller can no longer refuse.
+local function servingFor(recordKey, now)
   local info = redis.pcall('INFO', 'server', 'replication')
   if type(info) ~= 'string' then return math.huge end
   local runId = string.match(info, 'run_id:(%x+)')
@@ -26,13 +28,19 @@ local function servingFor(recordKey, now, write)
   local id = runId .. ':' .. (string.match(info, 'master_replid:(%x+)') or '')
   local kept = redis.call('HMGET', recordKey, 'epochId', 'epochAt')
   local at = tonumber(kept[2])
+  local fresh
   if kept[1] ~= id or not at then
     -- whole seconds of uptime, rounded down: a start taken as later than it was (only a delay)
     at = now - uptime * 1000
     local keptRepl = type(kept[1]) == 'string' and string.match(kept[1], ':(%x+)$')
     if keptRepl and keptRepl == string.match(info, 'master_replid2:(%x+)') then at = now end
-    if write then redis.call('HSET', recordKey, 'epochId', id, 'epochAt', at) end
+    fresh = { id = id, at = at }
   end
-  if at > now then return 0 end
-  return now - at
+  if at > now then return 0, fresh end
+  return now - at, fresh
+end
+
+-- Keeps the epoch servingFor found new (nothing when it found the kept one).
+local function recordEpoch(recordKey, fresh)
+  if fresh then redis.call('HSET', recordKey, 'epochId', fresh.id, 'epochAt', fresh.at) end
 end

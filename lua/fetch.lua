@@ -45,7 +45,9 @@ register('glidemq_fetch', function(keys, args)
   local k = keysFor(keys[1])
   local a = decodeArgs('glidemq_fetch', args, FETCH_ARGS)
   -- check phase: reads (a key of another type raises here, before any write) and key types
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
+  -- (eventsUntil: whether a claim writes 'active', lua/activate.lua listening; read here, not
+  -- once more per claim)
+  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
   local since = m[1] == '1' and lastEventId(k)
   requireTypes(k, FETCH_GROUPS)
   local lists = checkFetch(k, a.count, m, false)
@@ -57,7 +59,9 @@ register('glidemq_fetch', function(keys, args)
     ensureGroup(k.wake)
   end
   if since then return { 'paused', since } end
-  local jobs = fetchNext(k, a.consumer, serverNow(), a.count, m, lists)
+  local now = serverNow()
+  listening(k, now, m)
+  local jobs = fetchNext(k, a.consumer, now, a.count, m, lists)
   table.insert(jobs, 1, toInt(m[2], 0) > 0 and 'limited' or 'ok')
   return jobs
 end)
@@ -67,7 +71,7 @@ register('glidemq_activate', function(keys, args)
   local a, entries = decodeArgs('glidemq_activate', args, ACTIVATE_HEAD, ACTIVATE_ENTRY, 'nStream')
   local consumer, wakeIds = a.consumer, a.wakeIds
   -- check phase: reads, then the types of the keys the writes below touch
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
+  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
   local paused = m[1] == '1'
   local out = { paused and 'paused' or (toInt(m[2], 0) > 0 and 'limited' or 'ok') }
   if paused then out[2] = lastEventId(k) end
@@ -83,6 +87,7 @@ register('glidemq_activate', function(keys, args)
   if #entries > 0 then requireTypes(k, STREAM_TYPES) end
   if #wakeIds > 0 then requireTypes(k, LIST_TYPES) end -- wake acks, then list pops
   local now = serverNow()
+  listening(k, now, m) -- kept for the claims below (lua/activate.lua)
   for _, e in ipairs(entries) do
     if free > 0 then
       local job = activateEntry(k, e.entryId, e.jobId, consumer, now)

@@ -49,10 +49,16 @@
   Errors   ERR_INVALID (an argument, named with its group; a count that does not match the groups
            sent), ERR_WRONG_TYPE. Every job is checked before the first write.
 
-  Events   'failed' and 'retrying' always; 'completed' only on a queue with a globalConcurrency
-           limit, whose workers wait on the events stream for a finish that frees a slot
-           (src/engine/change-waiter.ts). Nothing else reads it, and on the hot path one XADD per
-           job is a tenth of a finish's cost; completions are in the completed set and the metrics.
+  Events   'failed' and 'retrying' (with `delay`, ms from the server's now, for a retry after a
+           backoff) always. On the hot path one XADD per job is a tenth of a finish's cost, so
+           the per-job events are written only where something reads them: 'completed' on a
+           queue with a globalConcurrency limit, whose workers wait on the events stream for a
+           finish that frees a slot (src/engine/change-waiter.ts), and while a QueueEvents listens
+           (meta's eventsUntil ahead of the server's now, lua/events.lua; read in the HMGET of
+           meta the call makes anyway): then 'completed' carries the returnvalue, a job that
+           fails for good with its attempts used up also gets 'retries-exhausted' (attemptsMade),
+           and a call that wanted next jobs and found none waiting writes 'drained'.
+           Completions are in the completed set and the metrics either way.
 ]]
 -- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
 do
@@ -131,8 +137,9 @@ local FINISH_TYPES = {
   job in a list (a released list claim, a requeue). A stream claim's entry is acked by the XACK
   that opens the caller's write phase (which so checks the stream's type). `seen` (finishMany):
   the status a later finish of an id gets once an earlier job of the call finished it.
-  `announce`: 'completed' is emitted. (Results go back as values, not as fields of `j`: growing
-  the decoded table per job costs more than the rest of the plan; see glidemq_finishMany.) ]]
+  `announce`: 'completed' is emitted (a limit, or a QueueEvents listening). (Results go back as
+  values, not as fields of `j`: growing the decoded table per job costs more than the rest of the
+  plan; see glidemq_finishMany.) ]]
 local function planFinish(k, j, consumer, seen, announce)
   local id = j.jobId
   if seen and seen[id] then return seen[id] end
@@ -225,18 +232,26 @@ end
 
 -- The write phase for a job planFinish found owned (status completed, failed, retried or
 -- delayed). A stream claim's entry was acked by the caller (see planFinish), which deletes it
--- after this; a list claim is released here. `now` is the server's time.
-local function applyFinish(k, j, status, jk, src, sid, made, now, announce)
+-- after this; a list claim is released here. `now` is the server's time. `announce`: 'completed'
+-- is emitted; `listen`: a QueueEvents listens (the per-job events are written, see the header).
+local function applyFinish(k, j, status, jk, src, sid, made, now, announce, listen)
   local id, value = j.jobId, j.value
   if src ~= 's' then releaseClaim(k, id, src, sid) end
   if status == 'completed' then
     settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value)
-    if announce then emit(k, 'completed', id) end
+    if listen then
+      emit(k, 'completed', id, 'returnvalue', value)
+    elseif announce then
+      emit(k, 'completed', id)
+    end
     return
   end
   if status == 'failed' then
+    -- read before settle, which may delete the job
+    local exhausted = listen and made >= math.max(toInt(redis.call('HGET', jk, 'attempts'), 1), 1)
     settle(k, jk, id, k.failed, j.keep, now, made, 'failed', 'failedReason', value)
     emit(k, 'failed', id, 'reason', value)
+    if exhausted then emit(k, 'retries-exhausted', id, 'attemptsMade', made) end
     return
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
@@ -244,10 +259,11 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce)
     redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed')
     redis.call('ZADD', k.scheduled, now + j.retryDelay, id)
     groupHoldDelayed(k, id, jk)
-  else
-    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value)
-    requeue(k, id, jk)
+    emit(k, 'retrying', id, 'reason', value, 'delay', j.retryDelay)
+    return
   end
+  redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value)
+  requeue(k, id, jk)
   emit(k, 'retrying', id, 'reason', value)
 end
 
@@ -256,8 +272,10 @@ register('glidemq_finish', function(keys, args)
   local a = decodeArgs('glidemq_finish', args, FINISH_ARGS)
   -- check phase
   local now = serverNow()
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
-  local announce = toInt(m[2], 0) > 0
+  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
+  local listen = listening(k, now, m)
+  local announce = listen or toInt(m[2], 0) > 0
+  if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
   local status, jk, src, sid, made, lists = planFinish(k, a, a.consumer, nil, announce)
   local acked = jk and src == 's' and sid
   if jk then checkMetrics(k, now, status == 'completed', status ~= 'completed') end
@@ -267,11 +285,12 @@ register('glidemq_finish', function(keys, args)
   -- write phase
   if jk then
     if acked then redis.call('XACK', k.stream, GROUP, sid) end
-    applyFinish(k, a, status, jk, src, sid, made, now, announce)
+    applyFinish(k, a, status, jk, src, sid, made, now, announce, listen)
     if acked then redis.call('XDEL', k.stream, sid) end
     recordMetrics(k, now, status == 'completed', a.durationMs)
   end
-  local out = fetchNext(k, a.consumer, now, a.fetchCount, m, lists)
+  local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists)
+  if drained then emit(k, 'drained', '') end
   table.insert(out, 1, status)
   return out
 end)
@@ -286,8 +305,10 @@ register('glidemq_finishMany', function(keys, args)
   -- grow a table per job on the hottest path). The src and sid of a list claim and the attempts
   -- made are kept only when needed (a job without a list src is a stream claim, acked above).
   local now = serverNow()
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency')
-  local announce = toInt(m[2], 0) > 0
+  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
+  local listen = listening(k, now, m)
+  local announce = listen or toInt(m[2], 0) > 0
+  if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
   local seen = hasRepeatedId(jobs) and {} or nil
   local statuses, acks = {}, {}
   local mades, listSrcs, listSids
@@ -323,7 +344,7 @@ register('glidemq_finishMany', function(keys, args)
     if jk then
       local status = statuses[i]
       local src = listSrcs and listSrcs[i] or 's'
-      applyFinish(k, j, status, jk, src, listSids and listSids[i], mades and mades[i], now, announce)
+      applyFinish(k, j, status, jk, src, listSids and listSids[i], mades and mades[i], now, announce, listen)
       if status == 'completed' then
         nCompleted, msCompleted = nCompleted + 1, msCompleted + j.durationMs
       else
@@ -334,7 +355,9 @@ register('glidemq_finishMany', function(keys, args)
   if #acks > 0 then dropAcked(k, acks) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
-  for _, job in ipairs(fetchNext(k, consumer, now, a.fetchCount, m, lists)) do statuses[#statuses + 1] = job end
+  local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists)
+  if drained then emit(k, 'drained', '') end
+  for _, job in ipairs(nextJobs) do statuses[#statuses + 1] = job end
   return statuses
 end)
 end

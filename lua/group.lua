@@ -8,12 +8,20 @@
         rateMax, rateDuration, windowStart, windowCount        (fixed window from its first start),
         capacity, refillRate (tokens/s), tokens, lastRefill     (token bucket, one token per start),
         ordered ('1': one at a time; a job delayed by a retry backoff or a parked step holds it: heldBy),
-        seq (ordering sequence: a job's place in line, kept across its retries and stalls).
-    <base>:group:{<id>}:jobs   zset of waiting jobs, score = seq (lowest runs first).
+        seq (ordering sequence: a job's place in line, kept across its retries and stalls),
+        delayed (how many delayed jobs hold their place in the line, see below; absent = 0).
+    <base>:group:{<id>}:jobs   zset, the group's line, score = seq (lowest runs first): its waiting
+        jobs, and in an ordered group also the jobs added to it with a delay. Those take their seq
+        when they are added and wait out their delay in the line (state 'delayed', also in the
+        scheduled set): nothing after them can start, because a group whose line starts with a
+        delayed job starts nothing (groupFull); on promotion they become waiting in their place.
+        Meta's groupWaiting counts the waiting ones only, the group's `delayed` the others.
+        (A plain group's delayed job joins the line when it is promoted: it blocks nothing.)
     <base>:ready-groups        zset of groups that may start a job now, score = turn (round robin).
     <base>:timed-groups        zset of groups held by a rate window or empty bucket, score = ms.
   Invariant: a group with waiting jobs is in ready-groups, in timed-groups, or parked because it is
-  full (maxConcurrency reached, or held); each path that frees a slot or adds a job calls touchGroup.
+  full (maxConcurrency reached, held by heldBy, or its line starts with a delayed job); each path
+  that frees a slot, adds a job or ends a hold calls touchGroup.
   `active` changes only together with an h:<jobId> field, so a double release cannot drift it.
   Time: every `now` these helpers take is the server's TIME, read by the calling function with
   serverNow() (helpers.lua) and passed down, never a caller's clock: windowStart, lastRefill and
@@ -28,7 +36,7 @@
   groupParse checks a job's group spec in full (glidemq_add validates with it before writing).
 ]]
 -- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).
-local groupKeys, readGroup, concurrencyLimit, groupRequireTypes, groupHoldDelayed, groupForget,
+local groupKeys, readGroup, concurrencyLimit, groupRequireTypes, groupHoldDelayed, groupHoldPlace, groupForget,
   promoteTimedGroups, groupConfigure, groupParse, takeGroupJob, nextTimedGroup
 do
 local GROUP_SCAN = 50   -- ready groups examined per pop
@@ -74,7 +82,7 @@ local function groupTry(...)
 end
 
 local GROUP_FIELDS = { 'maxConcurrency', 'active', 'ordered', 'heldBy', 'rateMax', 'rateDuration',
-  'windowStart', 'windowCount', 'capacity', 'refillRate', 'tokens', 'lastRefill' }
+  'windowStart', 'windowCount', 'capacity', 'refillRate', 'tokens', 'lastRefill', 'delayed' }
 
 -- The group's settings and counters, or nil when its hash holds another type. (This name shadows
 -- args.lua's readGroup from here on; args.lua's decodeArgs keeps its own.)
@@ -116,13 +124,31 @@ local function healHolders(k, gid, gk)
   return dropped
 end
 
--- True when no slot is free (concurrency reached, or an ordered group held by a pending retry).
+-- True when the group's line starts with a delayed job holding its place (see the header), or
+-- the line holds another type (nothing can start from it).
+local function lineHeld(k, gid)
+  local _, jobs = groupKeys(k, gid)
+  local head = groupTry('ZRANGE', jobs, 0, 0)
+  if not head then return true end
+  if not head[1] then return false end
+  return groupTry('HGET', jobKey(k, head[1]), 'state') == 'delayed'
+end
+
+-- One delayed job less holds its place in the line of the group whose hash is `gk`.
+local function unholdPlace(gk)
+  local n = toInt(groupTry('HGET', gk, 'delayed'), 0) - 1
+  if n > 0 then groupTry('HSET', gk, 'delayed', n) else groupTry('HDEL', gk, 'delayed') end
+end
+
+-- True when no slot is free (concurrency reached, an ordered group held by a pending retry, or a
+-- line that starts with a delayed job).
 local function groupFull(k, gid, gk, g, heal)
   if g.ordered == '1' and g.heldBy then
     if groupTry('HGET', jobKey(k, g.heldBy), 'state') == 'delayed' then return true end
     redis.call('HDEL', gk, 'heldBy') -- the holding job was removed or moved on
     g.heldBy = nil
   end
+  if toInt(g.delayed, 0) > 0 and lineHeld(k, gid) then return true end
   local limit = concurrencyLimit(g)
   if limit <= 0 or toInt(g.active, 0) < limit then return false end
   if heal and healHolders(k, gid, gk) > 0 then
@@ -207,12 +233,19 @@ end
 groupEnqueue = function(k, id, jk, gid)
   groupRequireTypes(k, gid)
   local gk, jobs = groupKeys(k, gid)
-  local seq = redis.call('HGET', jk, 'gseq')
+  local f = redis.call('HMGET', jk, 'gseq', 'state')
+  local seq = f[1]
   if not seq then
     seq = redis.call('HINCRBY', gk, 'seq', 1)
     redis.call('HSET', jk, 'gseq', seq)
   end
-  if redis.call('ZADD', jobs, seq, id) == 1 then redis.call('HINCRBY', k.meta, 'groupWaiting', 1) end
+  if redis.call('ZADD', jobs, seq, id) == 1 then
+    redis.call('HINCRBY', k.meta, 'groupWaiting', 1)
+  elseif f[2] == 'delayed' then
+    -- it held its place in the line while delayed (groupHoldPlace): it now waits there
+    unholdPlace(gk)
+    redis.call('HINCRBY', k.meta, 'groupWaiting', 1)
+  end
   redis.call('HSET', jk, 'state', 'waiting')
   if redis.call('HGET', gk, 'heldBy') == id then redis.call('HDEL', gk, 'heldBy') end
   touchGroup(k, gid, 1)
@@ -242,14 +275,44 @@ groupHoldDelayed = function(k, id, jk)
   end
 end
 
--- Takes a waiting job out of its group's line (removeJob); frees a hold it had on the group.
-groupForget = function(k, id, jk)
-  local gid = redis.call('HGET', jk, 'grp')
+--[[ A delayed job just added to group `gid` (its hash written, state 'delayed', in the scheduled
+  set): in an ordered group it takes its seq now and holds its place in the line while it waits
+  for its time, so a job added after it cannot start before it has run (glidemq_promote makes it
+  waiting in its place: groupEnqueue). Several delayed jobs keep the order they were added in,
+  whatever their due times. In a plain group it does nothing: the job joins the line when it is
+  promoted. The caller checked the group's keys (groupRequireTypes) before its first write. The
+  line's head is unchanged (the job goes to its end), so the group's place in ready-groups is too. ]]
+groupHoldPlace = function(k, id, jk, gid)
+  local gk, jobs = groupKeys(k, gid)
+  if redis.call('HGET', gk, 'ordered') ~= '1' then return end
+  local seq = redis.call('HINCRBY', gk, 'seq', 1)
+  redis.call('HSET', jk, 'gseq', seq)
+  if redis.call('ZADD', jobs, seq, id) == 1 then redis.call('HINCRBY', gk, 'delayed', 1) end
+end
+
+-- Takes a job out of its group's line (removeJob, drain, clean): a waiting one, or a delayed one
+-- holding its place; frees a hold it had on the group (and wakes a worker for the group then).
+-- `lineGid` names the group whose line lists `id` when its hash is gone (a stale entry of that
+-- line, counted as waiting as takeGroupJob counts one).
+groupForget = function(k, id, jk, lineGid)
+  local f = redis.call('HMGET', jk, 'grp', 'state')
+  local gid = f[1] or lineGid
   if not gid then return end
   local gk, jobs = groupKeys(k, gid)
-  if groupTry('ZREM', jobs, id) == 1 then redis.call('HINCRBY', k.meta, 'groupWaiting', -1) end
-  if groupTry('HGET', gk, 'heldBy') == id then redis.call('HDEL', gk, 'heldBy') end
-  touchGroup(k, gid, 0)
+  local freed = false
+  if groupTry('ZREM', jobs, id) == 1 then
+    if f[2] == 'delayed' then
+      unholdPlace(gk)
+      freed = true
+    else
+      redis.call('HINCRBY', k.meta, 'groupWaiting', -1)
+    end
+  end
+  if groupTry('HGET', gk, 'heldBy') == id then
+    redis.call('HDEL', gk, 'heldBy')
+    freed = true
+  end
+  touchGroup(k, gid, freed and 1 or 0)
 end
 
 -- Moves groups whose rate window or bucket allows a start again (at server time `now`) from
@@ -372,12 +435,17 @@ takeGroupJob = function(k, consumer, now)
     local verdict, when = 'full', nil
     if g then verdict, when = groupGate(k, gid, gk, g, now, true) end
     if verdict == 'ok' then
+      -- the head of the line; an entry whose job is gone is dropped; a delayed job holding its
+      -- place ends the search (nothing after it may start)
       local id
       while true do
-        local head = groupTry('ZPOPMIN', jobs)
+        local head = groupTry('ZRANGE', jobs, 0, 0)
         if not head or not head[1] then break end
+        local state = groupTry('HGET', jobKey(k, head[1]), 'state')
+        if state == 'delayed' then break end
+        redis.call('ZREM', jobs, head[1])
         redis.call('HINCRBY', k.meta, 'groupWaiting', -1)
-        if redis.call('EXISTS', jobKey(k, head[1])) == 1 then
+        if state then
           id = head[1]
           break
         end

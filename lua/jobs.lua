@@ -12,7 +12,8 @@ local MAX_JOB_NAME_LEN = 1024 -- bytes of a job name (src/engine/options.ts MAX_
 local INSERT_JOB_WRITES = { 'meta', 'hash', 'id', 'string', 'events', 'stream', 'stream', 'stream', 'wake', 'stream',
   'scheduled', 'zset', 'prioritized', 'zset', 'lifo', 'list' }
 
--- Writes a new job's hash and puts it where it waits (scheduled set, its group, or ready). Shared
+-- Writes a new job's hash and puts it where it waits (scheduled set, its group, or ready; a delayed
+-- job of an ordered group also holds its place in the group's line). Shared
 -- with scheduler firing (lua/schedulers.lua). `group` is a spec checked by groupParse, or nil.
 -- The hash is written with one HSET (ready jobs: together with their state and stream entry id).
 local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group)
@@ -35,6 +36,8 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
     put('state', 'delayed')
     redis.call('HSET', jk, unpack(fields))
     redis.call('ZADD', k.scheduled, now + delay, id)
+    -- in an ordered group it takes its place in the line now (lua/group.lua groupHoldPlace)
+    if group then groupHoldPlace(k, id, jk, group.id) end
   elseif group then
     redis.call('HSET', jk, unpack(fields))
     groupEnqueue(k, id, jk, group.id)

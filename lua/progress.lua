@@ -1,12 +1,21 @@
---[[ progress.lua — glidemq_updateProgress, glidemq_addLog, glidemq_extendLocks
-  Writes from a running processor. Each checks that the caller still owns the claim, so a stale
-  worker cannot touch a job that was redispatched, and a removed job is never re-created. Every
-  argument, the job hashes and the types of the keys written are checked before the first write.
+--[[ progress.lua — glidemq_updateProgress, glidemq_addLog, glidemq_updateData,
+  glidemq_clearLogs, glidemq_extendLocks
+  Writes of a job's progress, logs and data, and the heartbeat of a running processor.
+  Progress, logs and data may be written by two kinds of caller:
+    - the worker that runs the job, with its claim's fence: the write takes effect only while that
+      claim is current, so a stale worker (its job was reclaimed and given to another worker, or
+      it finished) changes nothing;
+    - a handle that holds no claim (a Queue, or a Job fetched with Job.fromId), with fence '': the
+      write takes effect on any job that exists, whatever its state. Such a write never finishes,
+      moves or takes a job: it changes only the field or the log it names.
+  Neither kind re-creates a removed job: a job hash that is gone is refused (ERR_JOB_NOT_FOUND).
+  Every argument, the job hash and the types of the keys written are checked before the first write.
 
   glidemq_updateProgress
   KEYS[1]  meta key.
-  ARGV[1]  jobId: the running job.
-  ARGV[2]  fence: the fence of its claim.
+  ARGV[1]  jobId: the job.
+  ARGV[2]  fence: the fence of the caller's claim (the running worker), or '' for a handle that
+           holds no claim.
   ARGV[3]  progress: the progress as JSON text (any JSON value).
   Returns  1, or 0 if the claim is stale (nothing changed).
   Errors   ERR_JOB_NOT_FOUND (the job no longer exists), ERR_INVALID (an argument),
@@ -14,11 +23,30 @@
 
   glidemq_addLog
   KEYS[1]  meta key.
-  ARGV[1]  jobId: the running job.
-  ARGV[2]  fence: the fence of its claim.
+  ARGV[1]  jobId: the job.
+  ARGV[2]  fence: the fence of the caller's claim, or '' for a handle that holds no claim.
   ARGV[3]  line: the log line.
   ARGV[4]  keep: the newest lines kept (0 = all).
-  Returns  the log's length, or 0 if the claim is stale (nothing changed).
+  Returns  how many lines the log holds after the call, or 0 if the claim is stale (nothing changed).
+  Errors   ERR_JOB_NOT_FOUND (the job no longer exists), ERR_INVALID (an argument),
+           ERR_WRONG_TYPE (the job or its logs key holds another type).
+
+  glidemq_updateData
+  KEYS[1]  meta key.
+  ARGV[1]  jobId: the job.
+  ARGV[2]  fence: the fence of the caller's claim, or '' for a handle that holds no claim.
+  ARGV[3]  data: the new data as JSON text (any JSON value); it replaces the old data whole.
+  ARGV[4]  maxBytes: the largest data accepted, in bytes (the queue's maxPayloadBytes; 0 = no limit).
+  Returns  1, or 0 if the claim is stale (nothing changed).
+  Errors   ERR_JOB_NOT_FOUND (the job no longer exists), ERR_TOO_LARGE (data over maxBytes),
+           ERR_INVALID (an argument), ERR_WRONG_TYPE (the job key holds another type).
+
+  glidemq_clearLogs
+  KEYS[1]  meta key.
+  ARGV[1]  jobId: the job.
+  ARGV[2]  fence: the fence of the caller's claim, or '' for a handle that holds no claim.
+  ARGV[3]  keep: the newest lines kept (0 = the whole log is deleted).
+  Returns  how many lines the log holds after the call, or 0 if the claim is stale (nothing changed).
   Errors   ERR_JOB_NOT_FOUND (the job no longer exists), ERR_INVALID (an argument),
            ERR_WRONG_TYPE (the job or its logs key holds another type).
 
@@ -35,11 +63,16 @@
 ]]
 -- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
 do
-local PROGRESS_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'progress', kind('a JSON value', function(v)
+-- A fence, or '' for a write from a handle that holds no claim.
+local FENCE_OR_NONE = ARG.orEmpty(ARG.fence)
+local JSON_VALUE = kind('a JSON value', function(v)
   if pcall(cjson.decode, v) then return v end
   return nil
-end) }
-local LOG_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'line', ARG.any, 'keep', ARG.int(0, MAX_SAFE_INT) }
+end)
+local PROGRESS_ARGS = { 'jobId', ARG.jobId, 'fence', FENCE_OR_NONE, 'progress', JSON_VALUE }
+local LOG_ARGS = { 'jobId', ARG.jobId, 'fence', FENCE_OR_NONE, 'line', ARG.any, 'keep', ARG.int(0, MAX_SAFE_INT) }
+local DATA_ARGS = { 'jobId', ARG.jobId, 'fence', FENCE_OR_NONE, 'data', JSON_VALUE, 'maxBytes', ARG.int(0, MAX_SAFE_INT) }
+local CLEAR_LOGS_ARGS = { 'jobId', ARG.jobId, 'fence', FENCE_OR_NONE, 'keep', ARG.int(0, MAX_SAFE_INT) }
 local EXTEND_HEAD = { 'consumer', ARG.nonEmpty }
 local EXTEND_CLAIM = { 'jobId', ARG.jobId, 'fence', ARG.fence }
 local PROGRESS_TYPES = { 'events', 'stream' }
@@ -50,12 +83,17 @@ local function ownedBy(jk, fence)
   return nil
 end
 
--- A write from a running processor: the job must exist (never re-created) and the claim be current.
+-- The job a write names: it must exist (never re-created). With a fence the write is the running
+-- worker's and needs its claim to be current; with '' it is a handle's, which holds no claim.
 -- Returns the job key, or nil for a stale claim. Raises ERR_JOB_NOT_FOUND for a removed job.
-local function claimedJob(k, id, fence, what)
+local function writableJob(k, id, fence, what)
   local jk = jobKey(k, id)
   if redis.call('EXISTS', jk) == 0 then
     refuse('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed?): cannot ' .. what)
+  end
+  if fence == '' then
+    requireKeyType(jk, 'hash')
+    return jk
   end
   if not ownedBy(jk, fence) then return nil end
   return jk
@@ -64,7 +102,7 @@ end
 register('glidemq_updateProgress', function(keys, args)
   local k = keysFor(keys[1])
   local a = decodeArgs('glidemq_updateProgress', args, PROGRESS_ARGS)
-  local jk = claimedJob(k, a.jobId, a.fence, 'update progress')
+  local jk = writableJob(k, a.jobId, a.fence, 'update progress')
   if not jk then return 0 end
   requireTypes(k, PROGRESS_TYPES)
   redis.call('HSET', jk, 'progress', a.progress)
@@ -75,13 +113,44 @@ end)
 register('glidemq_addLog', function(keys, args)
   local k = keysFor(keys[1])
   local a = decodeArgs('glidemq_addLog', args, LOG_ARGS)
-  local jk = claimedJob(k, a.jobId, a.fence, 'add a log line')
+  local jk = writableJob(k, a.jobId, a.fence, 'add a log line')
   if not jk then return 0 end
   local logs = jk .. ':logs'
   requireKeyType(logs, 'list')
   local n = redis.call('RPUSH', logs, a.line)
-  if a.keep > 0 and n > a.keep then redis.call('LTRIM', logs, -a.keep, -1) end
+  if a.keep > 0 and n > a.keep then
+    redis.call('LTRIM', logs, -a.keep, -1)
+    n = a.keep
+  end
   return n
+end)
+
+register('glidemq_updateData', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_updateData', args, DATA_ARGS)
+  if a.maxBytes > 0 and #a.data > a.maxBytes then
+    refuse('ERR_TOO_LARGE', 'job ' .. a.jobId .. ': the new data is ' .. #a.data .. ' bytes, over the limit of ' ..
+      string.format('%.0f', a.maxBytes) .. ' bytes (maxPayloadBytes): store large data elsewhere and keep a reference in the job')
+  end
+  local jk = writableJob(k, a.jobId, a.fence, 'update its data')
+  if not jk then return 0 end
+  redis.call('HSET', jk, 'data', a.data)
+  return 1
+end)
+
+register('glidemq_clearLogs', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_clearLogs', args, CLEAR_LOGS_ARGS)
+  local jk = writableJob(k, a.jobId, a.fence, 'clear its logs')
+  if not jk then return 0 end
+  local logs = jk .. ':logs'
+  requireKeyType(logs, 'list')
+  if a.keep == 0 then
+    redis.call('DEL', logs)
+    return 0
+  end
+  redis.call('LTRIM', logs, -a.keep, -1)
+  return redis.call('LLEN', logs)
 end)
 
 register('glidemq_extendLocks', function(keys, args)

@@ -4,7 +4,9 @@
   Returns  {promoted, nextDueIn}: nextDueIn is how many ms from now (the server's TIME) the earliest
            delayed job or rate-limited group (timed-groups) is due, or -1 when none is. A relative
            time, so the caller can wait for it on its own clock whatever that clock says.
-           Due groups go back to ready-groups and wake workers.
+           Due groups go back to ready-groups and wake workers. A due job of a group rejoins
+           its group's line at its seq: a delayed job of an ordered group, which held its place
+           in the line through its delay, becomes waiting in that place (lua/group.lua).
   Errors   ERR_INVALID (limit), ERR_WRONG_TYPE (a key it writes holds another type).
            A scheduled id whose job hash is gone (removed) is dropped, never re-created.
 ]]

@@ -3,8 +3,12 @@
   ARGV     none.
   Returns  a flat list: waiting, active, delayed, prioritized, completed, failed, paused (1|0),
            listActive, streamPending, groupWaiting.
-           waiting counts stream entries not yet delivered, LIFO jobs and jobs waiting in groups;
-           active counts stream pending entries plus claimed priority/LIFO/group jobs.
+           waiting counts stream entries not yet delivered, LIFO jobs and jobs waiting in groups
+           (meta's groupWaiting); active counts stream pending entries plus claimed
+           priority/LIFO/group jobs; delayed counts the scheduled set, which holds the delayed jobs
+           of ordered groups that keep their place in their group's line (lua/group.lua).
+           glidemq_drain removes exactly the jobs counted as waiting and prioritized (and delayed
+           when asked); Queue.getJobs lists them by the same rules.
   Errors   ERR_INVALID (any argument), ERR_WRONG_TYPE (a key it reads holds another type).
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals

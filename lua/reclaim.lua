@@ -162,10 +162,14 @@ register('glidemq_reclaimStalled', function(keys, args)
   if redis.call('EXISTS', k.stream) == 0 then return { 'ok', {}, {}, 0, '0-0', 0 } end
   local now = serverNow()
   -- time the server was down or not yet primary is no claim's idle time (lua/epoch.lua)
-  if servingFor(k.meta, now, not a.dryRun) < a.minIdle then
+  local serving, epoch = servingFor(k.meta, now)
+  if serving < a.minIdle then
+    if not a.dryRun then recordEpoch(k.meta, epoch) end
     return { 'ok', {}, {}, removeStaleConsumers(k, a.consumer, a.consumerIdleMs, a.dryRun), a.cursor, 0 }
   end
+  -- (the read phase below may refuse: the epoch is recorded after it)
   local bySid, order, cursor, grouped = streamCandidates(k, a, not a.dryRun)
+  if not a.dryRun then recordEpoch(k.meta, epoch) end
   local out = { redispatched = {}, failed = {}, dropped = 0 }
   if a.dryRun then
     for _, sid in ipairs(order) do reclaimEntry(k, a, bySid[sid], now, out) end
@@ -198,7 +202,11 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
   if redis.call('EXISTS', k.meta) == 0 then return { 'ok', {}, {}, 'set', 0 } end
   local now = serverNow()
   -- time the server was down or not yet primary is no claim's lock age (lua/epoch.lua)
-  if servingFor(k.meta, now, not a.dryRun) < a.minIdle then return { 'ok', {}, {}, 'set', 0 } end
+  local serving, epoch = servingFor(k.meta, now)
+  if serving < a.minIdle then
+    if not a.dryRun then recordEpoch(k.meta, epoch) end
+    return { 'ok', {}, {}, 'set', 0 }
+  end
   local ids = redis.call('SMEMBERS', k.listActiveIds)
   local source, steps = 'set', 0
   if not listActiveTrusted(k) then
@@ -230,6 +238,7 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
       end
     end
   end
+  if not a.dryRun then recordEpoch(k.meta, epoch) end
   local redispatched, failed = {}, {}
   for _, c in ipairs(stalled) do
     local redispatch = c.redispatch

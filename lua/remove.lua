@@ -4,6 +4,9 @@
   Each function reads every job hash it will remove (a job key of another type raises
   ERR_WRONG_TYPE there) and checks the type of every queue and group key it may write, all before
   the first write, so a refused call writes nothing.
+  A removed group job leaves its group's line (a waiting job, or a delayed one holding its place
+  in an ordered group's line); a removed job that held its group (heldBy, or the head of the line)
+  frees it and wakes a worker for it (lua/group.lua groupForget).
 
   glidemq_removeJob
     KEYS[1]  meta key.
@@ -18,9 +21,19 @@
     ARGV[1]  includeDelayed: '1' also removes delayed jobs, '0' leaves them.
     ARGV[2]  limit: jobs removed per call (1..10000).
     ARGV[3]  dryRun: '1' only counts what would be removed (all of it, not one call's share).
-    Removes up to `limit` jobs that wait (stream entries not yet delivered, LIFO, prioritized, and
-    delayed when asked); active jobs are left alone.
-    Returns  {removed (or would remove), more (1 when jobs are left to drain)}.
+    ARGV[4]  groupCount: how many group ids follow (0..10000), each:
+      group.groupId: a group whose waiting jobs are removed too (1..256 bytes, no "{", "}",
+             whitespace or control characters). The caller finds the groups that have a line
+             by SCAN (src/engine/cleanup.ts): no queue key lists them all (a full group is in
+             neither ready- nor timed-groups).
+    Removes up to `limit` jobs that wait, exactly those glidemq_getCounts counts as waiting or as
+    prioritized (stream entries not yet delivered, LIFO, prioritized, the waiting jobs of the
+    groups named), and delayed jobs when asked (a delayed job holding its place in an ordered
+    group's line is one of them: removing it frees the group). Active jobs are left alone, with
+    their group slots. A group emptied is taken out of ready- and timed-groups.
+    Returns  {removed (or would remove), more (1 when jobs are left to drain)}. A dry run counts
+             the waiting group jobs of every group (meta's groupWaiting, as glidemq_getCounts),
+             whether named or not.
     Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_clean
@@ -30,13 +43,22 @@
     ARGV[3]  limit: jobs removed per call (1..10000).
     ARGV[4]  dryRun: '1' only lists what would be removed.
     The age is the server's: finished jobs are scored with the server's TIME, and compared with
-    the server's TIME here (no caller's clock decides what is old enough).
-    Returns  the ids removed (or that would be), oldest first.
+    the server's TIME here (no caller's clock decides what is old enough). A finished group job
+    is in no group's line and holds no slot: its group is left as it is.
+    Returns  the ids removed (or that would be), oldest first. Emits 'cleaned' (count) when it removed any,
+             and 'removed' (prev: the state) for each job, as every removal does.
     Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local REMOVE_JOB_ARGS = { 'jobId', ARG.jobId, 'force', ARG.flag }
-local DRAIN_ARGS = { 'includeDelayed', ARG.flag, 'limit', ARG.int(1, MAX_COUNT), 'dryRun', ARG.flag }
+local DRAIN_ARGS = { 'includeDelayed', ARG.flag, 'limit', ARG.int(1, MAX_COUNT), 'dryRun', ARG.flag,
+  'groupCount', ARG.count }
+-- A group id as groupParse (lua/group.lua) accepts them.
+local DRAIN_GROUP = { 'groupId', kind('a group id (1 to ' .. MAX_ID_LEN ..
+  ' bytes, no "{", "}", whitespace or control characters)', function(v)
+  if v ~= '' and #v <= MAX_ID_LEN and not string.find(v, '[{}%s%c]') then return v end
+  return nil
+end) }
 local CLEAN_ARGS = { 'state', ARG.oneOf('completed', 'failed'), 'graceMs', ARG.ms, 'limit', ARG.int(1, MAX_COUNT),
   'dryRun', ARG.flag }
 -- Every structure dropJob and a released claim touch: the job's places, its group's sets (meta
@@ -53,18 +75,20 @@ local function readForRemoval(k, jk)
   return f[1] or nil
 end
 
--- Removes a job that is not active from every structure, then its hash and logs.
-local function dropJob(k, id, jk)
-  local sid = redis.call('HGET', jk, 'sid')
+-- Removes a job that is not active from every structure, then its hash and logs. `lineGid`: the
+-- group whose line listed it (drain), for an entry whose job hash is gone.
+local function dropJob(k, id, jk, lineGid)
+  local f = redis.call('HMGET', jk, 'sid', 'state')
+  local sid = f[1]
   if sid then redis.call('XDEL', k.stream, sid) end
-  groupForget(k, id, jk)
+  groupForget(k, id, jk, lineGid)
   redis.call('ZREM', k.scheduled, id)
   redis.call('ZREM', k.prioritized, id)
   redis.call('LREM', k.lifo, 0, id)
   redis.call('ZREM', k.completed, id)
   redis.call('ZREM', k.failed, id)
   redis.call('DEL', jk, jk .. ':logs')
-  emit(k, 'removed', id)
+  emit(k, 'removed', id, 'prev', f[2] or 'unknown')
 end
 
 register('glidemq_removeJob', function(keys, args)
@@ -99,25 +123,50 @@ local function undelivered(k, limit)
   return ids
 end
 
+-- Up to `room` ids from the line of group `gid` that drain removes: waiting jobs and entries whose
+-- job is gone; delayed ones (holding their place) only with `withDelayed`. Reads only.
+local function groupLineIds(k, gid, room, withDelayed)
+  local _, line = groupKeys(k, gid)
+  local out, from = {}, 0
+  while #out < room do
+    local page = redis.call('ZRANGE', line, from, from + room - 1)
+    if #page == 0 then break end
+    for _, id in ipairs(page) do
+      if #out >= room then break end
+      if withDelayed or redis.call('HGET', jobKey(k, id), 'state') ~= 'delayed' then out[#out + 1] = id end
+    end
+    from = from + #page
+  end
+  return out
+end
+
 register('glidemq_drain', function(keys, args)
   local k = keysFor(keys[1])
-  local a = decodeArgs('glidemq_drain', args, DRAIN_ARGS)
+  local a, groups = decodeArgs('glidemq_drain', args, DRAIN_ARGS, DRAIN_GROUP, 'groupCount')
   requireTypes(k, REMOVE_WRITES)
+  if a.dryRun then
+    local total = #undelivered(k, 1000000) + redis.call('LLEN', k.lifo) + redis.call('ZCARD', k.prioritized) +
+      math.max(0, toInt(redis.call('HGET', k.meta, 'groupWaiting'), 0))
+    if a.includeDelayed then total = total + redis.call('ZCARD', k.scheduled) end
+    return { total, 0 }
+  end
   local limit = a.limit
-  local ids = undelivered(k, limit)
-  local function take(list)
+  -- candidates, each with the group line it came from (nil: a queue structure)
+  local ids, lineOf = undelivered(k, limit), {}
+  local function take(list, gid)
     for _, id in ipairs(list) do
       if #ids >= limit then return end
       ids[#ids + 1] = id
+      if gid and lineOf[id] == nil then lineOf[id] = gid end
     end
   end
   take(redis.call('LRANGE', k.lifo, 0, limit - 1))
   take(redis.call('ZRANGE', k.prioritized, 0, limit - 1))
   if a.includeDelayed then take(redis.call('ZRANGE', k.scheduled, 0, limit - 1)) end
-  if a.dryRun then
-    local total = #undelivered(k, 1000000) + redis.call('LLEN', k.lifo) + redis.call('ZCARD', k.prioritized)
-    if a.includeDelayed then total = total + redis.call('ZCARD', k.scheduled) end
-    return { total, 0 }
+  for _, g in ipairs(groups) do
+    if #ids >= limit then break end
+    groupRequireTypes(k, g.groupId) -- its line and hash are written (a refusal names the key)
+    take(groupLineIds(k, g.groupId, limit - #ids, a.includeDelayed), g.groupId)
   end
   -- read phase: each id once, its state and group
   local seen, plan = {}, {}
@@ -125,18 +174,20 @@ register('glidemq_drain', function(keys, args)
     if not seen[id] then
       seen[id] = true
       local jk = jobKey(k, id)
-      plan[#plan + 1] = { id = id, jk = jk, state = readForRemoval(k, jk) }
+      plan[#plan + 1] = { id = id, jk = jk, state = readForRemoval(k, jk), gid = lineOf[id] }
     end
   end
   local removed = 0
   for _, p in ipairs(plan) do
     if p.state and p.state ~= 'active' then
-      dropJob(k, p.id, p.jk)
+      dropJob(k, p.id, p.jk, p.gid)
       removed = removed + 1
     elseif not p.state then
+      -- an entry whose job is gone: dropped from the structure that listed it
       redis.call('LREM', k.lifo, 0, p.id)
       redis.call('ZREM', k.prioritized, p.id)
       redis.call('ZREM', k.scheduled, p.id)
+      if p.gid then groupForget(k, p.id, p.jk, p.gid) end
     end
   end
   local more = (#ids >= limit) and 1 or 0
@@ -153,6 +204,7 @@ register('glidemq_clean', function(keys, args)
   if a.dryRun then return ids end
   for _, id in ipairs(ids) do readForRemoval(k, jobKey(k, id)) end
   for _, id in ipairs(ids) do dropJob(k, id, jobKey(k, id)) end
+  if #ids > 0 then emit(k, 'cleaned', '', 'count', #ids) end
   return ids
 end)
 end

@@ -2,6 +2,8 @@
 export { Queue, type QueueOptions, type JobCounts } from './engine/queue.js';
 export { Worker, type WorkerOptions, type Processor } from './engine/worker.js';
 export { Job, type JobState } from './engine/job.js';
+export type { RetryOptions, RetryJobsOptions } from './engine/job-edits.js';
+export { QueueEvents, type QueueEventsOptions, type QueueEventsListener } from './engine/queue-events.js';
 export type { JobOptions, BackoffOptions, Retention } from './engine/options.js';
 export type { GroupOptions, TokenBucketOptions, GroupState } from './engine/groups.js';
 export * from './engine/errors.js';

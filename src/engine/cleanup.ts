@@ -5,29 +5,47 @@
 import { connectionFor, type Client } from './connection.js';
 import { globEscape } from './discovery.js';
 import { JobActiveError } from './errors.js';
+import { groupsWithLines } from './groups.js';
 import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 
 /** Jobs per function call: bounded so a huge queue never blocks the server in one call. */
 const BATCH = 1000;
+/** Group ids named per glidemq_drain call. */
+const GROUP_BATCH = 100;
 
 export interface DrainResult {
   removed: number;
   dryRun: boolean;
 }
 
+/**
+ * Removes the jobs that wait: exactly those getJobCounts counts as waiting and prioritized (stream
+ * entries not yet delivered, LIFO, prioritized, and the jobs waiting in groups), and the delayed
+ * ones with `delayed`. Active jobs are left to finish, with their group slots. A dry run counts.
+ */
 export async function drain(client: Client, keys: QueueKeys, opts: { delayed?: boolean; dryRun?: boolean } = {}): Promise<DrainResult> {
   const withDelayed = opts.delayed ? '1' : '0';
+  const call = async (dryRun: boolean, groups: string[]) =>
+    (await callFunction(client, 'glidemq_drain', keys.meta, [withDelayed, BATCH, dryRun ? '1' : '0', groups.length, ...groups])) as number[];
   if (opts.dryRun) {
-    const r = (await callFunction(client, 'glidemq_drain', keys.meta, [withDelayed, BATCH, '1'])) as number[];
+    const r = await call(true, []);
     return { removed: r[0], dryRun: true };
   }
   let removed = 0;
-  for (;;) {
-    const r = (await callFunction(client, 'glidemq_drain', keys.meta, [withDelayed, BATCH, '0'])) as number[];
-    removed += r[0];
-    if (r[1] !== 1 || r[0] === 0) return { removed, dryRun: false };
-  }
+  const until = async (groups: string[]) => {
+    for (;;) {
+      const r = await call(false, groups);
+      removed += r[0];
+      if (r[1] !== 1 || r[0] === 0) return;
+    }
+  };
+  // the queue's own structures, then the groups' lines: no queue key lists every group that has
+  // waiting jobs (a full group is in neither ready- nor timed-groups), so they are found by SCAN
+  await until([]);
+  const groups = await groupsWithLines(client, keys);
+  for (let i = 0; i < groups.length; i += GROUP_BATCH) await until(groups.slice(i, i + GROUP_BATCH));
+  return { removed, dryRun: false };
 }
 
 export interface CleanResult {

@@ -25,6 +25,9 @@ export class LibraryVersionError extends GlideMQError {}
 export class ConnectionError extends GlideMQError {}
 export class WrongTypeError extends GlideMQError {}
 export class JobActiveError extends GlideMQError {}
+/** A job is not in the state an operation needs (retry of a job that has not finished, promote or
+ * changeDelay of a job that is not delayed): the message names the job, its state and the call. */
+export class JobStateError extends GlideMQError {}
 export class SubscriptionNotFoundError extends GlideMQError {}
 /** Thrown by a processor to fail the job at once, without further attempts. */
 const UNRECOVERABLE = Symbol.for('glidemq.unrecoverable');
@@ -73,6 +76,7 @@ export const LUA_ERRORS: Record<string, [ErrorClass, boolean]> = {
   ERR_TOO_LARGE: [PayloadTooLargeError, true],
   ERR_WRONG_TYPE: [WrongTypeError, true],
   ERR_JOB_ACTIVE: [JobActiveError, true],
+  ERR_JOB_STATE: [JobStateError, true],
   ERR_NO_SUBSCRIPTION: [SubscriptionNotFoundError, true],
   ERR_INTERNAL: [InternalError, false],
 };

@@ -8,7 +8,8 @@
  * token of the bucket per start. Settings live on the group, not the job: the latest add that names a
  * setting sets it for the whole group (0 turns a limit off).
  */
-import type { Client } from './connection.js';
+import { connectionFor, type Client } from './connection.js';
+import { globEscape } from './discovery.js';
 import { parseDuration } from './duration.js';
 import { invalid } from './errors.js';
 import { type QueueKeys, validateGroupId } from './keys.js';
@@ -45,7 +46,10 @@ export interface GroupState {
   active: number;
   /** Job ids holding a slot, with the consumer that holds each. */
   holders: Record<string, string>;
+  /** Jobs waiting in the group's line. */
   waiting: number;
+  /** Delayed jobs of an ordered group holding their place in its line (each starts in its place once due). */
+  delayed: number;
   rateMax: number;
   rateDuration: number;
   windowStart: number | null;
@@ -55,6 +59,7 @@ export interface GroupState {
   tokens: number | null;
   lastRefill: number | null;
   ordered: boolean;
+  /** The delayed job an ordered group waits for: a retry backoff or parked step, or the delayed job at the head of its line. */
   heldBy: string | null;
   seq: number;
 }
@@ -128,16 +133,24 @@ function maybe(v: string | undefined): number | null {
 /** Reads one group's hash and its waiting count (undefined when the group was never used). */
 export async function readGroupState(client: Client, keys: QueueKeys, id: string): Promise<GroupState | undefined> {
   validateGroupId(id);
-  const [h, waiting] = await Promise.all([client.hgetall(keys.group(id)), client.zcard(keys.groupJobs(id))]);
+  const [h, inLine, head] = await Promise.all([
+    client.hgetall(keys.group(id)),
+    client.zcard(keys.groupJobs(id)),
+    client.zrange(keys.groupJobs(id), '0', '0'),
+  ]);
   if (!h || Object.keys(h).length === 0) return undefined;
   const holders: Record<string, string> = {};
   for (const [f, v] of Object.entries(h)) if (f.startsWith('h:')) holders[f.slice(2)] = v;
+  const delayed = Math.min(inLine, Math.max(0, num(h.delayed, 0)));
+  let heldBy = h.heldBy ?? null;
+  if (!heldBy && delayed > 0 && head[0] && (await client.hget(keys.job(head[0]), 'state')) === 'delayed') heldBy = head[0];
   return {
     id,
     maxConcurrency: num(h.maxConcurrency, 0),
     active: num(h.active, 0),
     holders,
-    waiting,
+    waiting: inLine - delayed,
+    delayed,
     rateMax: num(h.rateMax, 0),
     rateDuration: num(h.rateDuration, 0),
     windowStart: maybe(h.windowStart),
@@ -147,7 +160,67 @@ export async function readGroupState(client: Client, keys: QueueKeys, id: string
     tokens: maybe(h.tokens),
     lastRefill: maybe(h.lastRefill),
     ordered: h.ordered === '1',
-    heldBy: h.heldBy ?? null,
+    heldBy,
     seq: num(h.seq, 0),
   };
+}
+
+/** The SCAN pattern of one queue's group lines, and how to read the group id back from a key. */
+function groupLines(keys: QueueKeys): { pattern: string; idOf: (key: string) => string | undefined } {
+  const marker = '\u0000';
+  const [before, after] = keys.groupJobs(marker).split(marker);
+  return {
+    pattern: `${globEscape(before)}*${globEscape(after)}`,
+    idOf: (key) => {
+      if (!key.startsWith(before) || !key.endsWith(after) || key.length <= before.length + after.length) return undefined;
+      const id = key.slice(before.length, key.length - after.length);
+      try {
+        return validateGroupId(id);
+      } catch {
+        return undefined; // a key another program wrote: no glidemq group has that id
+      }
+    },
+  };
+}
+
+/**
+ * The ids of the groups that have a line (`<base>:group:{<id>}:jobs`: waiting jobs, or delayed
+ * jobs holding their place), sorted. No queue key lists them all (a full group is in neither
+ * ready- nor timed-groups), so they are found by SCAN, as obliterate finds a queue's keys: it
+ * reads the server's keyspace in pages and blocks nothing.
+ */
+export async function groupsWithLines(client: Client, keys: QueueKeys): Promise<string[]> {
+  const node = connectionFor(client, keys.meta);
+  if (!node) throw new Error(`no primary is known yet for queue ${keys.queue}; try again once the cluster is reachable`);
+  const { pattern, idOf } = groupLines(keys);
+  const found = new Set<string>();
+  let cursor = '0';
+  do {
+    const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    for (const key of batch) {
+      const id = idOf(key);
+      if (id !== undefined) found.add(id);
+    }
+  } while (cursor !== '0');
+  return [...found].sort();
+}
+
+/**
+ * The jobs waiting in groups, group by group (sorted by group id), each group's in the order
+ * they start: the jobs glidemq_getCounts counts in `waiting` through meta's groupWaiting. A
+ * delayed job holding its place in an ordered group's line is left out (it is delayed).
+ */
+export async function waitingGroupJobIds(client: Client, keys: QueueKeys): Promise<string[]> {
+  const out: string[] = [];
+  for (const gid of await groupsWithLines(client, keys)) {
+    const [ids, delayed] = await Promise.all([client.zrange(keys.groupJobs(gid), '0', '-1'), client.hget(keys.group(gid), 'delayed')]);
+    if (num(delayed ?? undefined, 0) <= 0) {
+      out.push(...ids);
+      continue;
+    }
+    const states = await Promise.all(ids.map((id) => client.hget(keys.job(id), 'state')));
+    out.push(...ids.filter((_, i) => states[i] !== 'delayed'));
+  }
+  return out;
 }

@@ -1,9 +1,12 @@
 /** A job as a processor and an inspector see it: its stored fields, and what a running job may do. */
 import type { Client } from './connection.js';
 import { invalid, StaleClaimError } from './errors.js';
+import * as edits from './job-edits.js';
+import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from './library.js';
 import type { QueueKeys } from './keys.js';
-import type { StoredOptions } from './options.js';
+import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
+import type { Queue } from './queue.js';
 import { pairsToRecord } from './replies.js';
 
 export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'unknown';
@@ -16,6 +19,15 @@ export interface Claim {
   fence: string;
   /** Told once a progress value is stored (the worker emits its `progress` event from here). */
   onProgress?: (job: Job, progress: unknown) => void;
+}
+
+/** What a job fetched by id needs of its queue to change itself without a claim (a Queue is one). */
+export interface JobQueueHandle {
+  readonly client: Client;
+  readonly keys: QueueKeys;
+  readonly maxPayloadBytes?: number;
+  waitUntilReady(): Promise<void>;
+  emit(event: string, ...args: unknown[]): boolean;
 }
 
 export class Job<D = any, R = any> {
@@ -63,7 +75,8 @@ export class Job<D = any, R = any> {
 
   /** Activations so far, this one included (each claim takes the next fence). */
   get attemptsStarted(): number {
-    return Number(this.claim?.fence ?? this.raw.fence ?? 0) || 0;
+    // startsBase: the fence when a retry asked to count from 0 again (lua/job-edit.lua)
+    return Math.max(0, (Number(this.claim?.fence ?? this.raw.fence ?? 0) || 0) - (Number(this.raw.startsBase ?? 0) || 0));
   }
 
   /**
@@ -115,21 +128,130 @@ export class Job<D = any, R = any> {
     return job;
   }
 
-  /** Stores progress (any JSON value). A worker that lost this job's claim changes nothing. */
+  // ---- Changing the job from any handle (BullMQ's Job API; src/engine/job-edits.ts) ----
+  // From the worker that runs the job, progress, logs and data are written under its claim: once
+  // that claim is stale (the job was reclaimed, or it finished) they change nothing. From a handle
+  // without a claim (a job fetched with Job.fromId, or the Queue's own calls) they are written to
+  // any job that exists. No handle finishes a job; retry, promote and changeDelay move only jobs no
+  // worker holds.
+
+  /** @internal the queue a handle job came from (Job.fromId, queue.getJob, getJobs, add): its client and keys. */
+  queue: JobQueueHandle | undefined;
+
+  /** The job `id` of `queue`, able to change itself without a claim; undefined when there is none. */
+  static async fromId<D = any, R = any>(queue: Queue, id: string): Promise<Job<D, R> | undefined> {
+    const job = await queue.getJob(id);
+    if (job) job.queue = queue;
+    return job as Job<D, R> | undefined;
+  }
+
+  /** BullMQ's Job.addJobLog: queue.addJobLog(id, line, keepLogs). */
+  static addJobLog(queue: Queue, id: string, line: string, keepLogs?: number): Promise<number> {
+    return queue.addJobLog(id, line, keepLogs);
+  }
+
+  /**
+   * Where a change of this job goes: under the running claim when a worker runs it here, else
+   * through the queue it was fetched from (once that queue is ready: its client may be a Cluster).
+   */
+  private async editTarget(op: string): Promise<EditTarget> {
+    const c = this.claim;
+    if (c) {
+      // a claim always has its fence: '' would make the worker's write a handle's (unfenced) one
+      if (!/^\d+$/.test(c.fence)) throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: ${op}: the claim has no fence`);
+      return { client: c.client, keys: c.keys, fence: c.fence };
+    }
+    if (!this.queue) {
+      throw invalid(`job ${this.id}: ${op} needs the job's queue: get the job with Job.fromId(queue, id), or use the Queue's call`);
+    }
+    await this.queue.waitUntilReady();
+    return { client: this.queue.client, keys: this.queue.keys, fence: '' };
+  }
+
+  /**
+   * Stores progress (any JSON value) and emits `progress`. From the worker that runs the job: false
+   * (nothing changed) once its claim is stale. From a handle: on any job that exists.
+   */
   async updateProgress(progress: unknown): Promise<boolean> {
-    const c = this.requireClaim('updateProgress');
-    const r = await callFunction(c.client, 'glidemq_updateProgress', c.keys.meta, [this.id, c.fence, JSON.stringify(progress)]);
-    if (r !== 1) return false;
+    const t = await this.editTarget('updateProgress');
+    if (!(await edits.updateProgress(t, this.id, progress))) return false;
     this.progress = progress;
-    c.onProgress?.(this, progress);
+    this.claim?.onProgress?.(this, progress);
     return true;
   }
 
-  /** Appends a line to the job's log (the newest `keep` lines are kept). */
-  async log(line: string, keep = 1000): Promise<number> {
-    const c = this.requireClaim('log');
-    return (await callFunction(c.client, 'glidemq_addLog', c.keys.meta, [this.id, c.fence, line, keep])) as number;
+  /**
+   * Appends a line to the job's log, keeping the newest `keep` lines (default: the job's `keepLogs`
+   * option, else all). Returns how many lines the log holds (0 from a worker whose claim is stale).
+   */
+  async log(line: string, keep?: number): Promise<number> {
+    const t = await this.editTarget('log');
+    return edits.addLog(t, this.id, line, keep ?? this.opts.keepLogs ?? 0);
   }
+
+  /** Keeps the newest `keepLogs` lines of the job's log (none or 0: deletes it). */
+  async clearLogs(keepLogs?: number): Promise<void> {
+    const t = await this.editTarget('clearLogs');
+    await edits.clearLogs(t, this.id, keepLogs ?? 0);
+  }
+
+  /** Replaces the job's data (as updateProgress: fenced from the worker that runs it). */
+  async updateData(data: D): Promise<boolean> {
+    const t = await this.editTarget('updateData');
+    if (!(await edits.updateData(t, this.id, data, this.queue?.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD))) return false;
+    this.data = data;
+    return true;
+  }
+
+  /**
+   * Removes the job, unless a worker is running it (JobActiveError: BullMQ refuses a locked job
+   * too). A job already gone is no error.
+   */
+  async remove(_opts?: { removeChildren?: boolean }): Promise<void> {
+    const t = await this.editTarget('remove');
+    const removed = await callFunction(t.client, 'glidemq_removeJob', t.keys.meta, [this.id, '0']);
+    if (removed === 1) this.queue?.emit('removed', this);
+  }
+
+  /**
+   * Puts a completed or failed job (`state`, default 'failed') back to waiting, its outcome cleared;
+   * attemptsMade is kept unless `resetAttemptsMade`. JobStateError when the job is in another state.
+   */
+  async retry(state: 'completed' | 'failed' = 'failed', opts: RetryOptions = {}): Promise<void> {
+    const t = await this.editTarget('retry');
+    this.state = await edits.retryJob(t, this.id, state, opts);
+    this.failedReason = null;
+    this.returnvalue = null;
+    this.finishedOn = null;
+    this.processedOn = null;
+    if (opts.resetAttemptsMade) this.attemptsMade = 0;
+    if (opts.resetAttemptsStarted) this.raw.startsBase = String(this.claim?.fence ?? this.raw.fence ?? 0);
+  }
+
+  /** Moves a delayed job to waiting now (JobStateError when it is not delayed). */
+  async promote(): Promise<void> {
+    const t = await this.editTarget('promote');
+    this.state = await edits.promoteJob(t, this.id);
+    this.opts.delay = 0;
+  }
+
+  /** Makes a delayed job due `delay` ms from now, by the server's clock (JobStateError when it is not delayed). */
+  async changeDelay(delay: number): Promise<void> {
+    const t = await this.editTarget('changeDelay');
+    this.opts.delay = await edits.changeDelay(t, this.id, delay);
+  }
+
+  /**
+   * Changes the job's priority (0: none) or LIFO option. A job waiting in the queue moves to where
+   * they put it; an active, delayed or finished one keeps its place and uses them when next queued.
+   */
+  async changePriority(opts: { priority?: number; lifo?: boolean }): Promise<void> {
+    const t = await this.editTarget('changePriority');
+    this.state = await edits.changePriority(t, this.id, opts);
+    this.opts.priority = opts.priority ?? 0;
+    this.opts.lifo = !!opts.lifo;
+  }
+  // ---- end of the changes from any handle ----
 
   /**
    * Parks the running job until `timestamp` (ms since the epoch, this process's clock: the time the
@@ -174,6 +296,17 @@ export class Job<D = any, R = any> {
     this.moved = true;
     this.state = r === 'waiting' ? 'waiting' : 'delayed';
     if (nextStep !== undefined && this.data !== null && typeof this.data === 'object') (this.data as Record<string, unknown>).step = nextStep;
+  }
+
+  /**
+   * BullMQ's waitUntilFinished: resolves to the job's return value once it completed, rejects with
+   * an Error whose message is its failedReason once it failed for good (a failed attempt that will
+   * be retried is not the end). A job that finished before the call answers from its stored state;
+   * `ttl` (ms) bounds the wait (then an ERR_TIMEOUT error). The QueueEvents must be of the job's
+   * queue and running (src/engine/queue-events.ts untilFinished).
+   */
+  waitUntilFinished(queueEvents: import('./queue-events.js').QueueEvents, ttl?: number): Promise<R> {
+    return queueEvents.untilFinished(this.id, ttl) as Promise<R>;
   }
 
   toJSON() {

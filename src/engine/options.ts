@@ -37,6 +37,8 @@ export interface JobOptions {
   backoff?: number | BackoffOptions | string;
   removeOnComplete?: Retention;
   removeOnFail?: Retention;
+  /** job.log keeps the newest this many lines of the job's log (default: every line). */
+  keepLogs?: number;
   /** Deduplication by id (see DedupOptions). */
   dedup?: DedupOptions;
   /** Run under a group's limits and order (see groups.ts). Not with priority or lifo. */
@@ -81,6 +83,7 @@ export interface StoredOptions {
   backoff?: BackoffOptions;
   removeOnComplete?: Retention;
   removeOnFail?: Retention;
+  keepLogs?: number;
 }
 
 export function parseBackoff(value: JobOptions['backoff']): BackoffOptions | undefined {
@@ -175,6 +178,12 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   // an explicit false is kept: it overrides a Worker-level rule
   if (roc !== undefined) stored.removeOnComplete = roc;
   if (rof !== undefined) stored.removeOnFail = rof;
+  if (opts.keepLogs !== undefined) {
+    if (!Number.isInteger(opts.keepLogs) || opts.keepLogs < 0) {
+      throw invalid(`keepLogs must be a whole number >= 0 (0 or none: keep every line), got ${String(opts.keepLogs)}`);
+    }
+    if (opts.keepLogs > 0) stored.keepLogs = opts.keepLogs;
+  }
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
   return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(opts.dedup, delay), group];
 }

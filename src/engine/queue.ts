@@ -2,13 +2,14 @@
 import { acquireClient, closeClient, settleTopology, type Acquired, type ConnectionInput, type Client } from './connection.js';
 import { invalid } from './errors.js';
 import { Job, type JobState } from './job.js';
+import { addLog, getJobLogs, promoteJobs, retryJobs, updateProgress, type EditTarget, type RetryJobsOptions } from './job-edits.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { clean, drain, obliterate, type CleanResult, type DrainResult, type ObliterateResult } from './cleanup.js';
 import { callFunction, ensureLibrary } from './library.js';
 import { buildRecord, describeRecord, parseRecord, type SchedulerInfo, type SchedulerTemplate, type SchedulerTiming } from './schedulers.js';
 import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
-import { readGroupState, type GroupState } from './groups.js';
+import { readGroupState, waitingGroupJobIds, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
 import { SafeEmitter } from './safe-emitter.js';
 import { Producer } from './producer.js';
@@ -31,6 +32,13 @@ export interface JobCounts {
   consumers: number;
   isPaused: boolean;
   listActive: number;
+}
+
+/** `start`..`end` of `ids`, inclusive, negative counting from the end (as ZRANGE and LRANGE take them). */
+function page<T>(ids: T[], start: number, end: number): T[] {
+  const from = start < 0 ? Math.max(0, ids.length + start) : start;
+  const to = end < 0 ? ids.length + end : end;
+  return to < from ? [] : ids.slice(from, to + 1);
 }
 
 /** Jobs per glidemq_add call in addBulk; calls are pipelined. */
@@ -129,6 +137,7 @@ export class Queue extends SafeEmitter {
     job.opts = { ...job.opts, attempts: opts.attempts ?? 1, delay: Number(opts.delay ?? 0) || 0, priority: opts.priority ?? 0, lifo: !!opts.lifo };
     job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
     job.created = created;
+    job.queue = this;
     if (code === 2) job.deduplicated = 'blocked';
     if (code === 3) {
       job.deduplicated = 'debounced';
@@ -141,7 +150,9 @@ export class Queue extends SafeEmitter {
     await this.waitUntilReady();
     const h = (await this.client.hgetall(this.keys.job(id))) as Record<string, string>;
     if (!h || Object.keys(h).length === 0) return undefined;
-    return Job.fromFields({ ...h, id });
+    const job = Job.fromFields({ ...h, id });
+    job.queue = this; // it can change itself (job.updateData, remove, retry, ...) through this queue
+    return job;
   }
 
   /** One group's limits, active count and holders, rate window, token bucket and waiting count. */
@@ -150,10 +161,56 @@ export class Queue extends SafeEmitter {
     return readGroupState(this.client, this.keys, id);
   }
 
-  async getJobLogs(id: string): Promise<string[]> {
+  /**
+   * Lines `start`..`end` (inclusive; negative counts from the end) of job `id`'s log, oldest first,
+   * or newest first when `asc` is false, and how many lines the log holds (BullMQ's form).
+   */
+  async getJobLogs(id: string, start = 0, end = -1, asc = true): Promise<{ logs: string[]; count: number }> {
     await this.waitUntilReady();
-    return this.client.lrange(this.keys.logs(id), 0, -1);
+    return getJobLogs(this.client, this.keys, id, start, end, asc);
   }
+
+  // ---- Changing jobs from the queue (BullMQ's Queue API; src/engine/job-edits.ts) ----
+
+  /** The largest job data accepted, in bytes of JSON (job.updateData of a job fetched from here). */
+  get maxPayloadBytes(): number {
+    return this.maxPayload;
+  }
+
+  /** The edits target of this queue: no claim (fence ''). */
+  private async editTarget(): Promise<EditTarget> {
+    await this.waitUntilReady();
+    return { client: this.client, keys: this.keys, fence: '' };
+  }
+
+  /**
+   * Appends a line to job `id`'s log, keeping the newest `keepLogs` lines (default: all). Returns
+   * how many lines the log holds. Any job that exists, whatever its state (JobNotFoundError if none).
+   */
+  async addJobLog(id: string, line: string, keepLogs?: number): Promise<number> {
+    return addLog(await this.editTarget(), id, line, keepLogs ?? 0);
+  }
+
+  /** Stores job `id`'s progress (any JSON value) and emits `progress` (id, progress) here. */
+  async updateJobProgress(id: string, progress: unknown): Promise<void> {
+    await updateProgress(await this.editTarget(), id, progress);
+    this.emit('progress', id, progress);
+  }
+
+  /**
+   * Puts failed (or, with `state: 'completed'`, completed) jobs back to waiting, `count` per server
+   * call until none is left that finished at or before `timestamp` (default: the server's now when
+   * the call starts). attemptsMade is kept, as BullMQ keeps it.
+   */
+  async retryJobs(opts: RetryJobsOptions = {}): Promise<void> {
+    await retryJobs(await this.editTarget(), opts);
+  }
+
+  /** Moves every delayed job to waiting, due or not, `count` per server call. */
+  async promoteJobs(opts: { count?: number } = {}): Promise<void> {
+    await promoteJobs(await this.editTarget(), opts);
+  }
+  // ---- end of the changes from the queue ----
 
   async getJobCounts(): Promise<JobCounts> {
     const r = (await this.call('glidemq_getCounts', [])) as number[];
@@ -173,6 +230,22 @@ export class Queue extends SafeEmitter {
     };
   }
 
+  /** Ids of the stream entries no worker has been given yet (after the group's last delivery). */
+  private async undeliveredIds(): Promise<string[]> {
+    let last = '0-0';
+    try {
+      const groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
+      for (const g of groups) {
+        const h = pairsToRecord(g);
+        if (h.name === 'workers') last = String(h['last-delivered-id']);
+      }
+    } catch {
+      return []; // no stream yet
+    }
+    const entries = (await this.client.xrange(this.keys.stream, `(${last}`, '+')) as [string, string[]][];
+    return entries.map((e) => e[1][1]);
+  }
+
   private async consumerCount(): Promise<number> {
     try {
       const groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
@@ -186,7 +259,12 @@ export class Queue extends SafeEmitter {
     return 0;
   }
 
-  /** Jobs in a state, newest first for finished sets, in queue order otherwise. */
+  /**
+   * Jobs in a state, newest first for finished sets, in queue order otherwise; `start`..`end` is
+   * the page (inclusive; negative counts from the end, as in ZRANGE). `waiting` lists exactly the
+   * jobs getJobCounts counts as waiting, the ones drain removes: LIFO jobs, stream entries not yet
+   * delivered to a worker, then the jobs waiting in groups (group by group, each in its order).
+   */
   async getJobs(state: JobState, start = 0, end = 99): Promise<Job[]> {
     await this.waitUntilReady();
     let ids: string[];
@@ -206,9 +284,9 @@ export class Queue extends SafeEmitter {
         break;
       case 'waiting': {
         const lifo = await this.client.lrange(k.lifo, 0, -1);
-        const entries = (await this.client.xrange(k.stream, '-', '+')) as [string, string[]][];
-        const streamIds = entries.map((e) => e[1][1]);
-        ids = [...lifo, ...streamIds];
+        const streamIds = await this.undeliveredIds();
+        const groupIds = await waitingGroupJobIds(this.client, k);
+        ids = page([...lifo, ...streamIds, ...groupIds], start, end);
         break;
       }
       case 'active': {

@@ -155,6 +155,19 @@ export async function processBacklog(
   return { rate, jobs: done, cost };
 }
 
+/**
+ * processBacklog at concurrency `concurrency` while the system's QueueEvents listens to `completed`
+ * (glidemq writes its per-job events only while one listens: lua/events.lua).
+ */
+export async function processListened(sys: System, url: string, concurrency: number, s: Sizes, admin?: Redis): Promise<ProcessResult> {
+  const listener = await sys.listen(url, QUEUE);
+  try {
+    return await processBacklog(sys, url, concurrency, s, admin);
+  } finally {
+    await listener.close();
+  }
+}
+
 /** End-to-end latency (add called → worker's completed event) at a steady rate; ms p50/p99. */
 export async function steadyLatency(sys: System, url: string, s: Sizes): Promise<{ p50: number; p99: number }> {
   const samples: number[] = [];

@@ -27,6 +27,8 @@ export const ROWS: Row[] = [
   { key: 'cost.client', label: 'client CPU per job (c=10, worker process)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'cost.script', label: 'function/script time per job (commandstats)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'cost.calls', label: 'server-side calls per job (incl. inside scripts)', unit: 'calls', better: 'lower', digits: 1 },
+  { key: 'events.c10', label: 'process c=10, a QueueEvents listening', unit: 'jobs/s', better: 'higher' },
+  { key: 'events.cpu', label: 'server CPU per job (c=10, a QueueEvents listening)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'mem.job', label: 'memory per waiting job (100-byte payload)', unit: 'bytes', better: 'lower', target: { ratio: 1, text: '<= 1x' } },
   { key: 'dur.always', label: 'process c=10, appendfsync always', unit: 'jobs/s', better: 'higher' },
   { key: 'dur.everysec', label: 'process c=10, appendfsync everysec', unit: 'jobs/s', better: 'higher' },

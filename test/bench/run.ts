@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { TestServer } from '../helpers/valkey.js';
 import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue, nodeStartMs } from './cli-figures.js';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
-import { bulkAdds, memoryPerJob, preload, processBacklog, serialAdds, steadyLatency, type Sizes } from './figures.js';
+import { bulkAdds, memoryPerJob, preload, processBacklog, processListened, serialAdds, steadyLatency, type Sizes } from './figures.js';
 import { median, sentCommands } from './measure.js';
 import { record, renderMarkdown, renderTable, ROWS, type Results } from './report.js';
 import { SYSTEMS, type System } from './systems.js';
@@ -142,6 +142,12 @@ async function main(): Promise<void> {
           }
         });
       }
+      await each('events.', main, async (sys) => {
+        await preload(sys, main.s.url, sizes.backlog);
+        const r = await processListened(sys, main.s.url, 10, sizes, main.admin);
+        put('events.c10', sys, r.rate, `jobs/s with a QueueEvents (${r.jobs} jobs)`);
+        if (r.cost) put('events.cpu', sys, r.cost.cpuUsPerJob, 'server CPU µs/job with a QueueEvents');
+      });
       await each('lat.', main, async (sys) => {
         const r = await steadyLatency(sys, main.s.url, sizes);
         put('lat.p50', sys, r.p50, 'ms');

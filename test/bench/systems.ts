@@ -2,8 +2,8 @@
  * The two queues under test behind one small interface, so every figure runs the same workload
  * against glidemq and against BullMQ. Each side uses its library the way its documentation shows.
  */
-import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
-import { Queue, Worker } from '../../src/index.js';
+import { Queue as BullQueue, QueueEvents as BullQueueEvents, Worker as BullWorker } from 'bullmq';
+import { Queue, QueueEvents, Worker } from '../../src/index.js';
 
 export type SystemName = 'glidemq' | 'BullMQ';
 
@@ -29,6 +29,8 @@ export interface System {
   producer(url: string, queue: string): Promise<Producer>;
   /** Starts a worker with a no-op processor; `onCompleted` sees each finished job's data. */
   worker(url: string, queue: string, concurrency: number, onCompleted: (data: any) => void): Promise<RunningWorker>;
+  /** Starts the system's QueueEvents on the queue with a `completed` listener; resolves once it reads. */
+  listen(url: string, queue: string): Promise<RunningWorker>;
 }
 
 function hostPort(url: string): { host: string; port: number } {
@@ -56,6 +58,14 @@ export const glidemq: System = {
     await w.run();
     return { close: () => w.close() };
   },
+  async listen(url, queue) {
+    const qe = new QueueEvents(queue, { connection: url });
+    let completed = 0;
+    qe.on('completed', () => void completed++);
+    qe.on('error', (err) => console.error(`glidemq QueueEvents error: ${String(err)}`));
+    await qe.waitUntilReady();
+    return { close: () => qe.close() };
+  },
 };
 
 export const bullmq: System = {
@@ -76,6 +86,14 @@ export const bullmq: System = {
     void w.run();
     await w.waitUntilReady();
     return { close: () => w.close() };
+  },
+  async listen(url, queue) {
+    const qe = new BullQueueEvents(queue, { connection: hostPort(url) });
+    let completed = 0;
+    qe.on('completed', () => void completed++);
+    qe.on('error', (err) => console.error(`BullMQ QueueEvents error: ${String(err)}`));
+    await qe.waitUntilReady();
+    return { close: () => qe.close() };
   },
 };
 

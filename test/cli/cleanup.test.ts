@@ -56,6 +56,31 @@ describe('CLI: drain, clean, obliterate, remove', function () {
     expect(await q.client.exists(q.keys.job('4'))).to.equal(0);
   });
 
+  it('drain removes group jobs too: the count it reports, what it removes and the waiting count agree', async () => {
+    // a full group (its one slot taken) with two jobs waiting behind, an ordered group with a
+    // delayed job holding its place ahead of a waiting one, and a plain job
+    await q.add('g1', {}, { group: { id: 'g', maxConcurrency: 1 } });
+    await q.add('g2', {}, { group: { id: 'g' } });
+    await q.add('g3', {}, { group: { id: 'g' } });
+    await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1);
+    await q.add('od', {}, { group: { id: 'o', ordered: true }, delay: 60_000 });
+    await q.add('o1', {}, { group: { id: 'o' } });
+    await q.add('a', {});
+    expect(await q.getJobCounts()).to.include({ waiting: 4, active: 1, delayed: 1 });
+    const dry = await cli(['drain', name, '--dry-run', '--json']);
+    expect(JSON.parse(dry.stdout)).to.deep.equal({ queue: name, removed: 4, dryRun: true });
+    const r = await cli(['drain', name, '--yes', '--json']);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(JSON.parse(r.stdout)).to.deep.equal({ queue: name, removed: 4, dryRun: false });
+    expect(await q.getJobCounts()).to.include({ waiting: 0, active: 1, delayed: 1 });
+    expect(await q.getGroup('g')).to.include({ waiting: 0, active: 1 });
+    expect(await q.getGroup('o')).to.include({ waiting: 0, delayed: 1 });
+    const all = await cli(['drain', name, '--delayed', '--yes', '--json']);
+    expect(JSON.parse(all.stdout).removed).to.equal(1);
+    expect(await q.getGroup('o')).to.include({ waiting: 0, delayed: 0, heldBy: null });
+    expect(await q.client.exists(q.keys.groupJobs('g'), q.keys.groupJobs('o'))).to.equal(0);
+  });
+
   it('drain leaves active jobs alone', async () => {
     await q.add('a', {});
     await q.add('b', {});

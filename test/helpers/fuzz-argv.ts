@@ -43,6 +43,22 @@ export function anyJobId(f: Facts, rng: Prng): string {
   return pick(rng, [...f.jobs.keys()], MISSING_ID);
 }
 
+/** A job id and fence for a progress/log/data write: the running worker's claim, or a handle's '' on any job. */
+function writer(f: Facts, rng: Prng): [string, string] {
+  if (rng.chance(0.5)) {
+    const j = activeJob(f, rng);
+    return [j.id, j.fence];
+  }
+  return [anyJobId(f, rng), ''];
+}
+
+/** A job id in `state` (the job-edit functions' own case), or now and then any id. */
+function idIn(f: Facts, rng: Prng, state: string): string {
+  const ids = f.byState.get(state) ?? [];
+  if (ids.length === 0 || rng.chance(0.2)) return anyJobId(f, rng);
+  return rng.pick(ids);
+}
+
 /** One 12-field job group of glidemq_add, of a kind drawn at random. */
 function addGroup(f: Facts, rng: Prng): string[] {
   const g = ['', 'fz-add', '{"n":1}', '0', '0', '0', '1', '', '', '0', '', ''];
@@ -121,17 +137,41 @@ export const TEMPLATES: Record<string, Template> = {
   glidemq_pause: () => [],
   glidemq_resume: () => [],
   glidemq_updateProgress: (f, rng) => {
-    const j = activeJob(f, rng);
-    return [j.id, j.fence, '{"pct":75}'];
+    const [id, fence] = writer(f, rng);
+    return [id, fence, '{"pct":75}'];
   },
   glidemq_addLog: (f, rng) => {
-    const j = activeJob(f, rng);
-    return [j.id, j.fence, 'a log line', String(rng.int(1, 1000))];
+    const [id, fence] = writer(f, rng);
+    return [id, fence, 'a log line', String(rng.int(0, 1000))];
+  },
+  glidemq_updateData: (f, rng) => {
+    const [id, fence] = writer(f, rng);
+    return [id, fence, rng.pick(['{"n":2}', '[1,2]', '"text"']), rng.pick(['524288', '0', '4'])];
+  },
+  glidemq_clearLogs: (f, rng) => {
+    const [id, fence] = writer(f, rng);
+    return [id, fence, String(rng.int(0, 3))];
+  },
+  glidemq_retryJob: (f, rng) => {
+    const state = rng.pick(['failed', 'completed']);
+    return [idIn(f, rng, state), state, rng.pick(['0', '1']), rng.pick(['0', '1'])];
+  },
+  glidemq_retryJobs: (_f, rng) => [rng.pick(['failed', 'completed']), String(rng.int(1, 20)), rng.pick(['', '0', String(Date.now() + HOUR)])],
+  glidemq_promoteJob: (f, rng) => [idIn(f, rng, 'delayed')],
+  glidemq_promoteJobs: (_f, rng) => [String(rng.int(1, 20))],
+  glidemq_changeDelay: (f, rng) => [idIn(f, rng, 'delayed'), String(rng.pick([0, 1000, HOUR]))],
+  glidemq_changePriority: (f, rng) => {
+    const [priority, lifo] = rng.pick([['0', '0'], ['0', '1'], ['5', '0'], ['2097152', '0']] as const);
+    return [idIn(f, rng, rng.pick(['waiting', 'prioritized', 'delayed', 'active'])), priority, lifo];
   },
   glidemq_extendLocks: (f, rng) => [f.consumer, ...some(rng, f.active).flatMap((j) => [j.id, j.fence])],
   glidemq_getCounts: () => [],
+  glidemq_listenEvents: (_f, rng) => [String(rng.pick([1000, 30_000, 86_400_000]))],
   glidemq_removeJob: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
-  glidemq_drain: (_f, rng) => [rng.pick(['0', '1']), String(rng.int(1, 1000)), rng.pick(['0', '1'])],
+  glidemq_drain: (f, rng) => {
+    const groups = some(rng, [...f.groups, 'g9'], 0);
+    return [rng.pick(['0', '1']), String(rng.int(1, 1000)), rng.pick(['0', '1']), String(groups.length), ...groups];
+  },
   glidemq_clean: (_f, rng) => [rng.pick(['completed', 'failed']), String(rng.pick([0, 60_000])), String(rng.int(1, 1000)), rng.pick(['0', '1'])],
   glidemq_removeIdleConsumer: (f, rng) => [rng.chance(0.5) ? f.consumer : 'fz-idle'],
   glidemq_upkeep: () => [],
@@ -148,7 +188,12 @@ export const TEMPLATES: Record<string, Template> = {
     return [rng.chance(0.8) ? f.consumer : 'fz-consumer-2', String(jobs.length), ...jobs.flatMap((j) => [j.id, rng.chance(0.8) ? j.fence : '99'])];
   },
   glidemq_listClaims: (_f, rng) => [rng.pick(['0', '1000']), String(rng.int(1, 1000))],
-  glidemq_bcPublish: (_f, rng) => [rng.pick(['0', '100']), rng.pick(['orders.new', 'hold.2']), '{"a":1}'],
+  glidemq_bcPublish: (_f, rng) => {
+    // half the calls name a producer, some of them repeating a call number already run
+    const producer = rng.chance(0.5) ? ['fz-producer', String(rng.int(1, 4)), '1'] : ['', '0', '0'];
+    return [rng.pick(['0', '100']), ...producer, rng.pick(['orders.new', 'hold.2']), '{"a":1}'];
+  },
+  glidemq_bcSubscriptions: () => [],
   glidemq_bcSubscribe: (f, rng) => [
     rng.chance(0.6) ? subscription(f, rng).name : 'subC', rng.pick(['$', '0', pick(rng, f.messages, '0-1')]), '["orders.*"]',
   ],

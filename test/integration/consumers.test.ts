@@ -45,7 +45,7 @@ describe('consumer cleanup (real valkey-server)', () => {
     await q.add('held', {});
     await claimAs(q, 'dead-holder');
     const live = h.worker(name, async () => 'ok', { blockTimeout: 100 });
-    await live.run();
+    await live.waitUntilReady();
     await waitFor(async () => (await consumers(q)).some((c) => c.name === live.consumer), 'the live worker to read');
     await waitFor(async () => (await consumers(q)).filter((c) => c.name.startsWith('dead-')).every((c) => c.idle > 400), 'dead consumers idle');
     // the reclaim scheduler's own call: min idle far above the holder's idle, consumer threshold 400 ms
@@ -83,7 +83,7 @@ describe('consumer cleanup (real valkey-server)', () => {
     const name = uniqueQueue();
     const q = h.queue(name);
     const w = h.worker(name, async () => 'ok');
-    await w.run();
+    await w.waitUntilReady();
     await waitFor(async () => (await consumers(q)).some((c) => c.name === w.consumer), 'consumer registered');
     await w.close();
     expect((await consumers(q)).map((c) => c.name)).to.not.include(w.consumer);
@@ -94,7 +94,7 @@ describe('consumer cleanup (real valkey-server)', () => {
     const q = h.queue(name);
     const done: string[] = [];
     const w = h.worker(name, async (job) => void done.push(job.name), { blockTimeout: 300 });
-    await w.run();
+    await w.waitUntilReady();
     await waitFor(async () => (await consumers(q)).some((c) => c.name === w.consumer), 'consumer registered');
     // what a stalled reclaim elsewhere does to an idle consumer (here without waiting a minute)
     await q.client.xgroup('DELCONSUMER', q.keys.stream, 'workers', w.consumer);

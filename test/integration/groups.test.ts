@@ -387,4 +387,89 @@ describe('Group state (real valkey-server)', () => {
     expect(await raw.zscore(q.keys.readyGroups, 'z')).to.equal(null);
     expect(await raw.get(q.keys.groupJobs('z'))).to.equal('not a zset');
   });
+  it('drain removes group jobs: counts say waiting 4 with group jobs, drain removes them all, the group keys stay consistent and a later add still runs', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const lib = new LibraryCalls(raw, q);
+    // one group job runs (its group is then full: in neither ready- nor timed-groups), two wait
+    // behind it; one waits in a second group; one plain job waits in the stream
+    await lib.add(3, { id: 'g', maxConcurrency: 1 });
+    const [running] = await lib.fetch(1);
+    await lib.add(1, { id: 'h' }, 3);
+    await q.add('plain', {});
+    expect(await q.getJobCounts()).to.include({ waiting: 4, active: 1 });
+    expect(await raw.zscore(q.keys.readyGroups, 'g')).to.equal(null);
+    expect((await q.drain({ dryRun: true })).removed).to.equal(4);
+    expect(await q.getJobCounts()).to.include({ waiting: 4 }); // a dry run changes nothing
+    expect((await q.drain()).removed).to.equal(4);
+    const c = await q.getJobCounts();
+    expect(c).to.include({ waiting: 0, active: 1, listActive: 1 });
+    expect(await raw.hget(q.keys.meta, 'groupWaiting')).to.equal('0');
+    expect(await raw.exists(q.keys.groupJobs('g'), q.keys.groupJobs('h'))).to.equal(0);
+    expect(await raw.zrange(q.keys.readyGroups, '0', '-1')).to.deep.equal([]);
+    expect(await raw.zrange(q.keys.timedGroups, '0', '-1')).to.deep.equal([]);
+    // the running job keeps its slot and its claim
+    const id = field(running, 'id')!;
+    expect(await q.getGroup('g')).to.deep.include({ active: 1, holders: { [id]: 'c1' }, waiting: 0 });
+    expect((await q.getJob(id))?.state).to.equal('active');
+    expect(await lib.finish(running)).to.equal('completed');
+    expect(await q.getGroup('g')).to.deep.include({ active: 0, holders: {}, waiting: 0 });
+    // the groups still run what is added to them next
+    const done: string[] = [];
+    h.worker(name, async (job) => {
+      done.push(job.name);
+    });
+    await q.add('next-g', {}, { group: { id: 'g' } });
+    await q.add('next-h', {}, { group: { id: 'h' } });
+    await waitFor(() => done.length === 2, 'the jobs added after the drain to run');
+    expect(done.sort()).to.deep.equal(['next-g', 'next-h']);
+  });
+
+  it('getJobs lists the waiting group jobs that getJobCounts counts and drain removes, in their order', async () => {
+    const q = h.queue(uniqueQueue());
+    const lib = new LibraryCalls(raw, q);
+    await q.add('lifo', {}, { lifo: true });
+    await q.add('plain', {});
+    await q.add('g1', {}, { group: { id: 'g', maxConcurrency: 1 } });
+    await q.add('g2', {}, { group: { id: 'g' } });
+    await q.add('o-delayed', {}, { group: { id: 'o', ordered: true }, delay: 60_000 });
+    await q.add('o1', {}, { group: { id: 'o' } });
+    // the LIFO job is fetched first; a fetched (active) job is not waiting
+    expect((await lib.fetch(1)).map((j) => field(j, 'name'))).to.deep.equal(['lifo']);
+    await q.add('p', {}, { priority: 2 });
+    const counts = await q.getJobCounts();
+    const waiting = (await q.getJobs('waiting', 0, -1)).map((j) => j.name);
+    expect(waiting).to.deep.equal(['plain', 'g1', 'g2', 'o1']);
+    expect(counts).to.include({ waiting: waiting.length, delayed: 1, prioritized: 1, active: 1 });
+    // pages of the same list
+    expect((await q.getJobs('waiting', 1, 2)).map((j) => j.name)).to.deep.equal(['g1', 'g2']);
+    expect((await q.getJobs('waiting', -1, -1)).map((j) => j.name)).to.deep.equal(['o1']);
+    expect((await q.getJobs('delayed')).map((j) => j.name)).to.deep.equal(['o-delayed']);
+    expect((await q.drain({ dryRun: true })).removed).to.equal(counts.waiting + counts.prioritized);
+    expect((await q.drain()).removed).to.equal(counts.waiting + counts.prioritized);
+    expect(await q.getJobs('waiting')).to.deep.equal([]);
+    expect(await q.getJobCounts()).to.include({ waiting: 0, prioritized: 0, delayed: 1, active: 1 });
+  });
+
+  it('clean removes finished group jobs and leaves their group as it is', async () => {
+    const q = h.queue(uniqueQueue());
+    const lib = new LibraryCalls(raw, q);
+    await lib.add(3, { id: 'g', maxConcurrency: 1 });
+    const [a] = await lib.fetch(1);
+    await lib.finish(a);
+    const [b] = await lib.fetch(1);
+    await lib.finish(b, 'failed');
+    const [running] = await lib.fetch(1);
+    await lib.add(1, { id: 'g' }, 3);
+    const before = await q.getGroup('g');
+    expect(before).to.include({ active: 1, waiting: 1 });
+    expect(await q.clean('completed', 0)).to.deep.include({ ids: [field(a, 'id')] });
+    expect(await q.clean('failed', 0)).to.deep.include({ ids: [field(b, 'id')] });
+    expect(await q.getJobCounts()).to.include({ completed: 0, failed: 0, waiting: 1, active: 1 });
+    expect(await q.getGroup('g')).to.deep.equal(before);
+    expect(await raw.exists(q.keys.job(field(a, 'id')!), q.keys.job(field(b, 'id')!))).to.equal(0);
+    await lib.finish(running);
+    const [last] = await lib.fetch(1);
+    expect(JSON.parse(field(last, 'data')!).i).to.equal(3);
+  });
 });

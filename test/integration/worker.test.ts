@@ -165,7 +165,7 @@ describe('Worker (real valkey-server)', () => {
     const j5 = await q.getJob(jobs[5].id);
     expect(j5?.returnvalue).to.deep.equal({ doubled: 10 });
     expect(j5?.progress).to.deep.equal({ half: true });
-    expect(await q.getJobLogs(jobs[5].id)).to.deep.equal([`working on ${jobs[5].id}`]);
+    expect((await q.getJobLogs(jobs[5].id)).logs).to.deep.equal([`working on ${jobs[5].id}`]);
   });
 
   it('removeOnComplete / removeOnFail: true, a count, and an age', async () => {

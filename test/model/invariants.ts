@@ -64,11 +64,24 @@ export async function invariantProblems(q: Queue, jobs: ReadonlyMap<string, Mode
   for (const id of await c.lrange(k.lifo, 0, -1)) put(id, 'lifo');
   const listActiveIds = await c.smembers(k.listActiveIds);
   for (const id of listActiveIds) put(id, 'list-active-ids');
+  // A group's line holds its waiting jobs and, in an ordered group, the delayed jobs added to it,
+  // which hold their place there while they are in the scheduled set (lua/group.lua): those count
+  // in the group's `delayed`, the waiting ones in meta's groupWaiting.
   let groupWaiting = 0;
   for (const g of groups) {
     const ids = await c.zrange(k.groupJobs(g), '0', '-1');
-    groupWaiting += ids.length;
-    for (const id of ids) put(id, 'group waiting');
+    let holding = 0;
+    for (const id of ids) {
+      if ((await c.hget(k.job(id), 'state')) === 'delayed') {
+        holding++;
+        if (!places.get(id)?.includes('scheduled')) problems.push(`job ${id} holds its place in group ${g}'s line as delayed but is not in the scheduled set`);
+      } else {
+        groupWaiting++;
+        put(id, 'group waiting');
+      }
+    }
+    const recorded = Number((await c.hget(k.group(g), 'delayed')) ?? 0);
+    if (recorded !== holding) problems.push(`group ${g} records ${recorded} delayed jobs holding their place, its line holds ${holding}`);
   }
   for (const id of await c.zrange(k.completed, '0', '-1')) put(id, 'completed');
   for (const id of await c.zrange(k.failed, '0', '-1')) put(id, 'failed');

@@ -63,6 +63,11 @@ export class ModelRun {
   private readonly held = new Set<string>();
   /** While set, in-process processors wait on it (so a server can be killed under running jobs). */
   private hold: Promise<void> | undefined;
+  /** The ordered group's jobs in the order they were added (delayed ones too), and their places. */
+  private readonly orderedLine: string[] = [];
+  private readonly orderedPlace = new Map<string, number>();
+  /** Starts of an ordered group's job before an earlier one had finished, seen by in-process processors. */
+  private readonly orderProblems: string[] = [];
 
   constructor(
     readonly seed: number,
@@ -121,7 +126,7 @@ export class ModelRun {
   }
 
   private async check(when: string): Promise<void> {
-    const problems = await invariantProblems(this.queue, this.jobs, GROUPS);
+    const problems = [...this.orderProblems, ...(await invariantProblems(this.queue, this.jobs, GROUPS))];
     if (problems.length) throw new Error(this.failure(when, problems));
   }
 
@@ -152,6 +157,8 @@ export class ModelRun {
       case 'group': {
         const id = this.rng.pick(GROUPS) as keyof typeof GROUP_OPTIONS;
         opts.group = { id, ...GROUP_OPTIONS[id] };
+        // a delayed job of the ordered group holds its place in the line through its delay
+        if (this.rng.chance(0.3)) opts.delay = this.rng.int(1, 400);
         break;
       }
       case 'custom':
@@ -161,8 +168,12 @@ export class ModelRun {
     return opts;
   }
 
-  private remember(id: string, mode: Mode, kind: Kind): void {
+  private remember(id: string, mode: Mode, kind: Kind, opts: JobOptions): void {
     this.jobs.set(id, { id, mode, runs: 0, crashes: 0 });
+    if (opts.group?.ordered) {
+      this.orderedPlace.set(id, this.orderedLine.length);
+      this.orderedLine.push(id);
+    }
     this.totals.jobs++;
     if (kind === 'custom') this.customIds.push(id);
   }
@@ -189,11 +200,11 @@ export class ModelRun {
     if (n === 1) {
       const p = planned[0];
       const job = await this.queue.add('model', { mode: p.mode }, p.opts);
-      this.remember(job.id, p.mode, p.kind);
+      this.remember(job.id, p.mode, p.kind, p.opts);
       return `add ${p.kind} ${p.mode} -> ${job.id}`;
     }
     const added = await this.queue.addBulk(planned.map((p) => ({ name: 'model', data: { mode: p.mode }, opts: p.opts })));
-    added.forEach((job, i) => this.remember(job.id, planned[i].mode, planned[i].kind));
+    added.forEach((job, i) => this.remember(job.id, planned[i].mode, planned[i].kind, planned[i].opts));
     return `addBulk ${n}: ${planned.map((p) => `${p.kind}/${p.mode}`).join(' ')}`;
   }
 
@@ -202,6 +213,7 @@ export class ModelRun {
   private readonly processor = async (job: Job) => {
     const m = this.jobs.get(job.id);
     if (!m) throw new Error(`processor got job ${job.id} that the model never added`);
+    await this.checkOrder(job.id);
     m.runs++;
     this.held.add(job.id);
     if (this.hold) await this.hold;
@@ -215,6 +227,26 @@ export class ModelRun {
     }
     return 'done';
   };
+
+  /**
+   * An ordered group's job starts only once every job added to the group before it has completed
+   * or failed for good (delayed ones included: they hold their place). Read when it starts: the
+   * earlier jobs' states cannot go back once finished.
+   */
+  private async checkOrder(id: string): Promise<void> {
+    const place = this.orderedPlace.get(id);
+    if (place === undefined) return;
+    try {
+      for (const earlier of this.orderedLine.slice(0, place)) {
+        const state = await this.queue.client.hget(this.queue.keys.job(earlier), 'state');
+        if (state !== 'completed' && state !== 'failed') {
+          this.orderProblems.push(`ordered group job ${id} started while job ${earlier}, added before it, was ${state ?? 'gone'}`);
+        }
+      }
+    } catch {
+      /* the server went away under the check (a kill step): nothing to conclude */
+    }
+  }
 
   private startWorker(): Worker {
     const w = new Worker(this.queueName, this.processor, {

@@ -29,7 +29,7 @@ Examples:
       action(async (ctx, queue: string, id: string) => {
         const found = await withQueue(ctx, queue, async (q) => {
           const job = await q.getJob(id);
-          return job ? { job, logs: await q.getJobLogs(id) } : undefined;
+          return job ? { job, logs: (await q.getJobLogs(id)).logs } : undefined;
         });
         if (!found) throw new JobNotFoundError('ERR_JOB_NOT_FOUND', `job ${id} not found in queue ${queue} (finished jobs may have been removed by retention)`, true);
         const { job, logs } = found;
