@@ -1,12 +1,10 @@
 /**
  * A worker's second connection, the one that blocks: XREADGROUP over the job stream and the wake
- * stream while slots are free, XREAD of the events stream while the queue is paused. It knows its
- * own CLIENT ID on the node that serves the queue, so close() can CLIENT UNBLOCK it cleanly.
+ * stream while slots are free, XREAD of the events stream while the queue is paused, on a
+ * BlockingConnection (which the worker can CLIENT UNBLOCK to end a read early).
  */
-import type { Redis } from 'ioredis';
-import {
-  connectionFor, duplicateClient, isCluster, sameServer, socketTimeoutOf, waitReady, type Acquired, type Client,
-} from './connection.js';
+import type { Acquired, Client } from './connection.js';
+import { BlockingConnection } from './blocking-connection.js';
 import { CONSUMER_GROUP, type QueueKeys } from './keys.js';
 
 export interface Delivery {
@@ -17,10 +15,7 @@ export interface Delivery {
 }
 
 export class BlockingReader {
-  readonly client: Client;
-  private id: number | undefined;
-  private conn: Redis | undefined;
-  private blocked = false;
+  private readonly conn: BlockingConnection;
 
   constructor(
     acquired: Acquired,
@@ -28,42 +23,25 @@ export class BlockingReader {
     private readonly consumer: string,
     private readonly blockTimeout: number,
   ) {
-    // A blocking read is silent for up to blockTimeout by design; only silence beyond that is a dead link.
-    this.client = duplicateClient(acquired, { maxRetriesPerRequest: null, socketTimeout: blockTimeout + socketTimeoutOf(acquired) });
-    this.client.on('ready', () => void this.learnId());
+    this.conn = new BlockingConnection(acquired, keys.stream, blockTimeout);
   }
 
-  async start(): Promise<void> {
-    if (isCluster(this.client)) await waitReady(this.client, 'the cluster', 15000);
-    await this.learnId();
+  get client(): Client {
+    return this.conn.client;
   }
 
-  private async learnId(): Promise<void> {
-    try {
-      const conn = connectionFor(this.client, this.keys.stream);
-      if (!conn) return;
-      this.id = (await conn.client('ID')) as number;
-      this.conn = conn;
-    } catch {
-      /* reconnecting; the next ready event tries again */
-    }
+  start(): Promise<void> {
+    return this.conn.start();
   }
 
   /** Waits up to blockTimeout for up to `count` new entries; undefined when none came. */
   async read(count: number): Promise<Delivery | undefined> {
-    if (isCluster(this.client) && connectionFor(this.client, this.keys.stream) !== this.conn) {
-      await this.learnId(); // the queue's slot moved (failover): the read runs on another node
-    }
-    this.blocked = true;
-    let delivered: [string, [string, string[]][]][] | null;
-    try {
-      delivered = (await (this.client as Redis).xreadgroup(
+    const delivered = (await this.conn.block((c) =>
+      c.xreadgroup(
         'GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', count, 'BLOCK', this.blockTimeout,
         'STREAMS', this.keys.stream, this.keys.wake, '>', '>',
-      )) as [string, [string, string[]][]][] | null;
-    } finally {
-      this.blocked = false;
-    }
+      ),
+    )) as [string, [string, string[]][]][] | null;
     if (!delivered) return undefined;
     const out: Delivery = { streamPairs: [], wakeIds: [] };
     for (const [key, entries] of delivered) {
@@ -78,19 +56,18 @@ export class BlockingReader {
   /** Blocks on the events stream until an event after `after` (e.g. resumed), or maxMs. */
   async waitForEvent(maxMs: number, after = '$'): Promise<void> {
     try {
-      await (this.client as Redis).xread('BLOCK', maxMs, 'STREAMS', this.keys.events, after);
+      await this.conn.block((c) => c.xread('BLOCK', maxMs, 'STREAMS', this.keys.events, after));
     } catch {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
 
   /** Ends a read in progress as if it timed out (from the worker's command connection). */
-  async unblock(from: Client): Promise<void> {
-    const server = this.conn && sameServer(from, this.conn);
-    if (this.id !== undefined && this.blocked && server) await server.client('UNBLOCK', this.id).catch(() => undefined);
+  unblock(from: Client): Promise<void> {
+    return this.conn.unblock(from);
   }
 
   close(): void {
-    this.client.disconnect();
+    this.conn.close();
   }
 }

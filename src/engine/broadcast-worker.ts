@@ -16,11 +16,9 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import {
-  acquireClient, closeClient, connectionFor, duplicateClient, isCluster, sameServer, settleTopology, waitReady,
-  type Acquired, type Client, type ConnectionInput,
-} from './connection.js';
+import { BlockingConnection } from './blocking-connection.js';
+import { acquireClient, closeClient, settleTopology, type Acquired, type Client, type ConnectionInput } from './connection.js';
+import { IdleWaiters } from './idle-waiters.js';
 import { isUnrecoverable, invalid } from './errors.js';
 import { BroadcastKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
@@ -30,6 +28,7 @@ import { pairsToRecord } from './replies.js';
 import { subjectFilter } from './subjects.js';
 import type { BroadcastMessage } from './broadcast.js';
 import { SafeEmitter } from './safe-emitter.js';
+import { CLOSE_CALL_MS, delay, monotonic, within } from './waiting.js';
 
 export type BroadcastProcessor<D = any, R = any> = (message: BroadcastMessage<D>) => Promise<R> | R;
 
@@ -75,13 +74,11 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   private readonly subjects: string[];
   private readonly backoff: BackoffOptions | undefined;
   private readonly start: string;
-  private blocker: Client | undefined;
-  private blockerConn: Redis | undefined;
-  private blockerId: number | undefined;
+  private blocker: BlockingConnection | undefined;
   private readonly active = new Map<string, Running>();
+  private readonly idle = new IdleWaiters(() => this.active.size);
   private running = false;
   private readerRunning = false;
-  private blocked = false;
   private closing: Promise<void> | undefined;
   private reclaimDue = true;
   /** When (this process's monotonic clock, ms) the loop next looks for due retries. Only this
@@ -89,7 +86,6 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   private retryCheckAt = 0;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stalledTimer: NodeJS.Timeout | undefined;
-  private idleWaiters: (() => void)[] = [];
   readonly finished = { completed: 0, failed: 0 };
 
   constructor(
@@ -140,10 +136,8 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
     await settleTopology(this.acquired);
     await ensureLibrary(this.client);
     await this.subscribe();
-    this.blocker = duplicateClient(this.acquired, { maxRetriesPerRequest: null });
-    this.blocker.on('ready', () => void this.learnBlockerId());
-    if (isCluster(this.blocker)) await waitReady(this.blocker, 'the cluster', 15000);
-    await this.learnBlockerId();
+    this.blocker = new BlockingConnection(this.acquired, this.keys.stream, this.settings.blockTimeout);
+    await this.blocker.start();
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => {
       this.reclaimDue = true;
@@ -154,17 +148,6 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
 
   private async subscribe(): Promise<void> {
     await this.call('glidemq_bcSubscribe', [this.subscription, this.start, JSON.stringify(this.subjects)]);
-  }
-
-  private async learnBlockerId(): Promise<void> {
-    try {
-      const conn = connectionFor(this.blocker as Client, this.keys.stream);
-      if (!conn) return;
-      this.blockerId = (await conn.client('ID')) as number;
-      this.blockerConn = conn;
-    } catch {
-      /* reconnecting; the next ready event tries again */
-    }
   }
 
   private freeSlots(): number {
@@ -188,15 +171,9 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
         const want = this.freeSlots();
         if (want <= 0 || this.closing) break;
         const block = Math.max(1, Math.ceil(Math.min(this.settings.blockTimeout, this.retryCheckAt - monotonic())));
-        let delivered: [string, Entry[]][] | null;
-        this.blocked = true;
-        try {
-          delivered = (await (this.blocker as Redis).xreadgroup(
-            'GROUP', this.subscription, this.consumer, 'COUNT', want, 'BLOCK', block, 'STREAMS', this.keys.stream, '>',
-          )) as [string, Entry[]][] | null;
-        } finally {
-          this.blocked = false;
-        }
+        const delivered = (await (this.blocker as BlockingConnection).block((c) =>
+          c.xreadgroup('GROUP', this.subscription, this.consumer, 'COUNT', want, 'BLOCK', block, 'STREAMS', this.keys.stream, '>'),
+        )) as [string, Entry[]][] | null;
         failures = 0;
         if (delivered?.[0]) await this.activate(delivered[0][1]);
       }
@@ -322,7 +299,7 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
     } else if (status === 'stale') {
       this.emit('lost', message);
     }
-    if (this.active.size === 0) this.idleWaiters.splice(0).forEach((w) => w());
+    this.idle.settle();
     this.kickReader();
   }
 
@@ -340,29 +317,24 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
 
   /** Ends the blocking read early so the loop looks again (a retry came due, stall check, close). */
   private async nudgeReader(): Promise<void> {
-    const server = this.blockerConn && sameServer(this.client, this.blockerConn);
-    if (this.blocked && this.blockerId !== undefined && server) {
-      await server.client('UNBLOCK', this.blockerId).catch(() => undefined);
-    }
-  }
-
-  private whenIdle(): Promise<void> {
-    if (this.active.size === 0) return Promise.resolve();
-    return new Promise((r) => this.idleWaiters.push(r));
+    await this.blocker?.unblock(this.client);
   }
 
   /** Graceful stop: claim nothing more, let running messages finish (up to the grace period), leave. */
   close(force = false): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.stalledTimer);
-      await this.nudgeReader();
-      if (!force && this.active.size > 0) await Promise.race([this.whenIdle(), delay(this.settings.closeGracePeriod)]);
+      // as Worker's close: a server that is gone must not hold it (calls only on a live
+      // connection, each bounded; what they would have done is left to recovery)
+      const live = () => this.client.status === 'ready';
+      if (live()) await within(this.nudgeReader(), CLOSE_CALL_MS);
+      if (!force && this.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       clearInterval(this.heartbeatTimer);
       this.running = false;
-      if (this.active.size === 0) {
-        await this.call('glidemq_bcRemoveIdleConsumer', [this.subscription, this.consumer]).catch(() => undefined);
+      if (this.active.size === 0 && live()) {
+        await within(this.call('glidemq_bcRemoveIdleConsumer', [this.subscription, this.consumer]), CLOSE_CALL_MS);
       }
-      this.blocker?.disconnect();
+      this.blocker?.close();
       if (this.acquired.owned) await closeClient(this.client);
       this.emit('closed');
     })();
@@ -391,12 +363,3 @@ function parseJson(text: string | undefined): unknown {
   }
 }
 
-
-/** This process's monotonic clock (ms): for the worker's own waiting only, never sent to the server. */
-function monotonic(): number {
-  return performance.now();
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}

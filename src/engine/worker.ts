@@ -33,6 +33,8 @@ import { FinishBatcher, type FinishRequest } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
+import { IdleWaiters } from './idle-waiters.js';
+import { CLOSE_CALL_MS, delay, within } from './waiting.js';
 import { SafeEmitter } from './safe-emitter.js';
 
 export type { WorkerOptions } from './worker-options.js';
@@ -97,7 +99,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   };
   /** Consecutive failed rounds of the read loop (the backoff grows with it). */
   private readFailures = 0;
-  private idleWaiters: (() => void)[] = [];
+  private readonly idle = new IdleWaiters(() => this.active.size);
   maintenance: Maintenance;
   /** Jobs this worker finished, by outcome. */
   readonly finished = { completed: 0, failed: 0 };
@@ -219,7 +221,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
       await within(this.releaseBuffered(), CLOSE_CALL_MS);
     }
-    if (!doNotWaitActive) await this.whenIdle();
+    if (!doNotWaitActive) await this.idle.wait();
     this.emit('paused');
   }
 
@@ -480,11 +482,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   private afterSlotFreed(): void {
     this.startBuffered();
-    if (this.active.size === 0) {
-      const waiters = this.idleWaiters;
-      this.idleWaiters = [];
-      waiters.forEach((w) => w());
-    }
+    this.idle.settle();
     this.kickReader();
   }
 
@@ -672,12 +670,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     }
   }
 
-  /** Resolves when no job is running on this worker. */
-  private whenIdle(): Promise<void> {
-    if (this.active.size === 0) return Promise.resolve();
-    return new Promise((r) => this.idleWaiters.push(r));
-  }
-
   /**
    * Graceful stop: take no more jobs, let running ones finish (up to the grace period), remove this
    * worker's consumer from the group when it holds nothing, and close the connections it opened.
@@ -693,7 +685,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       const live = () => this.client.status === 'ready';
       if (live()) await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
       if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
-      if (!force && this.active.size > 0) await within(this.whenIdle(), this.settings.closeGracePeriod);
+      if (!force && this.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       clearInterval(this.heartbeatTimer);
       this.recovery.stop();
       this.client.off('close', this.onClientClose);
@@ -745,19 +737,4 @@ function newerFence(a: string | undefined, b: string | undefined): boolean {
   if (a === undefined || a === '') return false;
   if (b === undefined || b === '') return true;
   return Number(a) > Number(b);
-}
-
-/** How long close() waits for each of its calls to the server. */
-const CLOSE_CALL_MS = 2000;
-
-/** Waits for `p` (whose failure is not this wait's concern) at most `ms`; the timer never outlives it. */
-async function within(p: Promise<unknown> | undefined, ms: number): Promise<void> {
-  if (!p) return;
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, ms)))]);
-  clearTimeout(timer);
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
