@@ -458,16 +458,17 @@ export class QueueEvents<R = any> extends SafeEmitter {
   }
 
   /**
-   * Reads the job's stored outcome and the newest event id in one MULTI: a finished job settles
-   * the wait; a missing one does once the reader has delivered every event up to that id (the
-   * outcome of a job removed on completion may be among them).
+   * Reads the job's stored outcome, then the newest event id, in one pipeline: a finished job
+   * settles the wait; a missing one does once the reader has delivered every event up to that id
+   * (the outcome of a job removed on completion was written before the hash was gone, so before
+   * that id). No MULTI: the order is enough, and the documented ACL rules allow no MULTI/EXEC.
    */
   private async check(w: Waiter): Promise<void> {
     if (w.done) return;
     let res: [Error | null, unknown][] | null;
     try {
       res = await this.client
-        .multi()
+        .pipeline()
         .hmget(this.keys.job(w.jobId), 'state', 'returnvalue', 'failedReason')
         .xrevrange(this.keys.events, '+', '-', 'COUNT', 1)
         .exec();
