@@ -220,9 +220,10 @@ requireRequeueTypes = function(k, gid)
 end
 
 -- The check phase of fetchNext, run before the calling function's first write: a fetch of `count`
--- jobs with the meta fields `m` ({paused, globalConcurrency}) writes the stream, and writes the
+-- jobs with the meta fields `m` (RATE.META, lua/rate-window.lua) writes the stream, and writes the
 -- lists when they hold jobs now or `lists` says the call's own writes may put some there (a
--- requeue, a released list claim); under a limit it reads list-active after those writes.
+-- requeue, a released list claim); under a limit it reads list-active after those writes; under
+-- a rate limiter it logs the starts.
 -- Returns the `lists` argument for fetchNext: false when the lists are and will stay empty
 -- (fetchNext then skips looking), true otherwise.
 checkFetch = function(k, count, m, lists)
@@ -233,23 +234,28 @@ checkFetch = function(k, count, m, lists)
   end
   -- a globalConcurrency limit reads list-active (activeCount) after the call's writes
   if lists or toInt(m[2], 0) > 0 then requireTypes(k, LIST_TYPES) end
+  if m[4] then requireTypes(k, RATE.TYPES) end
   return lists
 end
 
--- Fetches up to `count` jobs: priority first, then LIFO, then the stream. Obeys pause and the
--- global limit. `m`: the meta fields {paused, globalConcurrency} the caller read in this call;
+-- Fetches up to `count` jobs: priority first, then LIFO, then the stream. Obeys pause, the
+-- global limit and the rate limiter. `m`: the meta fields RATE.META the caller read in this call;
 -- `lists`: what checkFetch returned (the caller ran it before its first write). `now` is the
--- server's time. Returns a list of claim replies, and whether it got fewer than it wanted
--- because nothing was left waiting (no stream entry, priority, LIFO or group job): told only
--- while a QueueEvents listens (`listening`), false otherwise.
+-- server's time. Returns a list of claim replies; whether it got fewer than it wanted because
+-- nothing was left waiting (no stream entry, priority, LIFO or group job): told only while a
+-- QueueEvents listens (`listening`), false otherwise; and the ms until the rate limiter lets a job
+-- start when it is what kept the call from getting all it wanted (0 otherwise).
 fetchNext = function(k, consumer, now, count, m, lists)
   local out = {}
-  if count <= 0 or m[1] == '1' then return out, false end
+  if count <= 0 or m[1] == '1' then return out, false, 0 end
+  local wanted = count
   local limit = toInt(m[2], 0)
   if limit > 0 then
     local free = limit - activeCount(k)
     if free < count then count = math.max(free, 0) end
   end
+  local room = RATE.room(k, now, m)
+  if room < count then count = room end
   -- one EXISTS answers for the lists and the groups in the common case where none holds a job
   if count > 0 and lists ~= false and redis.call('EXISTS', k.prioritized, k.lifo, k.readyGroups, k.timedGroups) > 0 then
     while #out < count do
@@ -300,6 +306,10 @@ fetchNext = function(k, consumer, now, count, m, lists)
   else
     empty = false
   end
-  return out, empty
+  if m[4] then RATE.record(k, now, m, out) end
+  -- the window is full (or held) and the caller wanted more: say how long it stays so
+  local wait = 0
+  if room <= #out and #out < wanted then wait = select(2, RATE.room(k, now, m)) end
+  return out, empty, wait
 end
 end

@@ -22,7 +22,7 @@
     group.dedupId: '' = no dedup, else the dedup id (1..512 bytes; see lua/dedup.lua).
     group.dedupTtl: ms the dedup window lasts (0 = no end, at most 315576000000 = 10 years; needs
            a dedupId).
-    group.dedupMode: '' (no dedup) | simple | throttle | debounce (needed with a dedupId).
+    group.dedupMode: '' (no dedup) | simple | throttle | extend | debounce (needed with a dedupId).
     group.groupSpec: '' or the job's group as a JSON object {id, maxConcurrency?, rateMax?,
            rateDuration?, capacity?, refillRate?, ordered?}: the job waits in that group, whose
            settings it updates (see lua/group.lua). A delayed job of an ordered group takes its
@@ -73,7 +73,7 @@ local ADD_JOB = {
     return nil
   end),
   'dedupTtl', ARG.int(0, DEDUP_MAX_TTL),
-  'dedupMode', kind("'' (no dedup), simple, throttle or debounce", function(v)
+  'dedupMode', kind("'' (no dedup), simple, throttle, extend or debounce", function(v)
     if v == '' or DEDUP_MODES[v] then return v end
     return nil
   end),

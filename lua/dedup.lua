@@ -1,6 +1,6 @@
 --[[ dedup.lua — shared locals for deduplication (used by glidemq_add and glidemq_upkeep).
   The `<base>:dedup` hash maps a dedup id to `<mode>:<expiresAt>:<jobId>`: the mode letter of the
-  add that wrote it (s simple, t throttle, d debounce), when its window ends (ms of the server's
+  add that wrote it (s simple, t throttle, e extend, d debounce), when its window ends (ms of the server's
   clock; 0 = no end) and the job it points at. Valkey 8 has no per-field TTL, so these functions
   keep it: an entry that is over is ignored and overwritten when an add meets it, and the promotion
   tick's bounded sweep (dedupSweep) deletes the ones nobody meets again. Windows are opened and
@@ -9,12 +9,14 @@
   Modes, as the new add asks:
     simple    blocked while the earlier job is not finished (and, with a ttl, its window is open).
     throttle  blocked while the window (ttl from the first add) is open, whatever the job does.
+    extend    as throttle, and each add it blocks restarts the window (ttl from that add):
+              BullMQ's deduplication {ttl, extend}.
     debounce  while the window is open and the earlier job is still waiting out its first delay
               (delayed and never run: not a parked step job or a retry), the add replaces that
               job's data, restarts its delay and restarts the window (name and options stay);
               otherwise it adds a new job (nothing is dropped). The window defaults to the delay.
 ]]
-local DEDUP_MODES = { simple = 's', throttle = 't', debounce = 'd' }
+local DEDUP_MODES = { simple = 's', throttle = 't', extend = 'e', debounce = 'd' }
 local DEDUP_MAX_ID_LEN = 512 -- bytes of a dedup id (src/engine/options.ts agrees)
 -- The longest dedup window, in ms (10 years of 365.25 days; src/engine/options.ts MAX_DEDUP_TTL_MS
 -- agrees): now + ttl stays far below 2^53, so a window end is stored and read back exactly.
@@ -43,7 +45,8 @@ local function debounceable(f)
 end
 
 -- The dedup checks decodeArgs cannot express; raises ERR_INVALID naming `what` (the function and
--- the job). `ttl` and `delay` are numbers already checked, `mode` one of '', simple, throttle, debounce.
+-- the job). `ttl` and `delay` are numbers already checked, `mode` one of '', simple, throttle,
+-- extend, debounce.
 checkDedup = function(what, id, ttl, mode, delay)
   if id == '' then
     if mode ~= '' or ttl ~= 0 then
@@ -51,8 +54,10 @@ checkDedup = function(what, id, ttl, mode, delay)
     end
     return
   end
-  if mode == '' then refuse('ERR_INVALID', what .. ': a dedupId needs a dedupMode: simple, throttle or debounce') end
-  if mode == 'throttle' and ttl == 0 then refuse('ERR_INVALID', what .. ': throttle dedup needs a ttl > 0 (dedupTtl)') end
+  if mode == '' then refuse('ERR_INVALID', what .. ': a dedupId needs a dedupMode: simple, throttle, extend or debounce') end
+  if (mode == 'throttle' or mode == 'extend') and ttl == 0 then
+    refuse('ERR_INVALID', what .. ': ' .. mode .. ' dedup needs a ttl > 0 (dedupTtl)')
+  end
   if mode == 'debounce' and delay <= 0 then
     refuse('ERR_INVALID', what .. ': debounce dedup needs a delay > 0 (the job waits out the quiet period)')
   end
@@ -74,7 +79,9 @@ applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
   if not existing or existing == '' or not dedupWindowOpen(expiresAt, now) then return 'new' end
   local jk = jobKey(k, existing)
   local f = redis.call('HMGET', jk, 'state', 'fence')
-  if mode == 'throttle' or (mode == 'simple' and jobUnfinished(f[1])) then
+  if mode == 'throttle' or mode == 'extend' or (mode == 'simple' and jobUnfinished(f[1])) then
+    -- extend: the window restarts at this add (the entry keeps pointing at the earlier job)
+    if mode == 'extend' then redis.call('HSET', k.dedup, dedupId, dedupEntry('extend', now + ttl, existing)) end
     emit(k, 'deduplicated', existing, 'dedupId', dedupId)
     return 'blocked', existing
   end
@@ -101,7 +108,7 @@ end
 local function dedupEntryOver(k, v, now)
   local mode, expiresAt, jobId = parseDedupEntry(v)
   if not mode or not dedupWindowOpen(expiresAt, now) then return true end
-  if mode == 't' then return false end
+  if mode == 't' or mode == 'e' then return false end
   local f = redis.pcall('HMGET', jobKey(k, jobId), 'state', 'fence')
   if f.err then return true end
   if mode == 's' then return not jobUnfinished(f[1]) end

@@ -6,19 +6,23 @@
   ARGV[1]  consumer: the worker's consumer name (the claims' owner).
   ARGV[2]  count: jobs wanted (0..10000; 0: fetch nothing, recreate missing consumer groups).
   Returns  {status, job1, job2, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
-           globalConcurrency limit: the worker takes jobs only through this function and
-           glidemq_finish, which check the limit, and waits on events instead of a blocking
-           XREADGROUP, whose deliveries would hold claims beyond the limit); each job is a claim
-           reply: id, fence, name, data, ts, opts, then other fields as pairs (lua/activate.lua,
-           claimJob). When paused, the second element is the id of the newest event (the worker
-           blocks on what follows). processedOn and lockedAt are the server's time.
+           globalConcurrency limit or a rate limiter: the worker takes jobs only through this
+           function and glidemq_finish, which check them, and waits on events instead of a
+           blocking XREADGROUP, whose deliveries would hold claims beyond the limit) | 'rated'
+           (the rate limiter or a hold, lua/rate-window.lua, let fewer jobs start than `count`:
+           the second element is the ms from the server's now until one may start, the jobs
+           follow it); each job is a claim reply: id, fence, name, data, ts, opts, then other
+           fields as pairs (lua/activate.lua, claimJob). When paused, the second element is the
+           id of the newest event (the worker blocks on what follows). processedOn and lockedAt
+           are the server's time.
   Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
            Leftover entries of removed jobs are acked and dropped.
 
   glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read
   cannot run inside a function). Stream entries become active claims; wake entries are acked
-  and turned into priority/LIFO/group pops. While paused, or with no global slot free, delivered
-  stream entries are handed back to the queue instead of being held.
+  and turned into priority/LIFO/group pops. While paused, or with no global slot free or no
+  start left in the rate window, delivered stream entries are handed back to the queue (to its
+  tail, where the worker's fetch after the wait finds them) instead of being held.
   KEYS[1]  meta key.
   ARGV[1]  consumer: the worker's consumer name (the read was made as it).
   ARGV[2]  want: free slots of the worker (0..10000): at most this many claims are made.
@@ -29,9 +33,11 @@
     group.jobId: the entry's id field as delivered (an entry of a removed or foreign job, or one
            without the field: '', is acked and dropped).
   Returns  {status, job1, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
-           globalConcurrency limit; entries beyond the free slots were handed back at once, so
-           a claim is never held while waiting for a slot). When paused, the second element is
-           the id of the newest event, as for glidemq_fetch.
+           globalConcurrency limit or a rate limiter; entries beyond the free slots were handed
+           back at once, so a claim is never held while waiting for a slot) | 'rated' (as for
+           glidemq_fetch: fewer than `want` could start; the second element is the ms until one
+           may, the jobs follow). When paused, the second element is the id of the newest event,
+           as for glidemq_fetch.
   Errors   ERR_INVALID (an argument, or nStream not matching the entries sent), ERR_WRONG_TYPE.
 ]]
 -- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
@@ -47,7 +53,7 @@ register('glidemq_fetch', function(keys, args)
   -- check phase: reads (a key of another type raises here, before any write) and key types
   -- (eventsUntil: whether a claim writes 'active', lua/activate.lua listening; read here, not
   -- once more per claim)
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
+  local m = redis.call('HMGET', k.meta, unpack(RATE.META))
   local since = m[1] == '1' and lastEventId(k)
   requireTypes(k, FETCH_GROUPS)
   local lists = checkFetch(k, a.count, m, false)
@@ -61,8 +67,13 @@ register('glidemq_fetch', function(keys, args)
   if since then return { 'paused', since } end
   local now = serverNow()
   listening(k, now, m)
-  local jobs = fetchNext(k, a.consumer, now, a.count, m, lists)
-  table.insert(jobs, 1, toInt(m[2], 0) > 0 and 'limited' or 'ok')
+  local jobs, _, wait = fetchNext(k, a.consumer, now, a.count, m, lists)
+  if wait > 0 then
+    table.insert(jobs, 1, wait)
+    table.insert(jobs, 1, 'rated')
+  else
+    table.insert(jobs, 1, (toInt(m[2], 0) > 0 or RATE.limited(m)) and 'limited' or 'ok')
+  end
   return jobs
 end)
 
@@ -71,22 +82,25 @@ register('glidemq_activate', function(keys, args)
   local a, entries = decodeArgs('glidemq_activate', args, ACTIVATE_HEAD, ACTIVATE_ENTRY, 'nStream')
   local consumer, wakeIds = a.consumer, a.wakeIds
   -- check phase: reads, then the types of the keys the writes below touch
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
+  local m = redis.call('HMGET', k.meta, unpack(RATE.META))
   local paused = m[1] == '1'
-  local out = { paused and 'paused' or (toInt(m[2], 0) > 0 and 'limited' or 'ok') }
+  local out = { paused and 'paused' or ((toInt(m[2], 0) > 0 or RATE.limited(m)) and 'limited' or 'ok') }
   if paused then out[2] = lastEventId(k) end
+  local now = serverNow()
+  if m[4] then requireTypes(k, RATE.TYPES) end -- the starts are logged (RATE.record)
   -- the entries being activated are already in the pending list: they do not hold a slot yet
   -- (so they are taken off the count before it is compared with the limit, not added to what is
   -- left after it: at the limit, 0 slots + 1 delivered entry would let one more job run)
-  local free = 0
+  local free, room = 0, 0
   if not paused then
     local limit = globalLimit(k)
     if limit <= 0 then free = a.want
     else free = math.max(0, math.min(limit - (activeCount(k) - #entries), a.want)) end
+    room = RATE.room(k, now, m)
+    if room < free then free = room end
   end
   if #entries > 0 then requireTypes(k, STREAM_TYPES) end
   if #wakeIds > 0 then requireTypes(k, LIST_TYPES) end -- wake acks, then list pops
-  local now = serverNow()
   listening(k, now, m) -- kept for the claims below (lua/activate.lua)
   for _, e in ipairs(entries) do
     if free > 0 then
@@ -110,6 +124,18 @@ register('glidemq_activate', function(keys, args)
     out[#out + 1] = job
     free = free - 1
     nWake = nWake - 1
+  end
+  if paused then return out end
+  local claimed = #out - 1
+  if m[4] then RATE.record(k, now, m, out, 2) end
+  -- the rate window is full (or held) and the worker had room for more: it waits, then fetches
+  -- (the entries handed back above are at the stream's tail for that fetch)
+  if room <= claimed and claimed < a.want then
+    local _, wait = RATE.room(k, now, m)
+    if wait > 0 then
+      out[1] = wait
+      table.insert(out, 1, 'rated')
+    end
   end
   return out
 end)

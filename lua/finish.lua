@@ -18,7 +18,8 @@
   ARGV[7]  fetchCount: next jobs wanted (0..10000).
   ARGV[8]  keep: the retention rule for the outcome (the job's removeOnComplete or removeOnFail):
            '' keep all | '0' remove at once | 'count:N' keep the newest N | 'age:MS' keep those
-           finished within MS ms.
+           finished within MS ms | 'agecount:MS:N' keep those that satisfy both (N newest, within
+           MS ms). At most 100 jobs are removed per finish.
   ARGV[9]  durationMs: processing time (ms), counted in the per-minute metrics (lua/metrics.lua).
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
@@ -42,7 +43,7 @@
     group.outcome: 'completed' or 'failed'.
     group.value: the return value (JSON text), or the failure reason.
     group.retryDelay: -1 = do not retry; else ms from the server's now until the retry.
-    group.keep: the retention rule for the outcome ('' | '0' | 'count:N' | 'age:MS').
+    group.keep: the retention rule for the outcome ('' | '0' | 'count:N' | 'age:MS' | 'agecount:MS:N').
     group.durationMs: processing time (ms), for the metrics.
   Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
            up to fetchCount next jobs.
@@ -64,6 +65,24 @@
 do
 local MAX_RETENTION_REMOVALS = 100
 
+-- The oldest members of finished set `setKey` beyond its newest `n` (at most MAX_RETENTION_REMOVALS).
+local function overCount(setKey, n)
+  -- (a set never holds 2^32 members; a larger N would reach ZRANGE as '-1e+15', not an index)
+  if n >= 4294967295 then return {} end
+  local victims = redis.call('ZRANGE', setKey, 0, -(n + 1))
+  if #victims > MAX_RETENTION_REMOVALS then
+    local cut = {}
+    for i = 1, MAX_RETENTION_REMOVALS do cut[i] = victims[i] end
+    victims = cut
+  end
+  return victims
+end
+
+-- The members of `setKey` that finished more than `ms` before `now` (at most MAX_RETENTION_REMOVALS).
+local function overAge(setKey, ms, now)
+  return redis.call('ZRANGEBYSCORE', setKey, '-inf', now - ms, 'LIMIT', 0, MAX_RETENTION_REMOVALS)
+end
+
 -- Applies a retention spec to a finished set, deleting the job hashes it drops.
 local function retain(k, setKey, spec, now, justFinished)
   if spec == '' then return end
@@ -72,18 +91,16 @@ local function retain(k, setKey, spec, now, justFinished)
     victims = { justFinished }
   else
     local kind, n = string.match(spec, '^(%a+):(%d+)$')
-    n = tonumber(n)
+    local ageMs, count = string.match(spec, '^agecount:(%d+):(%d+)$')
     if kind == 'count' then
-      -- (a set never holds 2^32 members; a larger N would reach ZRANGE as '-1e+15', not an index)
-      if n >= 4294967295 then return end
-      victims = redis.call('ZRANGE', setKey, 0, -(n + 1))
-      if #victims > MAX_RETENTION_REMOVALS then
-        local cut = {}
-        for i = 1, MAX_RETENTION_REMOVALS do cut[i] = victims[i] end
-        victims = cut
-      end
+      victims = overCount(setKey, tonumber(n))
     elseif kind == 'age' then
-      victims = redis.call('ZRANGEBYSCORE', setKey, '-inf', now - n, 'LIMIT', 0, MAX_RETENTION_REMOVALS)
+      victims = overAge(setKey, tonumber(n), now)
+    elseif ageMs then
+      -- a job stays while it satisfies both rules. Each rule drops a prefix of the set's order
+      -- (oldest first, ties by member as in both ranges): their union is the longer of the two.
+      local byCount, byAge = overCount(setKey, tonumber(count)), overAge(setKey, tonumber(ageMs), now)
+      victims = #byAge > #byCount and byAge or byCount
     else
       return
     end
@@ -110,10 +127,12 @@ local function settle(k, jk, id, setKey, keep, now, made, state, field, value)
 end
 
 -- A retention rule as options.ts encodeRetention writes it.
-local KEEP_RULE = kind("a retention rule: '' (keep all), '0' (remove), 'count:N' or 'age:MS'", function(v)
+local KEEP_RULE = kind("a retention rule: '' (keep all), '0' (remove), 'count:N', 'age:MS' or 'agecount:MS:N'", function(v)
   if v == '' or v == '0' then return v end
   local rule, n = string.match(v, '^(%a+):(%d+)$')
   if (rule == 'count' or rule == 'age') and tonumber(n) <= MAX_SAFE_INT then return v end
+  local ageMs, count = string.match(v, '^agecount:(%d+):(%d+)$')
+  if ageMs and tonumber(ageMs) <= MAX_SAFE_INT and tonumber(count) <= MAX_SAFE_INT then return v end
   return nil
 end)
 local FINISH_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty,
@@ -272,7 +291,7 @@ register('glidemq_finish', function(keys, args)
   local a = decodeArgs('glidemq_finish', args, FINISH_ARGS)
   -- check phase
   local now = serverNow()
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
+  local m = redis.call('HMGET', k.meta, unpack(RATE.META))
   local listen = listening(k, now, m)
   local announce = listen or toInt(m[2], 0) > 0
   if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
@@ -305,7 +324,7 @@ register('glidemq_finishMany', function(keys, args)
   -- grow a table per job on the hottest path). The src and sid of a list claim and the attempts
   -- made are kept only when needed (a job without a list src is a stream claim, acked above).
   local now = serverNow()
-  local m = redis.call('HMGET', k.meta, 'paused', 'globalConcurrency', 'eventsUntil')
+  local m = redis.call('HMGET', k.meta, unpack(RATE.META))
   local listen = listening(k, now, m)
   local announce = listen or toInt(m[2], 0) > 0
   if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written

@@ -44,7 +44,8 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
   else
     enqueueReady(k, id, jk, priority, lifo, fields)
   end
-  emit(k, 'added', id)
+  -- a delayed job's event says so itself: a reader that looks the job up later may find it gone
+  if delay > 0 then emit(k, 'added', id, 'delay', delay) else emit(k, 'added', id) end
 end
 
 -- The next free id from the counter, skipping values a job already holds (custom ids are refused

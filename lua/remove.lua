@@ -1,4 +1,4 @@
---[[ remove.lua — removing jobs: glidemq_removeJob, glidemq_drain, glidemq_clean
+--[[ remove.lua — removing jobs: glidemq_removeJob, glidemq_drain, glidemq_clean, glidemq_cleanJobs
   A job hash goes last, after every structure that names it: a structure that still names a
   removed id drops it when it meets it, so a removed job is never re-created by a late write.
   Each function reads every job hash it will remove (a job key of another type raises
@@ -48,6 +48,28 @@
     Returns  the ids removed (or that would be), oldest first. Emits 'cleaned' (count) when it removed any,
              and 'removed' (prev: the state) for each job, as every removal does.
     Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
+
+  glidemq_cleanJobs
+    KEYS[1]  meta key.
+    ARGV[1]  state: 'wait' (waiting jobs), 'paused' (the waiting jobs of a paused queue, those
+             getJobCounts counts as paused), 'delayed' or 'prioritized'.
+    ARGV[2]  graceMs: jobs younger than this many ms before the server's TIME are kept.
+    ARGV[3]  limit: jobs removed at most (1..10000).
+    ARGV[4]  dryRun: '1' only lists what would be removed.
+    ARGV[5]  jobCount: how many job ids follow (0..10000), each:
+      group.jobId: a job to remove if it is in `state` and old enough. The caller lists the jobs of
+             the structures that hold the state (src/engine/cleanup.ts), a page at a time; this
+             function decides from each job's hash alone (its state, and its age on the server's
+             clock), so a listed job that moved on or was removed meanwhile is left alone.
+    A job's age counts from the first of finishedOn, processedOn and ts it has (a waiting job),
+    processedOn and ts (delayed), ts (prioritized): the time it last changed hands, as BullMQ's
+    clean measures it. Jobs are removed as removeJob removes them (dropJob: a group job leaves its
+    group's line and frees what it held). Nothing is removed from a queue that is not paused when
+    `state` is 'paused'. Active jobs are never removed here.
+    Returns  the ids removed (or that would be), in the order named. Emits 'cleaned' (count) when
+             it removed any, and 'removed' (prev: the state) for each job.
+    Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes, or a job key
+             named, holds another type).
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local REMOVE_JOB_ARGS = { 'jobId', ARG.jobId, 'force', ARG.flag }
@@ -61,6 +83,15 @@ local DRAIN_GROUP = { 'groupId', kind('a group id (1 to ' .. MAX_ID_LEN ..
 end) }
 local CLEAN_ARGS = { 'state', ARG.oneOf('completed', 'failed'), 'graceMs', ARG.ms, 'limit', ARG.int(1, MAX_COUNT),
   'dryRun', ARG.flag }
+local CLEAN_JOBS_ARGS = { 'state', ARG.oneOf('wait', 'paused', 'delayed', 'prioritized'), 'graceMs', ARG.ms,
+  'limit', ARG.int(1, MAX_COUNT), 'dryRun', ARG.flag, 'jobCount', ARG.count }
+local CLEAN_JOBS_EACH = { 'jobId', ARG.jobId }
+-- The job states each cleanJobs state takes, and the hash fields a job's age is read from (the
+-- first one set), per job state.
+local CLEAN_JOB_STATES = { wait = { waiting = true }, paused = { waiting = true },
+  delayed = { delayed = true }, prioritized = { prioritized = true } }
+local CLEAN_AGE_FIELDS = { waiting = { 'finishedOn', 'processedOn', 'ts' }, delayed = { 'processedOn', 'ts' },
+  prioritized = { 'ts' } }
 -- Every structure dropJob and a released claim touch: the job's places, its group's sets (meta
 -- keeps groupWaiting/groupTurn; a released group slot wakes workers), list-active, events.
 local REMOVE_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'scheduled', 'zset',
@@ -204,6 +235,42 @@ register('glidemq_clean', function(keys, args)
   if a.dryRun then return ids end
   for _, id in ipairs(ids) do readForRemoval(k, jobKey(k, id)) end
   for _, id in ipairs(ids) do dropJob(k, id, jobKey(k, id)) end
+  if #ids > 0 then emit(k, 'cleaned', '', 'count', #ids) end
+  return ids
+end)
+
+-- When the job at `jk` last changed hands: the first of `fields` it has (0 when it has none).
+local function jobAge(jk, fields)
+  for _, v in ipairs(redis.call('HMGET', jk, unpack(fields))) do
+    if v then return tonumber(v) or 0 end
+  end
+  return 0
+end
+
+register('glidemq_cleanJobs', function(keys, args)
+  local k = keysFor(keys[1])
+  local a, jobs = decodeArgs('glidemq_cleanJobs', args, CLEAN_JOBS_ARGS, CLEAN_JOBS_EACH, 'jobCount')
+  requireTypes(k, REMOVE_WRITES)
+  if a.state == 'paused' and not isPaused(k) then return {} end
+  local olderThan = serverNow() - a.graceMs
+  local takes = CLEAN_JOB_STATES[a.state]
+  -- read phase: every named job's hash (raises on a job key of another type) before any write
+  local plan, seen = {}, {}
+  for _, j in ipairs(jobs) do
+    if #plan >= a.limit then break end
+    if not seen[j.jobId] then
+      seen[j.jobId] = true
+      local jk = jobKey(k, j.jobId)
+      local state = readForRemoval(k, jk)
+      if state and takes[state] and jobAge(jk, CLEAN_AGE_FIELDS[state]) <= olderThan then
+        plan[#plan + 1] = { id = j.jobId, jk = jk }
+      end
+    end
+  end
+  local ids = {}
+  for i, p in ipairs(plan) do ids[i] = p.id end
+  if a.dryRun then return ids end
+  for _, p in ipairs(plan) do dropJob(k, p.id, p.jk) end
   if #ids > 0 then emit(k, 'cleaned', '', 'count', #ids) end
   return ids
 end)

@@ -73,7 +73,7 @@ decodeSchedulerRecord = function(v)
   end
   if not whole(t.nextRun, 0, SCHEDULER_MAX_MS) then return nil, 'nextRun must be a whole number of ms from 0 to ' .. SCHEDULER_MAX_MS end
   rec.nextRun = t.nextRun
-  for _, f in ipairs({ 'anchor', 'lastRun', 'createdAt', 'updatedAt' }) do
+  for _, f in ipairs({ 'anchor', 'lastRun', 'createdAt', 'updatedAt', 'startDate' }) do
     if t[f] ~= nil and t[f] ~= cjson.null then
       if not whole(t[f], 0, SCHEDULER_MAX_MS) then return nil, f .. ' must be a whole number of ms from 0 to ' .. SCHEDULER_MAX_MS end
       rec[f] = t[f]

@@ -1,10 +1,12 @@
 --[[ schedulers.lua — glidemq_upsertScheduler, glidemq_removeScheduler, glidemq_fireSchedulers.
   The `<base>:schedulers` hash has one field per scheduler name; the value is a JSON record:
   pattern/tz or every, timing (a key that changes when the timing does), anchor (every), nextRun
-  (ms), lastRun, lastJobId, createdAt, updatedAt, and job {name, data (JSON text), delay, priority,
-  lifo, attempts, opts (JSON text)}. The client builds the record (src/engine/schedulers.ts); these
-  functions keep only the known fields, each checked (lua/scheduler-records.lua), so a record they
-  store can always be read back and fired. User content is only ever inside strings.
+  (ms), lastRun, lastJobId, createdAt, updatedAt, startDate (optional: an interval's first run is
+  at startDate, or now if that has passed, instead of one interval after now; 0 = now), and job
+  {name, data (JSON text), delay, priority, lifo, attempts, opts (JSON text)}. The client builds
+  the record (src/engine/schedulers.ts); these functions keep only the known fields, each
+  checked (lua/scheduler-records.lua), so a record they store can always be read back and fired.
+  User content is only ever inside strings.
   Time: every time in a record is the server's. The server decides when a scheduler is due and
   fires it only then; an interval's next run is computed here from the server's TIME (the first
   anchor + k * every after now). Lua cannot compute cron times, so for a cron pattern the client
@@ -21,8 +23,9 @@ do -- this file's locals end here: the library's main chunk may hold at most 200
   KEYS[1]  meta key.
   ARGV[1]  name: the scheduler's name (1..256 bytes).
   ARGV[2]  record: the scheduler record (JSON object, see above). createdAt, updatedAt, anchor and
-           an interval's nextRun are set here from the server's time, whatever the record says; a
-           cron record's nextRun is the client's (its next slot after the server's TIME).
+           an interval's nextRun are set here from the server's time, whatever the record says (from
+           its startDate when it has one); a cron record's nextRun is the client's (its next slot
+           after the server's TIME, or that TIME itself for a first run at once).
   Returns  the stored record (JSON). An existing scheduler with the same timing keeps its
            nextRun/anchor (an app that upserts at every start does not shift or re-fire its
            schedule), and its createdAt, lastRun and lastJobId in any case.
@@ -41,7 +44,14 @@ register('glidemq_upsertScheduler', function(keys, args)
   local now = serverNow()
   rec.name, rec.createdAt, rec.updatedAt, rec.anchor = a.name, now, now, nil
   rec.lastRun, rec.lastJobId = nil, nil
-  if rec.every then rec.anchor, rec.nextRun = now, now + rec.every end
+  if rec.every then
+    if rec.startDate then
+      local start = math.max(now, rec.startDate)
+      rec.anchor, rec.nextRun = start, start
+    else
+      rec.anchor, rec.nextRun = now, now + rec.every
+    end
+  end
   if prev then
     rec.createdAt = prev.createdAt or now
     rec.lastRun, rec.lastJobId = prev.lastRun, prev.lastJobId

@@ -29,6 +29,9 @@ export class JobActiveError extends GlideMQError {}
  * changeDelay of a job that is not delayed): the message names the job, its state and the call. */
 export class JobStateError extends GlideMQError {}
 export class SubscriptionNotFoundError extends GlideMQError {}
+/** A BullMQ option or call glidemq does not support (code ERR_NOT_SUPPORTED): the message names
+ * it, why, and what to do instead. Thrown on this side, before anything is written. */
+export class NotSupportedError extends GlideMQError {}
 /** Thrown by a processor to fail the job at once, without further attempts. */
 const UNRECOVERABLE = Symbol.for('glidemq.unrecoverable');
 

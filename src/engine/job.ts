@@ -6,6 +6,7 @@ import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from './library.js';
 import type { QueueKeys } from './keys.js';
 import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
+import { readJobState, type JobStateName } from './job-queries.js';
 import type { Queue } from './queue.js';
 import { pairsToRecord } from './replies.js';
 
@@ -115,7 +116,8 @@ export class Job<D = any, R = any> {
     opts.priority = num(h.priority, 0);
     opts.lifo = h.lifo === '1';
     job.opts = opts;
-    job.timestamp = num(h.ts, 0);
+    // the application's creation time (job option timestamp) when it gave one, else the server's
+    job.timestamp = typeof opts.timestamp === 'number' ? opts.timestamp : num(h.ts, 0);
     job.attemptsMade = num(h.attemptsMade, 0);
     job.stalledCount = num(h.stalledCount, 0);
     job.progress = h.progress === undefined ? 0 : parseJson(h.progress, h.progress);
@@ -252,6 +254,49 @@ export class Job<D = any, R = any> {
     this.opts.lifo = !!opts.lifo;
   }
   // ---- end of the changes from any handle ----
+
+  // ---- The job's state, read from the server (BullMQ's Job API; src/engine/job-queries.ts) ----
+  // From any job that knows its queue: one a worker runs (its claim's connection), or one from
+  // queue.add, queue.getJob, getJobs or Job.fromId. `job.state` is what was read with the job;
+  // these read it now.
+
+  /** The job's state now, as BullMQ names it ('waiting' also in a paused queue), or 'unknown' once removed. */
+  async getState(): Promise<JobStateName | 'unknown'> {
+    const c = this.claim;
+    if (c) return readJobState(c.client, c.keys, this.id);
+    if (!this.queue) {
+      throw invalid(`job ${this.id}: getState needs the job's queue: get the job with Job.fromId(queue, id), or call queue.getJobState(id)`);
+    }
+    await this.queue.waitUntilReady();
+    return readJobState(this.queue.client, this.queue.keys, this.id);
+  }
+
+  async isCompleted(): Promise<boolean> {
+    return (await this.getState()) === 'completed';
+  }
+
+  async isFailed(): Promise<boolean> {
+    return (await this.getState()) === 'failed';
+  }
+
+  async isDelayed(): Promise<boolean> {
+    return (await this.getState()) === 'delayed';
+  }
+
+  async isActive(): Promise<boolean> {
+    return (await this.getState()) === 'active';
+  }
+
+  /** Whether the job waits, the queue paused or not (a prioritized job is not 'waiting', as in BullMQ). */
+  async isWaiting(): Promise<boolean> {
+    return (await this.getState()) === 'waiting';
+  }
+
+  /** Always false: glidemq has no parent/child jobs (BullMQ's flows). */
+  async isWaitingChildren(): Promise<boolean> {
+    return (await this.getState()) === 'waiting-children';
+  }
+  // ---- end of the job's state ----
 
   /**
    * Parks the running job until `timestamp` (ms since the epoch, this process's clock: the time the

@@ -73,6 +73,8 @@ export class QueueKeys {
   /** Prefix of the producers' once-only hashes (lua/producers.lua); `producer(id)` is one. */
   get producerPrefix() { return `${this.base}:producer:`; }
   producer(id: string) { return `${this.base}:producer:${id}`; }
+  /** Starts of the last rate window (zset, score = ms of the start; lua/rate-window.lua). */
+  get rateLog() { return `${this.base}:rate-log`; }
   /** SCAN pattern for this queue's job hashes. */
   get jobPattern() { return `${this.base}:job:*`; }
 }
@@ -88,7 +90,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['meta', 'hash'], ['id', 'string'], ['stream', 'stream'], ['wake', 'stream'], ['scheduled', 'zset'],
     ['prioritized', 'zset'], ['lifo', 'list'], ['list-active-ids', 'set'], ['list-active', 'string'],
     ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
-    ['ready-groups', 'zset'], ['timed-groups', 'zset'],
+    ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }

@@ -2,7 +2,7 @@
  * Job options: validation with messages that name the option, encoding into the argument group
  * glidemq_add takes, and the backoff arithmetic used when an attempt fails.
  */
-import { invalid } from './errors.js';
+import { invalid, PayloadTooLargeError } from './errors.js';
 import { parseDuration } from './duration.js';
 import { encodeGroup, type GroupOptions } from './groups.js';
 
@@ -15,14 +15,47 @@ export const MAX_JOB_NAME_BYTES = 1024;
 /** The longest dedup window, in ms: 10 years of 365.25 days (lua/dedup.lua DEDUP_MAX_TTL). */
 export const MAX_DEDUP_TTL_MS = 315576000000;
 
-export type Retention = boolean | number | { count?: number; age?: number };
+/**
+ * What a finished job's set keeps (BullMQ's KeepJobs): true removes the job at once, false (or
+ * none) keeps every job, N keeps the newest N, `{ count }` the same, `{ age }` those finished
+ * within `age` **seconds**, `{ age, count }` only those that satisfy both.
+ */
+export type Retention = boolean | number | KeepJobs;
+
+export interface KeepJobs {
+  /** Keep at most the newest this many. */
+  count?: number;
+  /** Keep those finished within this many seconds (BullMQ's unit; fractions allowed). */
+  age?: number;
+  /** BullMQ's cap on removals per finish: accepted; glidemq removes at most 100 per finish. */
+  limit?: number;
+}
+
+/** The built-in backoff types; any other name is a custom one, for the worker's backoffStrategy. */
+export const BUILTIN_BACKOFFS = ['fixed', 'exponential'] as const;
 
 export interface BackoffOptions {
-  type: 'fixed' | 'exponential';
-  /** Base delay in ms. */
-  delay: number;
+  /** fixed, exponential, or any other name: then Worker `settings.backoffStrategy` decides. */
+  type: 'fixed' | 'exponential' | (string & {});
+  /** Base delay in ms (fixed and exponential need it; a custom type may leave it out). */
+  delay?: number;
   /** 0..1: each delay is reduced by up to this fraction at random, so retries spread out. */
   jitter?: number;
+}
+
+/**
+ * BullMQ's deduplication option, mapped onto glidemq's dedup modes (see DedupOptions):
+ * `{ id }` simple (blocked while the earlier job is unfinished); `{ id, ttl }` throttle (blocked
+ * for ttl ms from the first add); `extend` with a ttl: extend (each blocked add restarts the
+ * window); `replace` with a delay: debounce (the earlier job, while it still waits out its delay,
+ * takes the new data and its delay restarts).
+ */
+export interface DeduplicationOptions {
+  id: string;
+  /** ms. */
+  ttl?: number;
+  extend?: boolean;
+  replace?: boolean;
 }
 
 export interface JobOptions {
@@ -39,13 +72,20 @@ export interface JobOptions {
   removeOnFail?: Retention;
   /** job.log keeps the newest this many lines of the job's log (default: every line). */
   keepLogs?: number;
-  /** Deduplication by id (see DedupOptions). */
+  /** Deduplication by id, glidemq's form (see DedupOptions). Not with `deduplication`. */
   dedup?: DedupOptions;
+  /** Deduplication by id, BullMQ's form (see DeduplicationOptions). Not with `dedup`. */
+  deduplication?: DeduplicationOptions;
+  /** The job's creation time as the application sees it (ms since the epoch; job.timestamp).
+   * Shown only: its delay, dedup windows and the age clean uses count from the server's clock. */
+  timestamp?: number;
+  /** Largest data for this job, in bytes of JSON (BullMQ's sizeLimit); larger data is refused. */
+  sizeLimit?: number;
   /** Run under a group's limits and order (see groups.ts). Not with priority or lifo. */
   group?: GroupOptions;
 }
 
-export type DedupMode = 'simple' | 'throttle' | 'debounce';
+export type DedupMode = 'simple' | 'throttle' | 'extend' | 'debounce';
 
 export interface DedupOptions {
   id: string;
@@ -53,12 +93,13 @@ export interface DedupOptions {
    * throttle: required; debounce: the quiet period (default: the delay). */
   ttl?: number | string;
   /** simple: blocked while the earlier job is unfinished; throttle: blocked for ttl after the first
-   * add; debounce: replaces the data and restarts the delay of the earlier job while it is delayed.
+   * add; extend: as throttle, and each blocked add restarts the ttl; debounce: replaces the data and
+   * restarts the delay of the earlier job while it is delayed.
    * Default: throttle when a ttl is given, else simple. */
   mode?: DedupMode;
 }
 
-const DEDUP_MODES: DedupMode[] = ['simple', 'throttle', 'debounce'];
+const DEDUP_MODES: DedupMode[] = ['simple', 'throttle', 'extend', 'debounce'];
 
 /** Validates dedup options; returns the three glidemq_add fields (id, ttl ms, mode). */
 export function encodeDedup(d: DedupOptions | undefined, delay: number): [string, number, string] {
@@ -72,10 +113,29 @@ export function encodeDedup(d: DedupOptions | undefined, delay: number): [string
     throw invalid(`dedup.ttl is ${ttl} ms, over the limit of ${MAX_DEDUP_TTL_MS} ms (10 years); for a window that never ends, leave ttl out (mode simple)`);
   }
   const mode = d.mode ?? (ttl > 0 ? 'throttle' : 'simple');
-  if (!DEDUP_MODES.includes(mode)) throw invalid(`dedup.mode must be simple, throttle or debounce, got "${String(mode)}"`);
-  if (mode === 'throttle' && ttl === 0) throw invalid('dedup mode throttle needs a ttl > 0');
+  if (!DEDUP_MODES.includes(mode)) throw invalid(`dedup.mode must be simple, throttle, extend or debounce, got "${String(mode)}"`);
+  if ((mode === 'throttle' || mode === 'extend') && ttl === 0) throw invalid(`dedup mode ${mode} needs a ttl > 0`);
   if (mode === 'debounce' && delay <= 0) throw invalid('dedup mode debounce needs a delay > 0 (the job waits out the quiet period)');
   return [d.id, ttl, mode];
+}
+
+/**
+ * BullMQ's `deduplication` as the dedup glidemq_add takes (see DeduplicationOptions). `replace`
+ * without a delay has no delayed job to replace, and `extend` without a ttl no window to restart:
+ * each then means what the other fields say.
+ */
+export function fromDeduplication(d: DeduplicationOptions | undefined, delay: number): DedupOptions | undefined {
+  if (d === undefined) return undefined;
+  if (typeof d !== 'object' || d === null) throw invalid('deduplication must be an object {id, ttl?, extend?, replace?}');
+  for (const flag of ['extend', 'replace'] as const) {
+    if (d[flag] !== undefined && typeof d[flag] !== 'boolean') throw invalid(`deduplication.${flag} must be true or false, got ${String(d[flag])}`);
+  }
+  if (typeof d.id !== 'string' || d.id.length === 0) throw invalid('deduplication.id must be a non-empty string (the id that marks duplicates)');
+  const ttl = d.ttl === undefined ? 0 : checkDelay(d.ttl, 'deduplication.ttl');
+  const withTtl = ttl > 0 ? { ttl } : {};
+  if (d.replace && delay > 0) return { id: d.id, ...withTtl, mode: 'debounce' };
+  if (ttl > 0) return { id: d.id, ttl, mode: d.extend ? 'extend' : 'throttle' };
+  return { id: d.id, mode: 'simple' };
 }
 
 /** What is stored in the job hash's `opts` field (only what Lua does not need to read). */
@@ -84,9 +144,16 @@ export interface StoredOptions {
   removeOnComplete?: Retention;
   removeOnFail?: Retention;
   keepLogs?: number;
+  /** The application's creation time (job option `timestamp`); job.timestamp shows it. */
+  timestamp?: number;
 }
 
-export function parseBackoff(value: JobOptions['backoff']): BackoffOptions | undefined {
+/**
+ * Validates a backoff option. A type other than fixed and exponential is a custom one, accepted
+ * only where a strategy can compute it (`custom`: the job options, for the Worker's
+ * settings.backoffStrategy; a broadcast worker has none).
+ */
+export function parseBackoff(value: JobOptions['backoff'], custom = false): BackoffOptions | undefined {
   if (value === undefined) return undefined;
   if (typeof value === 'number') return { type: 'fixed', delay: checkDelay(value, 'backoff') };
   if (typeof value === 'string') {
@@ -94,12 +161,21 @@ export function parseBackoff(value: JobOptions['backoff']): BackoffOptions | und
     if (!m) throw invalid(`backoff "${value}" is not <fixed|exponential>:<ms>`);
     return { type: m[1] as BackoffOptions['type'], delay: parseDuration(m[2], 'backoff delay') };
   }
-  if (value.type !== 'fixed' && value.type !== 'exponential') {
-    throw invalid(`backoff type must be "fixed" or "exponential", got "${String(value.type)}"`);
+  if (typeof value !== 'object' || value === null) throw invalid('backoff must be a delay in ms, "<fixed|exponential>:<ms>" or {type, delay?, jitter?}');
+  const builtin = (BUILTIN_BACKOFFS as readonly string[]).includes(value.type);
+  if (!builtin && !custom) throw invalid(`backoff type must be "fixed" or "exponential", got "${String(value.type)}"`);
+  if (!builtin && (typeof value.type !== 'string' || value.type.length === 0)) {
+    throw invalid(`backoff type must be "fixed", "exponential" or the name of a custom type (for the Worker's settings.backoffStrategy), got ${String(value.type)}`);
   }
   const jitter = value.jitter ?? 0;
   if (!(jitter >= 0 && jitter <= 1)) throw invalid(`backoff jitter must be between 0 and 1, got ${jitter}`);
-  return { type: value.type, delay: checkDelay(value.delay, 'backoff delay'), ...(jitter ? { jitter } : {}) };
+  const delay = builtin || value.delay !== undefined ? { delay: checkDelay(value.delay, 'backoff delay') } : {};
+  return { type: value.type, ...delay, ...(jitter ? { jitter } : {}) };
+}
+
+/** Whether the worker's backoffStrategy computes this backoff (a type that is not built in). */
+export function isCustomBackoff(backoff: BackoffOptions | undefined): backoff is BackoffOptions {
+  return !!backoff && !(BUILTIN_BACKOFFS as readonly string[]).includes(backoff.type);
 }
 
 function checkDelay(v: unknown, what: string): number {
@@ -108,27 +184,39 @@ function checkDelay(v: unknown, what: string): number {
   return Math.floor(v);
 }
 
+/** The longest retention age, in seconds: its ms still fit a safe integer (glidemq_finish's limit). */
+const MAX_RETENTION_AGE_S = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
+
 export function checkRetention(v: Retention | undefined, what: string): Retention | undefined {
   if (v === undefined || typeof v === 'boolean') return v;
   if (typeof v === 'number') {
-    if (!Number.isInteger(v) || v < 0) throw invalid(`${what} must be true, false, a count >= 0 or {count, age}`);
+    if (!Number.isInteger(v) || v < 0) throw invalid(`${what} must be true, false, a count >= 0 or {count?, age?} (age in seconds), got ${v}`);
     return v;
   }
   if (typeof v === 'object' && v !== null) {
-    if (v.count !== undefined && (!Number.isInteger(v.count) || v.count < 0)) throw invalid(`${what}.count must be a whole number >= 0`);
-    if (v.age !== undefined && (!Number.isFinite(v.age) || v.age < 0)) throw invalid(`${what}.age must be a number of ms >= 0`);
+    if (v.count !== undefined && (!Number.isSafeInteger(v.count) || v.count < 0)) throw invalid(`${what}.count must be a whole number >= 0, got ${String(v.count)}`);
+    if (v.age !== undefined && (typeof v.age !== 'number' || !Number.isFinite(v.age) || v.age < 0 || v.age > MAX_RETENTION_AGE_S)) {
+      throw invalid(`${what}.age must be a number of seconds from 0 to ${MAX_RETENTION_AGE_S} (BullMQ's unit: { age: 3600 } keeps an hour), got ${String(v.age)}`);
+    }
+    if (v.limit !== undefined && (!Number.isSafeInteger(v.limit) || v.limit < 0)) throw invalid(`${what}.limit must be a whole number >= 0, got ${String(v.limit)}`);
     return v;
   }
-  throw invalid(`${what} must be true, false, a count or {count, age}`);
+  throw invalid(`${what} must be true, false, a count or {count?, age?} (age in seconds)`);
 }
 
-/** Encodes a retention rule for glidemq_finish: '' keep, '0' remove now, 'count:N', 'age:MS'. */
+/**
+ * Encodes a retention rule for glidemq_finish: '' keep, '0' remove now, 'count:N', 'age:MS' (the
+ * rule's age is in seconds), 'agecount:MS:N' (both: a job stays only while it satisfies each).
+ */
 export function encodeRetention(v: Retention | undefined): string {
   if (v === undefined || v === false) return '';
   if (v === true) return '0';
   if (typeof v === 'number') return v === 0 ? '0' : `count:${v}`;
-  if (v.count !== undefined) return v.count === 0 ? '0' : `count:${v.count}`;
-  if (v.age !== undefined) return `age:${Math.floor(v.age)}`;
+  if (v.count === 0) return '0';
+  const ms = v.age === undefined ? undefined : Math.floor(v.age * 1000);
+  if (ms !== undefined && v.count !== undefined) return `agecount:${ms}:${v.count}`;
+  if (v.count !== undefined) return `count:${v.count}`;
+  if (ms !== undefined) return `age:${ms}`;
   return '';
 }
 
@@ -150,6 +238,7 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
     throw invalid(`job data cannot be serialised to JSON: ${(err as Error).message}`);
   }
   if (json === undefined) throw invalid('job data cannot be serialised to JSON');
+  checkSizeLimit(name, json, opts.sizeLimit);
   const delay = opts.delay === undefined ? 0 : checkDelay(opts.delay, 'delay');
   const priority = opts.priority ?? 0;
   if (opts.priority !== undefined && (!Number.isInteger(priority) || priority < 1 || priority > MAX_PRIORITY)) {
@@ -170,8 +259,18 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (group && (opts.priority !== undefined || opts.lifo)) {
     throw invalid("a group job runs in its group's order: it cannot be prioritized or LIFO");
   }
+  if (opts.dedup !== undefined && opts.deduplication !== undefined) {
+    throw invalid('a job takes dedup (glidemq\'s form) or deduplication (BullMQ\'s form), not both: keep one (the defaultJobOptions count too)');
+  }
+  const dedup = opts.dedup ?? fromDeduplication(opts.deduplication, delay);
   const stored: StoredOptions = {};
-  const backoff = parseBackoff(opts.backoff);
+  if (opts.timestamp !== undefined) {
+    if (typeof opts.timestamp !== 'number' || !Number.isFinite(opts.timestamp) || opts.timestamp < 0) {
+      throw invalid(`timestamp must be a time in ms since the epoch, got ${String(opts.timestamp)}`);
+    }
+    stored.timestamp = Math.min(Math.floor(opts.timestamp), Number.MAX_SAFE_INTEGER);
+  }
+  const backoff = parseBackoff(opts.backoff, true);
   if (backoff) stored.backoff = backoff;
   const roc = checkRetention(opts.removeOnComplete, 'removeOnComplete');
   const rof = checkRetention(opts.removeOnFail, 'removeOnFail');
@@ -185,13 +284,37 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
     if (opts.keepLogs > 0) stored.keepLogs = opts.keepLogs;
   }
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
-  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(opts.dedup, delay), group];
+  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(dedup, delay), group];
+}
+
+/** The job option sizeLimit: refuses data whose JSON is larger, naming the job, the size and the limit. */
+function checkSizeLimit(name: string, json: string, limit: number | undefined): void {
+  if (limit === undefined || limit === 0) return; // 0: no limit, as BullMQ reads it
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 0) {
+    throw invalid(`sizeLimit must be a whole number of bytes >= 1 (0 or none: no limit), got ${String(limit)}`);
+  }
+  const size = Buffer.byteLength(json);
+  if (size > limit) {
+    throw new PayloadTooLargeError('ERR_TOO_LARGE', `job "${name}": data is ${size} bytes of JSON, over its sizeLimit of ${limit} bytes; send smaller data (or raise sizeLimit)`, true);
+  }
+}
+
+/**
+ * A job's options over the queue's defaultJobOptions, as BullMQ merges them: shallowly (an option
+ * the job names replaces the default whole, an object too), and never the default's jobId.
+ */
+export function withDefaults(defaults: JobOptions | undefined, opts: JobOptions | undefined): JobOptions {
+  if (!defaults) return opts ?? {};
+  const merged: JobOptions = { ...defaults, ...opts };
+  if (opts?.jobId === undefined) delete merged.jobId;
+  return merged;
 }
 
 /** The delay before the next attempt, given how many attempts have been made so far. */
 export function backoffDelay(backoff: BackoffOptions | undefined, attemptsMade: number, random = Math.random): number {
   if (!backoff) return 0;
-  const base = backoff.type === 'exponential' ? backoff.delay * 2 ** Math.max(0, attemptsMade - 1) : backoff.delay;
+  const delay = backoff.delay ?? 0;
+  const base = backoff.type === 'exponential' ? delay * 2 ** Math.max(0, attemptsMade - 1) : delay;
   const jitter = backoff.jitter ?? 0;
   return Math.max(0, Math.round(base * (1 - jitter * random())));
 }

@@ -333,7 +333,9 @@ export class QueueEvents<R = any> extends SafeEmitter {
     switch (f.event) {
       case 'added': {
         this.emit('added', { jobId, name: f.name ?? looked?.[0] ?? '' }, id);
-        const delay = f.delay !== undefined ? entryMs(id) + Number(f.delay) : looked?.[1] === 'delayed' ? Number(looked[2]) + Number(looked[3]) : NaN;
+        // the due time: the job's own ts + delay while its hash is there; the entry's time once it is gone
+        const added = looked?.[2] ? Number(looked[2]) : entryMs(id);
+        const delay = f.delay !== undefined ? added + Number(f.delay) : looked?.[1] === 'delayed' ? Number(looked[2]) + Number(looked[3]) : NaN;
         if (Number.isFinite(delay)) this.emit('delayed', { jobId, delay }, id);
         else this.emit('waiting', { jobId }, id);
         return;

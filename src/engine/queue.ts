@@ -1,15 +1,29 @@
 /** The producer and inspector side of a queue: add jobs, pause/resume, counts, jobs by state. */
 import { acquireClient, closeClient, settleTopology, type Acquired, type ConnectionInput, type Client } from './connection.js';
 import { invalid } from './errors.js';
-import { Job, type JobState } from './job.js';
+import { Job } from './job.js';
+import * as queries from './job-queries.js';
+import type { JobCounts, JobStateName, JobType } from './job-queries.js';
 import { addLog, getJobLogs, promoteJobs, retryJobs, updateProgress, type EditTarget, type RetryJobsOptions } from './job-edits.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
-import { clean, drain, obliterate, type CleanResult, type DrainResult, type ObliterateResult } from './cleanup.js';
+import { checkCleanArgs, clean, drain, obliterate, type CleanResult, type CleanState, type DrainResult, type ObliterateOptions, type ObliterateResult } from './cleanup.js';
 import { callFunction, ensureLibrary } from './library.js';
-import { buildRecord, describeRecord, parseRecord, type SchedulerInfo, type SchedulerTemplate, type SchedulerTiming } from './schedulers.js';
+import {
+  buildRecord,
+  describeRecord,
+  parseRecord,
+  timingFromRepeat,
+  toJobSchedulerJson,
+  type JobSchedulerJson,
+  type JobSchedulerTemplate,
+  type RepeatOptions,
+  type SchedulerInfo,
+  type SchedulerTemplate,
+  type SchedulerTiming,
+} from './schedulers.js';
 import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
-import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, type BulkJob, type JobOptions } from './options.js';
-import { readGroupState, waitingGroupJobIds, type GroupState } from './groups.js';
+import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
+import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
 import { SafeEmitter } from './safe-emitter.js';
 import { Producer } from './producer.js';
@@ -19,26 +33,30 @@ export interface QueueOptions {
   prefix?: string;
   /** Largest accepted job data, in bytes of JSON (default 512 KiB). */
   maxPayloadBytes?: number;
+  /** Options every job added here gets unless it names them itself (merged shallowly, as BullMQ). */
+  defaultJobOptions?: Omit<JobOptions, 'jobId'>;
 }
 
-export interface JobCounts {
-  waiting: number;
-  active: number;
-  delayed: number;
-  prioritized: number;
-  completed: number;
-  failed: number;
-  paused: number;
-  consumers: number;
-  isPaused: boolean;
-  listActive: number;
-}
+/** getJobCounts() with no types (src/engine/job-queries.ts). */
+export type { JobCounts } from './job-queries.js';
 
 /** `start`..`end` of `ids`, inclusive, negative counting from the end (as ZRANGE and LRANGE take them). */
 function page<T>(ids: T[], start: number, end: number): T[] {
   const from = start < 0 ? Math.max(0, ids.length + start) : start;
   const to = end < 0 ? ids.length + end : end;
   return to < from ? [] : ids.slice(from, to + 1);
+}
+
+/** The queue's defaultJobOptions, checked as a job's options are (a mistake shows at construction). */
+function checkJobDefaults(d: QueueOptions['defaultJobOptions']): JobOptions | undefined {
+  if (d === undefined) return undefined;
+  if (typeof d !== 'object' || d === null) throw invalid('defaultJobOptions must be an object of job options');
+  try {
+    encodeJob('defaultJobOptions', {}, { ...d, jobId: undefined });
+  } catch (err) {
+    throw invalid(`defaultJobOptions: ${(err as Error).message}`);
+  }
+  return { ...d };
 }
 
 /** Jobs per glidemq_add call in addBulk; calls are pipelined. */
@@ -49,6 +67,7 @@ export class Queue extends SafeEmitter {
   readonly keys: QueueKeys;
   private readonly acquired: Acquired;
   private readonly maxPayload: number;
+  private readonly jobDefaults: JobOptions | undefined;
   /** Numbers every add call, so that a call re-sent after a lost reply adds nothing twice. */
   private readonly producer = new Producer();
   private ready: Promise<void> | undefined;
@@ -58,6 +77,7 @@ export class Queue extends SafeEmitter {
     opts: QueueOptions = {},
   ) {
     super();
+    this.jobDefaults = checkJobDefaults(opts.defaultJobOptions); // before a connection is opened
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.acquired = acquireClient(opts.connection);
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
@@ -90,7 +110,8 @@ export class Queue extends SafeEmitter {
    * Adds a job. Its timestamp, delay and dedup window count from the server's clock, not this
    * machine's. Once per call: a call re-sent after its reply was lost adds nothing again.
    */
-  async add(name: string, data: unknown, opts: JobOptions = {}): Promise<Job> {
+  async add(name: string, data: unknown, jobOpts: JobOptions = {}): Promise<Job> {
+    const opts = withDefaults(this.jobDefaults, jobOpts);
     const group = encodeJob(name, data, opts);
     await this.waitUntilReady();
     // reply: the server's ts of the call, then id, created
@@ -106,7 +127,8 @@ export class Queue extends SafeEmitter {
   }
 
   /** Adds many jobs; validated all before any is written, then written in pipelined chunks. */
-  async addBulk(jobs: BulkJob[]): Promise<Job[]> {
+  async addBulk(bulk: BulkJob[]): Promise<Job[]> {
+    const jobs = this.jobDefaults ? bulk.map((j) => ({ ...j, opts: withDefaults(this.jobDefaults, j.opts) })) : bulk;
     const groups = encodeBulk(jobs, this.maxPayload);
     await this.waitUntilReady();
     const results: Job[] = [];
@@ -138,6 +160,8 @@ export class Queue extends SafeEmitter {
     job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
     job.created = created;
     job.queue = this;
+    // the application's creation time (job option timestamp), as getJob reads it (job.ts fromFields)
+    if (created && typeof opts.timestamp === 'number') job.timestamp = job.opts.timestamp = Math.floor(opts.timestamp);
     if (code === 2) job.deduplicated = 'blocked';
     if (code === 3) {
       job.deduplicated = 'debounced';
@@ -173,6 +197,11 @@ export class Queue extends SafeEmitter {
   // ---- Changing jobs from the queue (BullMQ's Queue API; src/engine/job-edits.ts) ----
 
   /** The largest job data accepted, in bytes of JSON (job.updateData of a job fetched from here). */
+  /** A copy of the options every job added here gets unless it names them (QueueOptions). */
+  get defaultJobOptions(): JobOptions {
+    return { ...this.jobDefaults };
+  }
+
   get maxPayloadBytes(): number {
     return this.maxPayload;
   }
@@ -212,38 +241,92 @@ export class Queue extends SafeEmitter {
   }
   // ---- end of the changes from the queue ----
 
-  async getJobCounts(): Promise<JobCounts> {
-    const r = (await this.call('glidemq_getCounts', [])) as number[];
-    const consumers = await this.consumerCount();
-    const isPaused = r[6] === 1;
-    return {
-      waiting: r[0],
-      active: r[1],
-      delayed: r[2],
-      prioritized: r[3],
-      completed: r[4],
-      failed: r[5],
-      paused: isPaused ? r[0] + r[3] : 0,
-      consumers,
-      isPaused,
-      listActive: r[7],
-    };
+  // ---- Job states and counts, as BullMQ names them (src/engine/job-queries.ts) ----
+
+  /** Job `id`'s state now, as BullMQ names it ('waiting' also in a paused queue), or 'unknown'. */
+  async getJobState(id: string): Promise<JobStateName | 'unknown'> {
+    await this.waitUntilReady();
+    return queries.readJobState(this.client, this.keys, id);
   }
 
-  /** Ids of the stream entries no worker has been given yet (after the group's last delivery). */
-  private async undeliveredIds(): Promise<string[]> {
-    let last = '0-0';
-    try {
-      const groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
-      for (const g of groups) {
-        const h = pairsToRecord(g);
-        if (h.name === 'workers') last = String(h['last-delivered-id']);
-      }
-    } catch {
-      return []; // no stream yet
+  /**
+   * Jobs per type. With no types: every count, BullMQ's and glidemq's (consumers, isPaused,
+   * listActive). With types: exactly the keys asked for, as spelled ('wait' or 'waiting', ...).
+   * A paused queue's waiting jobs count under `paused`, `waiting` is 0 then; its prioritized jobs
+   * stay under `prioritized`. One read-only server call (and one XINFO for `consumers`).
+   */
+  async getJobCounts(): Promise<JobCounts>;
+  async getJobCounts(...types: JobType[]): Promise<Record<string, number>>;
+  async getJobCounts(...types: JobType[]): Promise<JobCounts | Record<string, number>> {
+    if (types.length === 0) {
+      const raw = await this.rawCounts([]);
+      return queries.allCounts(raw, await this.consumerCount());
     }
-    const entries = (await this.client.xrange(this.keys.stream, `(${last}`, '+')) as [string, string[]][];
-    return entries.map((e) => e[1][1]);
+    const asked = queries.checkTypes(types, 'getJobCounts');
+    return queries.countsOf(asked, await this.rawCounts(asked), await this.schedulerCount(asked));
+  }
+
+  /**
+   * The jobs in any of `types`, each counted once (none: every type). 'waiting' counts every job
+   * that waits, the queue paused or not, as BullMQ's getWaitingCount.
+   */
+  async getJobCountByTypes(...types: JobType[]): Promise<number> {
+    const asked = queries.checkTypes(types, 'getJobCountByTypes');
+    return queries.sumOf(asked, await this.rawCounts(asked), await this.schedulerCount(asked));
+  }
+
+  /** The jobs still to run: waiting (paused or not), delayed and prioritized, as BullMQ's count(). */
+  count(): Promise<number> {
+    return this.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'waiting-children');
+  }
+
+  /** Jobs that wait, the queue paused or not (BullMQ: "waiting or paused"). */
+  getWaitingCount(): Promise<number> {
+    return this.getJobCountByTypes('waiting');
+  }
+
+  getActiveCount(): Promise<number> {
+    return this.getJobCountByTypes('active');
+  }
+
+  /** Delayed jobs; with `timestamp` (ms), only those due strictly before it. */
+  async getDelayedCount(timestamp?: number): Promise<number> {
+    if (timestamp === undefined) return this.getJobCountByTypes('delayed');
+    if (!Number.isSafeInteger(timestamp)) throw invalid(`getDelayedCount: timestamp must be a whole number of ms, got ${String(timestamp)}`);
+    await this.waitUntilReady();
+    return this.client.zcount(this.keys.scheduled, '-inf', `(${timestamp}`);
+  }
+
+  getCompletedCount(): Promise<number> {
+    return this.getJobCountByTypes('completed');
+  }
+
+  getFailedCount(): Promise<number> {
+    return this.getJobCountByTypes('failed');
+  }
+
+  getPrioritizedCount(): Promise<number> {
+    return this.getJobCountByTypes('prioritized');
+  }
+
+  /** Always 0: glidemq has no parent/child jobs (BullMQ's flows). */
+  getWaitingChildrenCount(): Promise<number> {
+    return this.getJobCountByTypes('waiting-children');
+  }
+
+  /** glidemq_getCounts, unless only types it does not hold are asked for (lua/query.lua). */
+  private async rawCounts(types: JobType[]): Promise<queries.RawCounts> {
+    if (types.length && types.every((t) => t === 'repeat' || t === 'waiting-children')) {
+      return queries.decodeCounts([0, 0, 0, 0, 0, 0, 0, 0]);
+    }
+    return queries.decodeCounts((await this.call('glidemq_getCounts', [])) as number[]);
+  }
+
+  /** The schedulers ('repeat' in BullMQ's counts), read only when asked for. */
+  private async schedulerCount(types: JobType[]): Promise<number> {
+    if (!types.includes('repeat')) return 0;
+    await this.waitUntilReady();
+    return this.client.hlen(this.keys.schedulers);
   }
 
   private async consumerCount(): Promise<number> {
@@ -260,49 +343,56 @@ export class Queue extends SafeEmitter {
   }
 
   /**
-   * Jobs in a state, newest first for finished sets, in queue order otherwise; `start`..`end` is
-   * the page (inclusive; negative counts from the end, as in ZRANGE). `waiting` lists exactly the
-   * jobs getJobCounts counts as waiting, the ones drain removes: LIFO jobs, stream entries not yet
-   * delivered to a worker, then the jobs waiting in groups (group by group, each in its order).
+   * The jobs of `types` (one or a list, BullMQ's names; none: every type), each type's page
+   * `start`..`end` (inclusive; negative counts from the end) in turn, each job once. `asc` false
+   * (the default, as BullMQ): newest first (last added, last activated, last finished, due last);
+   * true: the order they run in (the next to run first), first finished first. 'waiting' ('wait')
+   * lists every job that waits, paused or not, as getWaitingCount counts them: LIFO jobs, stream
+   * entries not yet delivered, then the jobs waiting in groups (group by group, each in its order),
+   * the ones drain removes; 'paused' the same while the queue is paused, none while it runs.
    */
-  async getJobs(state: JobState, start = 0, end = 99): Promise<Job[]> {
+  async getJobs(types?: JobType | JobType[], start = 0, end = -1, asc = false): Promise<Job[]> {
+    const asked = queries.checkTypes(types, 'getJobs');
+    queries.checkPage(start, end, 'getJobs');
     await this.waitUntilReady();
-    let ids: string[];
-    const k = this.keys;
-    switch (state) {
-      case 'completed':
-        ids = await this.client.zrevrange(k.completed, start, end);
-        break;
-      case 'failed':
-        ids = await this.client.zrevrange(k.failed, start, end);
-        break;
-      case 'delayed':
-        ids = await this.client.zrange(k.scheduled, String(start), String(end));
-        break;
-      case 'prioritized':
-        ids = await this.client.zrange(k.prioritized, String(start), String(end));
-        break;
-      case 'waiting': {
-        const lifo = await this.client.lrange(k.lifo, 0, -1);
-        const streamIds = await this.undeliveredIds();
-        const groupIds = await waitingGroupJobIds(this.client, k);
-        ids = page([...lifo, ...streamIds, ...groupIds], start, end);
-        break;
-      }
-      case 'active': {
-        const listIds = await this.client.smembers(k.listActiveIds);
-        const pend = (await this.client.xpending(k.stream, 'workers', '-', '+', 10000).catch(() => [])) as [string][];
-        const sids = new Set(pend.map((p) => p[0]));
-        const entries = sids.size ? ((await this.client.xrange(k.stream, '-', '+')) as [string, string[]][]) : [];
-        ids = [...entries.filter((e) => sids.has(e[0])).map((e) => e[1][1]), ...listIds];
-        break;
-      }
-      default:
-        throw invalid(`unknown job state "${state}"`);
-    }
-    const jobs = await Promise.all(ids.map((id) => this.getJob(id)));
-    return jobs.filter((j): j is Job => !!j && (state !== 'waiting' || j.state === 'waiting'));
+    return queries.listJobs(this, asked, start, end, !!asc);
   }
+
+  /** Waiting jobs (the queue paused or not), the next to run first. */
+  getWaiting(start = 0, end = -1): Promise<Job[]> {
+    return this.getJobs('waiting', start, end, true);
+  }
+
+  /** Active jobs, the one active longest first. */
+  getActive(start = 0, end = -1): Promise<Job[]> {
+    return this.getJobs('active', start, end, true);
+  }
+
+  /** Delayed jobs, the one due first first. */
+  getDelayed(start = 0, end = -1): Promise<Job[]> {
+    return this.getJobs('delayed', start, end, true);
+  }
+
+  /** Prioritized jobs, the next to run first. */
+  getPrioritized(start = 0, end = -1): Promise<Job[]> {
+    return this.getJobs('prioritized', start, end, true);
+  }
+
+  /** Completed jobs, the last finished first. */
+  getCompleted(start = 0, end = -1): Promise<Job[]> {
+    return this.getJobs('completed', start, end, false);
+  }
+
+  /** Failed jobs, the last failed first. */
+  getFailed(start = 0, end = -1): Promise<Job[]> {
+    return this.getJobs('failed', start, end, false);
+  }
+
+  /** Always empty: glidemq has no parent/child jobs (BullMQ's flows). */
+  getWaitingChildren(start = 0, end = -1): Promise<Job[]> {
+    return this.getJobs('waiting-children', start, end, true);
+  }
+  // ---- end of the job states and counts ----
 
   async pause(): Promise<boolean> {
     return (await this.call('glidemq_pause', [])) === 1;
@@ -327,6 +417,19 @@ export class Queue extends SafeEmitter {
     else await this.client.hset(this.keys.meta, 'globalConcurrency', String(n));
   }
 
+  /** The limit setGlobalConcurrency stored (it outlives the worker that set it), or null for none, as BullMQ's. */
+  async getGlobalConcurrency(): Promise<number | null> {
+    await this.waitUntilReady();
+    const n = await this.client.hget(this.keys.meta, 'globalConcurrency');
+    return n === null ? null : Number(n);
+  }
+
+  /** Whether the queue was ever used (a job added, a worker or a setting): it has its meta hash (as `glidemq queues` finds it). Writes nothing. */
+  async exists(): Promise<boolean> {
+    await this.waitUntilReady();
+    return (await this.client.exists(this.keys.meta)) === 1;
+  }
+
   /**
    * Completed/failed attempts and processing time per minute (the last hour by default; 24 h are
    * kept). The defaults (to = now, from = an hour before) are the server's clock, not this machine's.
@@ -336,20 +439,62 @@ export class Queue extends SafeEmitter {
     return buildMetrics(reply);
   }
 
-  /** Removes jobs that wait (and delayed ones with `delayed`); active jobs are left to finish. */
-  async drain(opts: { delayed?: boolean; dryRun?: boolean } = {}): Promise<DrainResult> {
+  /**
+   * Removes the jobs that wait (waiting, prioritized, in groups), and the delayed ones with
+   * `delayed`: BullMQ's drain(true), or glidemq's { delayed, dryRun } (a dry run counts). Active
+   * jobs are left to finish.
+   */
+  drain(delayed?: boolean): Promise<DrainResult>;
+  drain(opts?: { delayed?: boolean; dryRun?: boolean }): Promise<DrainResult>;
+  async drain(arg: boolean | { delayed?: boolean; dryRun?: boolean } = {}): Promise<DrainResult> {
+    if (typeof arg !== 'boolean' && (typeof arg !== 'object' || arg === null)) {
+      throw invalid(`drain takes true/false (also drain delayed jobs) or { delayed, dryRun }, got ${String(arg)}`);
+    }
     await this.waitUntilReady();
-    return drain(this.client, this.keys, opts);
+    return drain(this.client, this.keys, typeof arg === 'boolean' ? { delayed: arg } : arg);
   }
 
-  /** Removes completed or failed jobs that finished more than `graceMs` ago. */
-  async clean(state: 'completed' | 'failed', graceMs: number, opts: { limit?: number; dryRun?: boolean } = {}): Promise<CleanResult> {
+  /**
+   * BullMQ's form: removes at most `limit` jobs (0: no limit) of `type` (default completed) older
+   * than `grace` ms and returns their ids. Finished jobs count from when they finished, the others
+   * from when they last changed hands (BullMQ's rule), by the server's clock; 'paused' is the
+   * waiting jobs of a paused queue (getJobCounts' paused). 'active' is refused (JobActiveError): glidemq
+   * never removes a running job behind its worker. Emits 'cleaned' (ids, type) here.
+   */
+  clean(grace: number, limit?: number, type?: CleanState | 'active'): Promise<string[]>;
+  /** glidemq's form (the CLI's): the same, with a dry run that lists without removing. */
+  clean(state: CleanState, graceMs: number, opts?: { limit?: number; dryRun?: boolean }): Promise<CleanResult>;
+  async clean(
+    first: number | CleanState,
+    second?: number,
+    third?: CleanState | 'active' | { limit?: number; dryRun?: boolean },
+  ): Promise<string[] | CleanResult> {
+    if (typeof first === 'number') {
+      const grace = Number.isFinite(first) && first >= 0 ? Math.floor(first) : first;
+      const limit = second === undefined || second === 0 ? undefined : second; // BullMQ: 0 = no limit
+      // BullMQ removes only active jobs whose lock expired; here such a job is stalled recovery's
+      // to take back, and a running job is never removed: nothing to clean (apps that clean every
+      // state in one Promise.all keep working)
+      if (third === 'active') return [];
+      const state = checkCleanArgs(third ?? 'completed', grace, limit);
+      await this.waitUntilReady();
+      const r = await clean(this.client, this.keys, state, grace, { limit });
+      this.emit('cleaned', r.ids, state === 'waiting' ? 'wait' : state);
+      return r.ids;
+    }
+    const opts = (third ?? {}) as { limit?: number; dryRun?: boolean };
+    const state = checkCleanArgs(first, second, opts.limit);
     await this.waitUntilReady();
-    return clean(this.client, this.keys, state, graceMs, opts);
+    const r = await clean(this.client, this.keys, state, second as number, opts);
+    if (!r.dryRun) this.emit('cleaned', r.ids, state === 'waiting' ? 'wait' : state);
+    return r;
   }
 
-  /** Deletes every key of the queue (refused while jobs are active, unless `force`). */
-  async obliterate(opts: { force?: boolean; dryRun?: boolean } = {}): Promise<ObliterateResult> {
+  /**
+   * Deletes every key of the queue, `count` keys per round trip (BullMQ's { force, count }; a
+   * dryRun counts them). Refused while jobs are active, unless `force`.
+   */
+  async obliterate(opts: ObliterateOptions = {}): Promise<ObliterateResult> {
     await this.waitUntilReady();
     return obliterate(this.client, this.keys, opts);
   }
@@ -390,6 +535,41 @@ export class Queue extends SafeEmitter {
       .map((text) => describeRecord(parseRecord(text)))
       .sort((a, b) => a.nextRun - b.nextRun || a.name.localeCompare(b.name));
   }
+
+  // ---- BullMQ's job schedulers, over the schedulers above (src/engine/schedulers.ts) ----
+
+  /**
+   * Adds or updates scheduler `id` (upserting an unchanged timing keeps its next run). An `every`
+   * scheduler adds its first job at once, as BullMQ's does. Repeat options glidemq has no
+   * equivalent for (limit, endDate, offset) are refused by name (NotSupportedError). Returns the
+   * scheduler: BullMQ returns its first job, but glidemq adds each job when its time comes.
+   */
+  async upsertJobScheduler(id: string, repeatOpts: RepeatOptions, template: JobSchedulerTemplate = {}): Promise<JobSchedulerJson> {
+    if (typeof template !== 'object' || template === null) throw invalid(`upsertJobScheduler ${id}: the job template must be { name, data, opts }`);
+    return toJobSchedulerJson(await this.upsertScheduler(id, timingFromRepeat(id, repeatOpts), template));
+  }
+
+  async getJobScheduler(id: string): Promise<JobSchedulerJson | undefined> {
+    const info = await this.getScheduler(id);
+    return info && toJobSchedulerJson(info);
+  }
+
+  /** Schedulers `start`..`end` (inclusive; negative counts from the end) by next run, the latest first unless `asc`, as BullMQ orders them. */
+  async getJobSchedulers(start = 0, end = -1, asc = false): Promise<JobSchedulerJson[]> {
+    const all = await this.getSchedulers();
+    if (!asc) all.reverse();
+    return page(all, start, end).map(toJobSchedulerJson);
+  }
+
+  async getJobSchedulersCount(): Promise<number> {
+    await this.waitUntilReady();
+    return this.client.hlen(this.keys.schedulers);
+  }
+
+  async removeJobScheduler(id: string): Promise<boolean> {
+    return this.removeScheduler(id);
+  }
+  // ---- end of BullMQ's job schedulers ----
 
   async close(): Promise<void> {
     await this.ready?.catch(() => undefined); // a Cluster client being set up is closed too

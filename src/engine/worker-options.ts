@@ -2,7 +2,9 @@
 import type { ConnectionInput } from './connection.js';
 import type { MaintenanceSettings } from './maintenance.js';
 import { checkRetention, type Retention } from './options.js';
+import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } from './backoff.js';
 import { nonNegative, positive, wholeCount } from './numbers.js';
+import { invalid } from './errors.js';
 
 export interface WorkerOptions {
   connection?: ConnectionInput;
@@ -19,6 +21,11 @@ export interface WorkerOptions {
   blockTimeout?: number;
   /** Limit on jobs active at once across all workers of the queue (stored in the queue's meta). */
   globalConcurrency?: number;
+  /**
+   * BullMQ's queue-wide rate limiter: at most `max` jobs start in any `duration` ms, across all
+   * workers of the queue (stored in the queue's meta when the worker starts; lua/rate-window.lua).
+   */
+  limiter?: RateLimiterOptions;
   /** Longest gap between two promotion ticks (ms). */
   promotionInterval?: number;
   /** Start processing in the constructor (default true). */
@@ -29,6 +36,8 @@ export interface WorkerOptions {
   removeOnComplete?: Retention;
   /** The retention of a job failed for good that names none itself (as the job option). */
   removeOnFail?: Retention;
+  /** BullMQ's advanced settings: `backoffStrategy` computes the delay of a custom backoff type. */
+  settings?: AdvancedSettings;
 }
 
 export interface Settings extends MaintenanceSettings {
@@ -36,10 +45,12 @@ export interface Settings extends MaintenanceSettings {
   prefetch: number;
   blockTimeout: number;
   globalConcurrency: number;
+  limiter: RateLimiterOptions | undefined;
   promotionInterval: number;
   closeGracePeriod: number;
   removeOnComplete: Retention | undefined;
   removeOnFail: Retention | undefined;
+  backoffStrategy: BackoffStrategy | undefined;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -54,11 +65,32 @@ export function resolveSettings(o: WorkerOptions): Settings {
     maxStalledCount: wholeCount(o.maxStalledCount ?? 1, 'maxStalledCount'),
     blockTimeout: positive(blockTimeout, 'blockTimeout'),
     globalConcurrency: wholeCount(o.globalConcurrency ?? 0, 'globalConcurrency'),
+    limiter: checkLimiter(o.limiter),
     promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
     closeGracePeriod: nonNegative(o.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
     removeOnComplete: checkRetention(o.removeOnComplete, 'removeOnComplete'),
     removeOnFail: checkRetention(o.removeOnFail, 'removeOnFail'),
+    backoffStrategy: checkAdvancedSettings(o.settings),
   };
 }
 
+/** BullMQ's RateLimiterOptions. */
+export interface RateLimiterOptions {
+  /** Jobs that may start within `duration`: a whole number >= 1. */
+  max: number;
+  /** The window, in ms: a whole number >= 1. */
+  duration: number;
+}
 
+/** The limiter option checked: both fields whole numbers from 1 (the Lua reads them as such). */
+function checkLimiter(l: RateLimiterOptions | undefined): RateLimiterOptions | undefined {
+  if (l === undefined) return undefined;
+  if (typeof l !== 'object' || l === null) throw invalid(`limiter must be an object { max, duration }, got ${String(l)}`);
+  const whole = (n: unknown, what: string) => {
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) {
+      throw invalid(`limiter.${what} must be a whole number >= 1${what === 'duration' ? ' (ms)' : ''}, got ${String(n)}`);
+    }
+    return n;
+  };
+  return { max: whole(l.max, 'max'), duration: whole(l.duration, 'duration') };
+}

@@ -7,6 +7,9 @@
  * claims. On a queue with a globalConcurrency limit a free slot instead waits on the queue's
  * streams without claiming (ChangeWaiter) and takes jobs only through glidemq_fetch, which checks the
  * limit in the same call. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
+ * A queue with a rate limiter (the `limiter` option) is worked the same way; when a reply says its
+ * window is full or the queue is held (rateLimit), the worker waits the ms the server computed on
+ * a timer, then fetches.
  *
  * Events, with BullMQ's arguments: ready, active (job, 'waiting'), progress (job, progress: after
  * job.updateProgress stored it), completed (job, result, 'active'), failed (job, error, 'active'),
@@ -22,11 +25,12 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
 import { ClaimRecovery } from './claim-recovery.js';
-import { isUnrecoverable, RateLimitError, UnrecoverableError } from './errors.js';
+import { invalid, isUnrecoverable, RateLimitError, UnrecoverableError } from './errors.js';
 import { Job, type Claim, type ClaimReply } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
-import { backoffDelay, encodeRetention } from './options.js';
+import { encodeRetention } from './options.js';
+import { planRetry, reasonWithProblem } from './backoff.js';
 import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
 import { FinishBatcher, type FinishRequest } from './finish-batch.js';
@@ -86,8 +90,16 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private stalledTimer: NodeJS.Timeout | undefined;
   private promotionTicks = 0;
   private pausedSince = '$';
-  /** The queue has a globalConcurrency limit: take jobs only through glidemq_fetch/finish (see limitedStep). */
+  /** The queue has a globalConcurrency limit or a rate limiter: take jobs only through glidemq_fetch/finish (see limitedStep). */
   private limited = false;
+  /**
+   * The rate limiter (or a hold, rateLimit) lets no job start before this time of this process's
+   * monotonic clock (performance.now; 0: none): set from the relative wait a 'rated' reply carries
+   * (the server computed it with its own clock), waited out by the read loop (waitOutRate).
+   */
+  private rateWaitUntil = 0;
+  /** The timer of that wait, and how to end it early (close). */
+  private rateTimer: { timer: NodeJS.Timeout; end: () => void } | undefined;
   private readonly changes: ChangeWaiter;
   /** Timer work still waiting for its reply: a dead connection must not pile up more of it. */
   private heartbeatInFlight: Promise<boolean> | undefined;
@@ -155,6 +167,19 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   /**
+   * Holds the whole queue: no worker of it starts a job for `ms` from the server's now (BullMQ's
+   * worker.rateLimit). A hold never shortens one already in place. A processor that calls it then
+   * throws Worker.RateLimitError() gives its job back with no attempt counted; it runs after the hold.
+   */
+  async rateLimit(ms: number): Promise<void> {
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+      throw invalid(`worker.rateLimit(ms): ms must be a number of ms >= 0, got ${String(ms)}`);
+    }
+    const whole = Math.min(Math.ceil(ms), Number.MAX_SAFE_INTEGER);
+    await callFunction(this.client, 'glidemq_rateLimit', this.keys.meta, [whole]);
+  }
+
+  /**
    * Resolves once the worker can work: with autorun (the default) once it runs, else once its
    * connection is up and the library is loaded. Rejects with what stopped it.
    */
@@ -182,6 +207,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     await ensureLibrary(this.client);
     if (this.settings.globalConcurrency > 0) {
       await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
+    }
+    const limiter = this.settings.limiter;
+    if (limiter) {
+      // queue-wide, as BullMQ's: every worker's claims count against it (lua/rate-window.lua)
+      await this.client.hset(this.keys.meta, 'rateMax', String(limiter.max), 'rateDuration', String(limiter.duration));
     }
     this.reader = new BlockingReader(this.acquired, this.keys, this.consumer, this.settings.blockTimeout);
     await this.reader.start();
@@ -260,12 +290,20 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.emit('progress', job, progress);
   };
 
-  /** Splits a fetch/activate reply; a paused reply carries the newest event id to block after. */
+  /**
+   * Splits a fetch/activate reply; a paused reply carries the newest event id to block after. A
+   * 'rated' one carries the ms until the rate limiter lets a job start: the read loop waits that
+   * long, then fetches (the status becomes 'limited': fetches, not blocking reads, take the jobs).
+   */
   private parseDelivery(r: unknown[]): { status: string; jobs: ClaimReply[] } {
     const status = String(r[0]);
     if (status === 'paused') {
       this.pausedSince = String(r[1] ?? '$');
       return { status, jobs: [] };
+    }
+    if (status === 'rated') {
+      this.rateWaitUntil = performance.now() + Math.max(1, Number(r[1]) || 1);
+      return { status: 'limited', jobs: r.slice(2) as ClaimReply[] };
     }
     return { status, jobs: r.slice(1) as ClaimReply[] };
   }
@@ -360,7 +398,15 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       outcome = 'failed';
       value = error.message || error.name || 'processor failed';
       // a delay relative to the server's now: the server adds it to its own clock (lua/finish.lua)
-      if (!isUnrecoverable(error)) retryDelay = retryDelayFor(job.opts.backoff, job.attemptsMade + 1);
+      if (!isUnrecoverable(error)) {
+        // a custom backoff type asks settings.backoffStrategy; one that fails fails the job (backoff.ts)
+        const plan = await planRetry(job, error, this.settings.backoffStrategy, this.settings.lockDuration);
+        retryDelay = plan.delay;
+        if (plan.problem) {
+          value = reasonWithProblem(value, plan.problem);
+          this.emitError(plan.problem);
+        }
+      }
     }
     if (job.moved) return this.afterMoved(job);
     const durationMs = Math.max(0, Math.round(performance.now() - started));
@@ -510,6 +556,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     let failed = false;
     try {
       while (this.running && !this.closing) {
+        if (this.rateWaitUntil > 0) {
+          // the rate window is full or the queue held: no job may start before then, so no read
+          await this.waitOutRate();
+          continue;
+        }
         if (paused) {
           await this.reader!.waitForEvent(this.settings.blockTimeout, this.pausedSince);
           if (this.closing || !this.running) break;
@@ -578,10 +629,27 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (r.status !== 'limited') {
       this.limited = false;
       this.changes.reset();
-    } else if (r.jobs.length < want) {
+    } else if (r.jobs.length < want && this.rateWaitUntil === 0) {
       await this.changes.wait(this.reader!.client, this.settings.blockTimeout, () => this.running && !this.closing);
     }
     return r.status;
+  }
+
+  /** Sits out the wait a 'rated' reply asked for, on a timer close() ends. */
+  private waitOutRate(): Promise<void> {
+    // (a timer holds at most 2^31 - 1 ms: a longer hold is waited out in parts)
+    const ms = Math.min(this.rateWaitUntil - performance.now(), 2 ** 31 - 1);
+    this.rateWaitUntil = 0;
+    if (ms <= 0 || this.closing) return Promise.resolve();
+    return new Promise((resolve) => {
+      const end = () => {
+        clearTimeout(timer);
+        this.rateTimer = undefined;
+        resolve();
+      };
+      const timer = setTimeout(end, Math.ceil(ms));
+      this.rateTimer = { timer, end };
+    });
   }
 
   private schedulePromotion(inMs: number): void {
@@ -678,6 +746,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.closing ??= (async () => {
       this.emit('closing', 'closing the worker');
       clearTimeout(this.promotionTimer);
+      this.rateTimer?.end();
       clearInterval(this.stalledTimer);
       // A server that is gone must not hold the close: a call is made only on a live connection,
       // and waited for a short while (what it would have done is left to recovery: a prefetched
@@ -686,6 +755,9 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       if (live()) await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
       if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
       if (!force && this.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
+      // a finish sent before the close began may have brought claims after the release above
+      // (kept, not started, while paused or closing): they go back too, not to stalled recovery
+      if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
       clearInterval(this.heartbeatTimer);
       this.recovery.stop();
       this.client.off('close', this.onClientClose);
@@ -723,13 +795,6 @@ function serialiseResult(result: unknown): string {
   }
   if (text === undefined) throw new UnrecoverableError(`the processor returned a ${typeof result}, which cannot be stored as JSON`);
   return text;
-}
-
-/** The backoff before retry `attempt`, as glidemq_finish takes it: whole ms from 0 to 2^53 - 1. */
-function retryDelayFor(backoff: Parameters<typeof backoffDelay>[0], attempt: number): number {
-  const d = backoffDelay(backoff, attempt);
-  if (Number.isNaN(d)) return 0;
-  return Math.min(Math.floor(d), Number.MAX_SAFE_INTEGER);
 }
 
 /** Whether claim fence `a` came after `b` (fences count up per job; a missing one is oldest). */

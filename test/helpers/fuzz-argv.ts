@@ -62,7 +62,7 @@ function idIn(f: Facts, rng: Prng, state: string): string {
 /** One 12-field job group of glidemq_add, of a kind drawn at random. */
 function addGroup(f: Facts, rng: Prng): string[] {
   const g = ['', 'fz-add', '{"n":1}', '0', '0', '0', '1', '', '', '0', '', ''];
-  switch (rng.int(0, 9)) {
+  switch (rng.int(0, 10)) {
     case 1: g[3] = String(HOUR); break; // delayed
     case 2: g[4] = String(rng.int(1, 2097152)); break; // prioritized
     case 3: g[5] = '1'; break; // LIFO
@@ -72,6 +72,7 @@ function addGroup(f: Facts, rng: Prng): string[] {
     case 7: [g[3], g[8], g[9], g[10]] = [String(HOUR), 'd-debounce', '0', 'debounce']; break;
     case 8: g[0] = rng.chance(0.5) ? anyJobId(f, rng) : `fz-custom-${rng.int(1, 99)}`; break;
     case 9: [g[6], g[7]] = ['3', '{"backoff":{"type":"fixed","delay":1000},"removeOnComplete":true}']; break;
+    case 10: [g[8], g[9], g[10]] = [pick(rng, f.dedupIds, 'd-extend'), String(HOUR), 'extend']; break; // BullMQ's {ttl, extend}
   }
   return g;
 }
@@ -80,7 +81,7 @@ function finishGroup(rng: Prng, j: ActiveJob): string[] {
   const completed = rng.chance(0.5);
   return [
     j.id, j.fence, completed ? 'completed' : 'failed', completed ? '{"r":1}' : 'boom',
-    rng.pick(['-1', '0', '1000']), rng.pick(['', '0', 'count:10', 'age:60000']), String(rng.int(0, 500)),
+    rng.pick(['-1', '0', '1000']), rng.pick(['', '0', 'count:10', 'age:60000', 'agecount:60000:10']), String(rng.int(0, 500)),
   ];
 }
 
@@ -104,7 +105,8 @@ export const TEMPLATES: Record<string, Template> = {
   glidemq_upsertScheduler: (f, rng) => {
     const { name, rec } = scheduler(f, rng);
     const target = rng.chance(0.3) ? 'fz-new-scheduler' : name;
-    return [target, JSON.stringify({ ...rec, name: target })];
+    const start = rng.chance(0.3) ? { startDate: rng.pick([0, Date.now() + HOUR]) } : {}; // an interval's first run
+    return [target, JSON.stringify({ ...rec, name: target, ...start })];
   },
   glidemq_removeScheduler: (f, rng) => [rng.chance(0.8) ? scheduler(f, rng).name : 'fz-none'],
   glidemq_fireSchedulers: (f, rng) =>
@@ -136,6 +138,7 @@ export const TEMPLATES: Record<string, Template> = {
   },
   glidemq_pause: () => [],
   glidemq_resume: () => [],
+  glidemq_rateLimit: (_f, rng) => [String(rng.pick([0, 1, 1000, HOUR]))],
   glidemq_updateProgress: (f, rng) => {
     const [id, fence] = writer(f, rng);
     return [id, fence, '{"pct":75}'];
@@ -173,6 +176,11 @@ export const TEMPLATES: Record<string, Template> = {
     return [rng.pick(['0', '1']), String(rng.int(1, 1000)), rng.pick(['0', '1']), String(groups.length), ...groups];
   },
   glidemq_clean: (_f, rng) => [rng.pick(['completed', 'failed']), String(rng.pick([0, 60_000])), String(rng.int(1, 1000)), rng.pick(['0', '1'])],
+  glidemq_cleanJobs: (f, rng) => {
+    const state = rng.pick(['wait', 'paused', 'delayed', 'prioritized']);
+    const ids = [...new Set([...some(rng, [...f.jobs.keys()], 0), anyJobId(f, rng), idIn(f, rng, state === 'wait' ? 'waiting' : state)])];
+    return [state, String(rng.pick([0, 60_000])), String(rng.int(1, 1000)), rng.pick(['0', '1']), String(ids.length), ...ids];
+  },
   glidemq_removeIdleConsumer: (f, rng) => [rng.chance(0.5) ? f.consumer : 'fz-idle'],
   glidemq_upkeep: () => [],
   glidemq_release: (f, rng) => [f.consumer, ...some(rng, f.active).flatMap((j) => [j.id, j.fence])],

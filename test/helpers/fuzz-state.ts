@@ -138,7 +138,7 @@ async function processSome(queue: Queue, url: string, warnings: string[]): Promi
     { name: 'ok', data: { n: 1 } },
     { name: 'ok', data: { n: 2 }, opts: { removeOnComplete: { count: 10 } } },
     { name: 'fail', data: {} },
-    { name: 'fail', data: {}, opts: { removeOnFail: { age: LONG } } },
+    { name: 'fail', data: {}, opts: { removeOnFail: { age: LONG / 1000 } } },
     { name: 'retry', data: {}, opts: { attempts: 3, backoff: LONG } },
     { name: 'step', data: { step: 0 } },
     { name: 'hold', data: { kind: 'stream' } },

@@ -144,7 +144,9 @@ describe('bad data: refused adds write nothing', function () {
     ['a bulk with one oversized payload', () => q.addBulk([{ name: 'a', data: {} }, { name: 'big', data: { s: 'x'.repeat(2000) } }]), /job 2: payload/],
     ['data JSON cannot hold', () => q.add('bigint', { n: 1n }), /cannot be serialised to JSON/],
     ['a negative delay', () => q.add('d', {}, { delay: -1 }), /delay/],
-    ['an unknown backoff type', () => q.add('b', {}, { backoff: { type: 'linear' as 'fixed', delay: 1 } }), /backoff type/],
+    // any other type name is a custom one (the worker's backoffStrategy): only a non-name is refused
+    ['a backoff type that is not a name', () => q.add('b', {}, { backoff: { type: '' as 'fixed', delay: 1 } }), /backoff type/],
+    ['a backoff jitter above 1', () => q.add('b', {}, { backoff: { type: 'fixed', delay: 1, jitter: 2 } }), /jitter/],
     ['a job id with a colon', () => q.add('i', {}, { jobId: 'a:b' }), /job id "a:b" is invalid/],
     ['a job id with a control character', () => q.add('i', {}, { jobId: 'a\u0007b' }), /is invalid/],
     ['zero attempts', () => q.add('z', {}, { attempts: 0 }), /attempts/],

@@ -159,7 +159,7 @@ describe('deduplication', function () {
       [{ dedup: { id: 'x', mode: 'throttle' } }, /throttle needs a ttl/],
       [{ dedup: { id: 'x', mode: 'debounce' } }, /debounce needs a delay/],
       [{ dedup: { id: '' } }, /dedup.id must be a non-empty string/],
-      [{ dedup: { id: 'x', mode: 'sometimes' as 'simple' } }, /simple, throttle or debounce/],
+      [{ dedup: { id: 'x', mode: 'sometimes' as 'simple' } }, /simple, throttle, extend or debounce/],
       [{ dedup: { id: 'x', ttl: -1 } }, /dedup.ttl/],
     ];
     for (const [opts, why] of cases) {

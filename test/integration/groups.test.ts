@@ -438,12 +438,14 @@ describe('Group state (real valkey-server)', () => {
     expect((await lib.fetch(1)).map((j) => field(j, 'name'))).to.deep.equal(['lifo']);
     await q.add('p', {}, { priority: 2 });
     const counts = await q.getJobCounts();
-    const waiting = (await q.getJobs('waiting', 0, -1)).map((j) => j.name);
+    // asc true: the order they run in (BullMQ's default, asc false, lists the newest first)
+    const waiting = (await q.getJobs('waiting', 0, -1, true)).map((j) => j.name);
     expect(waiting).to.deep.equal(['plain', 'g1', 'g2', 'o1']);
     expect(counts).to.include({ waiting: waiting.length, delayed: 1, prioritized: 1, active: 1 });
     // pages of the same list
-    expect((await q.getJobs('waiting', 1, 2)).map((j) => j.name)).to.deep.equal(['g1', 'g2']);
-    expect((await q.getJobs('waiting', -1, -1)).map((j) => j.name)).to.deep.equal(['o1']);
+    expect((await q.getJobs('waiting', 1, 2, true)).map((j) => j.name)).to.deep.equal(['g1', 'g2']);
+    expect((await q.getJobs('waiting', -1, -1, true)).map((j) => j.name)).to.deep.equal(['o1']);
+    expect((await q.getJobs('waiting', 0, 0)).map((j) => j.name)).to.deep.equal(['o1']);
     expect((await q.getJobs('delayed')).map((j) => j.name)).to.deep.equal(['o-delayed']);
     expect((await q.drain({ dryRun: true })).removed).to.equal(counts.waiting + counts.prioritized);
     expect((await q.drain()).removed).to.equal(counts.waiting + counts.prioritized);

@@ -159,7 +159,7 @@ describe('Queue (real valkey-server)', () => {
     await refused([0, '', 0, 0, 2, ...ok, ...job({}, { 7: '[1]' })], InvalidArgumentError, /opts must be '' or a JSON object/);
     await refused([0, '', 0, 0, 2, ...ok, ...job({}, { 0: 'a:b' })], InvalidArgumentError, /jobId must be/);
     await refused([0, '', 0, 0, 2, ...ok, ...job({}, { 1: '' })], InvalidArgumentError, /name must be a non-empty string/);
-    await refused([0, '', 0, 0, 2, ...ok, ...job({}, { 10: 'sometimes', 8: 'd' })], InvalidArgumentError, /dedupMode must be '' \(no dedup\), simple, throttle or debounce/);
+    await refused([0, '', 0, 0, 2, ...ok, ...job({}, { 10: 'sometimes', 8: 'd' })], InvalidArgumentError, /dedupMode must be '' \(no dedup\), simple, throttle, extend or debounce/);
     await refused([0, '', 0, 0, 2, ...ok, ...job({}, { 9: 500 })], InvalidArgumentError, /job #2 of the call: dedupMode and dedupTtl need a dedupId/);
     await refused([0, '', 0, 0, 2, ...ok, ...job({ priority: 3 }, { 5: '1' })], InvalidArgumentError, /job #2 of the call: a job cannot be both prioritized and LIFO/);
     await refused([0, '', 0, 0, 2, ...ok, ...job({ jobId: 'x' }, { 11: '{"id":"g","maxConcurrency":-1}' })], InvalidArgumentError, /job x: groupSpec: group.maxConcurrency/);

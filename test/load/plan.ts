@@ -58,7 +58,7 @@ export function loadPlan(env = process.env): LoadPlan {
       },
       {
         name: 'load-age',
-        retention: { removeOnComplete: { age: 2000 }, removeOnFail: { age: 3000 } },
+        retention: { removeOnComplete: { age: 2 }, removeOnFail: { age: 3 } }, // seconds (BullMQ's KeepJobs)
         caps: { completedAgeMs: 2000, failedAgeMs: 3000, stream },
         producerProcesses: 2 * scale,
         inProcessProducer: false,

@@ -110,8 +110,11 @@ export async function invariantProblems(q: Queue, jobs: ReadonlyMap<string, Mode
 
   const count = (place: string) => [...places.values()].filter((p) => p[0] === place).length;
   const counts = await q.getJobCounts();
+  // a paused queue's waiting jobs count under paused, not under waiting too
+  const inLine = count('stream waiting') + count('lifo') + count('group waiting');
   const expected = {
-    waiting: count('stream waiting') + count('lifo') + count('group waiting'),
+    waiting: counts.isPaused ? 0 : inLine,
+    paused: counts.isPaused ? inLine : 0,
     active: count('stream pending') + count('list-active-ids'),
     delayed: count('scheduled'),
     prioritized: count('prioritized'),

@@ -78,7 +78,9 @@ describe('job options', () => {
     expect(encodeRetention(undefined)).to.equal('');
     expect(encodeRetention(true)).to.equal('0');
     expect(encodeRetention(5)).to.equal('count:5');
-    expect(encodeRetention({ age: 1000 })).to.equal('age:1000');
+    expect(encodeRetention({ age: 1000 })).to.equal('age:1000000'); // BullMQ's KeepJobs: age in seconds
+    expect(encodeRetention({ age: 1.5, count: 3 })).to.equal('agecount:1500:3');
+    expect(encodeRetention({ age: 60, count: 0 })).to.equal('0');
   });
 });
 
