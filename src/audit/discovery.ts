@@ -4,7 +4,7 @@
  * --cluster, or noticed from INFO cluster).
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { type ClientSettings, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
+import { type ClientSettings, databaseRefusal, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
 import { ConnectionError } from '../engine/errors.js';
 import type { NodeRole } from './types.js';
 
@@ -68,6 +68,13 @@ export async function connectNode(settings: ClientSettings, host?: string, port?
     client.disconnect();
     const e = socketError ?? (err as Error & { code?: string });
     throw new ConnectionError('ERR_CONNECTION', describeConnectFailure(label, e));
+  }
+  // ioredis answers a refused SELECT by staying in database 0: a URL naming a database the
+  // server does not have is refused here as everywhere (engine/connection.ts).
+  const refused = socketError && databaseRefusal(socketError, options.db ?? 0, label);
+  if (refused) {
+    client.disconnect();
+    throw refused;
   }
   return client;
 }

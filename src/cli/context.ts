@@ -3,10 +3,10 @@
  * wrapper that turns a command's outcome (a code, or an error) into an exit code and one line.
  */
 import type { Command } from 'commander';
-import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
+import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, lastDatabaseRefusal, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
 import { ConnectionError, GlideMQError, invalid } from '../engine/errors.js';
 import { Queue } from '../engine/queue.js';
-import { printError } from './output.js';
+import { printError, warn } from './output.js';
 
 export interface GlobalOptions {
   url?: string;
@@ -81,6 +81,10 @@ export function action<A extends unknown[]>(
 
 export function describeError(err: unknown, where = 'the server'): string {
   if (err instanceof ConnectionError) return err.message;
+  // A server without the URL's database: the client was closed on purpose (connection.ts), and
+  // whatever failed next ("Connection is closed") is not news.
+  const refused = lastDatabaseRefusal();
+  if (refused) return refused.message;
   if (err instanceof GlideMQError) return err.message;
   if (err instanceof Error) {
     const e = err as Error & { code?: string };
@@ -109,13 +113,28 @@ export function openQueue(ctx: CommandContext, name: string): Queue {
   return new Queue(name, { connection: ctx.connection, prefix: ctx.prefix });
 }
 
-/** Runs `body` with an open queue and always closes it. */
-export async function withQueue<T>(ctx: CommandContext, name: string, body: (q: Queue) => Promise<T>): Promise<T> {
+export interface WithQueueOptions {
+  /** The command adds to the queue (enqueue): a new queue is what it is for, nothing to warn about. */
+  creates?: boolean;
+}
+
+/**
+ * Runs `body` with an open queue and always closes it. A queue that was never used is most often a
+ * typo: a warning on stderr names it (the command still runs: a read finds nothing and writes
+ * nothing, a write such as pause makes the queue).
+ */
+export async function withQueue<T>(ctx: CommandContext, name: string, body: (q: Queue) => Promise<T>, opts: WithQueueOptions = {}): Promise<T> {
   const q = openQueue(ctx, name);
   try {
     await q.waitUntilReady();
+    if (!opts.creates && !(await q.exists())) warnUnknownQueue(ctx, name);
     return await body(q);
   } finally {
     await q.close();
   }
+}
+
+/** The warning for a queue nothing ever used (a typo, usually). */
+export function warnUnknownQueue(ctx: CommandContext, name: string): void {
+  warn(`queue "${name}" does not exist under prefix "${ctx.prefix}" at ${ctx.where}: no job, worker or setting ever used it (glidemq queues lists the queues)`);
 }

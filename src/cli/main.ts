@@ -1,16 +1,27 @@
 /** Entry point of the `glidemq` command: global options, one registration per command file. */
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
+import { LIBRARY_PACKAGE_VERSION } from '../engine/library.js';
 import { printError } from './output.js';
+import { configureHelpStyle } from './help-style.js';
+import { exitQuietlyOnClosedPipe } from './pipe.js';
 import { COMMANDS } from './commands/index.js';
 
 export { useModuleImporter } from './load-processor.js';
 
 export function buildProgram(): Command {
-  const program = new Command('glidemq')
+  const program = new Command('glidemq');
+  configureHelpStyle(program); // before the commands are added: they inherit it
+  program
     .description('A durable job queue on Valkey: enqueue, run workers, inspect and heal queues, audit durability.')
-    .option('-u, --url <url>', 'server URL (redis://, rediss://, valkey://, valkeys://); default $GLIDEMQ_URL or redis://127.0.0.1:6379')
+    .version(LIBRARY_PACKAGE_VERSION, '-V, --version', 'print the version of glidemq')
+    .addOption(
+      new Option('-u, --url <url>', 'server URL (redis://, rediss://, valkey://, valkeys://), with /<db> for a database').default(
+        undefined,
+        '$GLIDEMQ_URL, else redis://127.0.0.1:6379',
+      ),
+    )
     .option('--cluster', 'the URL names a seed node of a Valkey cluster')
-    .option('--tls-ca <file>', 'PEM file of the CA that signed a rediss:// server\'s certificate; default $GLIDEMQ_TLS_CA')
+    .addOption(new Option('--tls-ca <file>', "PEM file of the CA that signed a rediss:// server's certificate").default(undefined, '$GLIDEMQ_TLS_CA'))
     .option('--prefix <p>', 'key prefix (keys are <prefix>:{<queue>}:...)', 'glide')
     .option('--json', 'machine-readable output on stdout')
     .exitOverride()
@@ -33,6 +44,7 @@ Examples:
 }
 
 export async function main(argv: string[]): Promise<void> {
+  exitQuietlyOnClosedPipe();
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

@@ -5,7 +5,7 @@
  * command returns its exit code once the worker has closed.
  */
 import type { EventEmitter } from 'node:events';
-import { colour, print, printError, printJsonLine } from './output.js';
+import { colour, notice, plural, print, printError, printJsonLine } from './output.js';
 
 interface Closable extends EventEmitter {
   close(): Promise<void>;
@@ -14,6 +14,11 @@ interface Closable extends EventEmitter {
 
 interface Runnable extends Closable {
   run(): Promise<void>;
+  /**
+   * Stops taking jobs at once (Worker.pause(true)): claims that arrive or wait unstarted go back to
+   * the queue, no attempt and no stall counted. A worker without it just closes.
+   */
+  pause?(doNotWaitActive: boolean): Promise<void>;
 }
 
 export interface RunLimits {
@@ -64,7 +69,17 @@ export async function runUntilStopped<T>(worker: Runnable, spec: RunSpec<T>): Pr
     report(spec.json, f, 'failed');
     if (f.willRetry) return;
     failedForGood++;
-    if (limits.failFast) void life.stop();
+    if (limits.failFast && !life.stopping) {
+      // Pause first, in this very event: the claims the failed job's finish brought in are
+      // dispatched right after it, and must be kept and handed back, not started.
+      void worker.pause?.(true).catch(() => undefined);
+      const running = worker.activeCount;
+      notice(
+        `stopping (--fail-fast): ${f.id} ${f.label} failed for good${f.failedReason ? `: ${f.failedReason}` : ''}; ` +
+          `no more jobs are taken${running > 0 ? `, ${plural(running, 'running job')} may finish` : ''}`,
+      );
+      void life.stop();
+    }
     counted();
   });
   worker.on('error', (err: Error) => printError(`worker: ${err.message}`));

@@ -168,6 +168,8 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {},
   const parsed = parseUrl(settings.url);
   const base = { socketTimeout: DEFAULT_SOCKET_TIMEOUT, ...redisOptionsFromUrl(parsed, settings.password, settings.tlsCa ?? process.env.GLIDEMQ_TLS_CA), ...settings.options, ...extra };
   if (settings.cluster) {
+    // A cluster has database 0 only: a URL naming another would silently mean database 0.
+    if (parsed.db !== 0) throw invalid(`a Valkey cluster has only database 0, not ${parsed.db}: drop "/${parsed.db}" from the URL ${redactUrl(settings.url)}`);
     const clusterOpts: ClusterOptions = {
       redisOptions: (({ host: _h, port: _p, db: _d, retryStrategy: _r, ...rest }) => rest)(base),
       enableReadyCheck: true,
@@ -190,7 +192,46 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {},
     seedLabels.set(cluster, `the cluster at ${host(seed)}`);
     return cluster;
   }
-  return new Redis(base);
+  const client = new Redis(base);
+  if (parsed.db !== 0) refuseMissingDatabase(client, parsed.db, host(parsed));
+  return client;
+}
+
+/** Clients whose server refused their database number, and the error that says so. */
+const refusedDatabases = new WeakMap<Client, ConnectionError>();
+
+/**
+ * A server without the URL's database answers SELECT with an error, and ioredis only reports it
+ * and goes on in database 0: every command would read and write (and `obliterate` delete) another
+ * database than the one named. The SELECT reply arrives during the connection handshake, before
+ * any command of the caller is sent, so the client is closed right there: nothing reaches
+ * database 0, and every command fails. waitReady(), settleTopology() and lastConnectionProblem()
+ * then name the database (refusedDatabases). A reconnect that meets the same answer (a server
+ * restarted with fewer databases) ends the client the same way.
+ */
+function refuseMissingDatabase(client: Redis, db: number, where: string): void {
+  client.on('error', (err: Error) => {
+    const refused = databaseRefusal(err, db, where);
+    if (!refused) return;
+    refusedDatabases.set(client, refused);
+    client.disconnect();
+  });
+}
+
+/** The error naming the database when `err` is the server's answer to SELECT `db`, else undefined. */
+export function databaseRefusal(err: Error, db: number, where: string): ConnectionError | undefined {
+  const cluster = /SELECT is not allowed in cluster mode/i.test(err.message);
+  if (!cluster && !/DB index is out of range|invalid DB index/i.test(err.message)) return undefined;
+  const why = cluster
+    ? `the server ${where} is a cluster node, which has only database 0 (SELECT ${db}: ${err.message}): drop "/${db}" from the URL`
+    : `the server ${where} has no database ${db} (SELECT ${db}: ${err.message}): use a database number the server has ` +
+      '(below its "databases" setting, 16 by default), or none for database 0';
+  return new ConnectionError('ERR_DATABASE', why);
+}
+
+/** The database refusal behind the last connection failure, if that was one (a CLI names it instead of "cannot reach"). */
+export function lastDatabaseRefusal(): ConnectionError | undefined {
+  return lastSocketError instanceof ConnectionError && lastSocketError.code === 'ERR_DATABASE' ? lastSocketError : undefined;
 }
 
 type Seed = { host: string; port: number };
@@ -363,7 +404,12 @@ export async function waitReady(client: Client, label: string, timeoutMs = 5000)
       cleanup();
       resolve();
     };
-    const onEnd = () => fail('connection closed');
+    const onEnd = () => {
+      const refused = refusedDatabases.get(client);
+      if (!refused) return fail('connection closed');
+      cleanup();
+      reject(refused);
+    };
     // A cluster client says why in 'node error' (the node's own reply); a plain client in 'error'.
     const onError = (err: Error) => {
       const said = err.message.replace(/^Failed to refresh slots cache\.\s*/, '').trim();
@@ -410,7 +456,11 @@ export function settleTopology(a: Acquired): Promise<Client> {
     p = (async () => {
       const settings = a.settings;
       if (!a.owned || !settings || settings.cluster || isCluster(a.client)) return a.client;
-      if (!(await answersAsClusterNode(a.client as Redis))) return a.client;
+      const standaloneClient = a.client;
+      const clusterNode = await answersAsClusterNode(standaloneClient as Redis).catch((err: unknown) => {
+        throw refusedDatabases.get(standaloneClient) ?? err;
+      });
+      if (!clusterNode) return a.client;
       const standalone = a.client;
       a.settings = { ...settings, cluster: true };
       a.client = createClient(a.settings);
@@ -494,7 +544,7 @@ let lastSocketErrorTls = false;
 
 /** An 'error' listener of every client glidemq makes (`this` is the client that reports). */
 function rememberSocketError(this: Client | undefined, err: Error): void {
-  lastSocketError = err;
+  lastSocketError = (this && refusedDatabases.get(this)) || err;
   lastSocketErrorTls = !!this && !!(isCluster(this) ? this.options.redisOptions?.tls : (this as Redis).options?.tls);
 }
 
@@ -506,6 +556,7 @@ function rememberSocketError(this: Client | undefined, err: Error): void {
 export function lastConnectionProblem(): string | undefined {
   const e = lastSocketError as (Error & { code?: string }) | undefined;
   if (!e) return undefined;
+  if (e instanceof ConnectionError && e.code === 'ERR_DATABASE') return e.message;
   if (TLS_TRUST_CODES.has(e.code ?? '') || /certificate/i.test(e.message)) {
     return `the server's TLS certificate is not trusted (${e.message}); give the CA that signed it with --tls-ca <file> or $GLIDEMQ_TLS_CA`;
   }

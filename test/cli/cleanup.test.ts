@@ -131,7 +131,7 @@ describe('CLI: drain, clean, obliterate, remove', function () {
     await q.add('b', {});
     const r = await cli(['remove', name, '1', '404', '--yes', '--json']);
     expect(r.code).to.equal(2);
-    expect(JSON.parse(r.stdout)).to.deep.equal({ queue: name, removed: ['1'], missing: ['404'] });
+    expect(JSON.parse(r.stdout)).to.deep.equal({ queue: name, removed: ['1'], missing: ['404'], dryRun: false });
     expect(await q.getJob('1')).to.equal(undefined);
     expect((await q.getJobCounts()).waiting).to.equal(1);
   });

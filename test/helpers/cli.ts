@@ -21,7 +21,8 @@ export const GLIDEMQ_BIN = join(REPO_ROOT, 'bin', 'glidemq');
 
 export function runCli(args: string[], opts: CliOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const env = { ...process.env, GLIDEMQ_URL: undefined, GLIDEMQ_PASSWORD: undefined, NO_COLOR: '1', ...opts.env };
+    // COLUMNS: help is wrapped to $COLUMNS off a terminal; a test names it when it cares
+    const env = { ...process.env, GLIDEMQ_URL: undefined, GLIDEMQ_PASSWORD: undefined, NO_COLOR: '1', COLUMNS: undefined, ...opts.env };
     const child = spawn(process.execPath, [GLIDEMQ_BIN, ...args], { cwd: opts.cwd ?? REPO_ROOT, env, stdio: 'pipe' });
     let stdout = '';
     let stderr = '';

@@ -3,8 +3,8 @@ import type { Command } from 'commander';
 import { parseDuration, parseInteger } from '../../engine/duration.js';
 import { invalid } from '../../engine/errors.js';
 import { action, withQueue } from '../context.js';
-import { confirmDestructive } from '../confirm.js';
-import { print, printJson, plural } from '../output.js';
+import { confirmDestructive, DECLINED } from '../confirm.js';
+import { print, printError, printJson, plural, warn } from '../output.js';
 
 interface Flags {
   yes?: boolean;
@@ -74,7 +74,7 @@ export function register(program: Command): void {
         if (ctx.json) printJson({ queue, keys: r.keys, active: r.active, dryRun: r.dryRun });
         else {
           print(`${queue}: ${r.dryRun ? 'would delete' : 'deleted'} ${plural(r.keys, 'key')}`);
-          if (r.dryRun && r.active > 0) print(`${r.active} job${r.active === 1 ? ' is' : 's are'} active: obliterate needs --force`);
+          if (r.dryRun && r.active > 0) warn(`${r.active} job${r.active === 1 ? ' is' : 's are'} active: obliterate needs --force`);
         }
         return 0;
       }),
@@ -84,22 +84,34 @@ export function register(program: Command): void {
     .command('remove <queue> <ids...>')
     .description('remove jobs by id (an active job only with --force)')
     .option('--force', 'also remove jobs that are being processed')
+    .option('--dry-run', 'say which jobs would be removed, change nothing')
     .option('-y, --yes', 'do not ask for confirmation')
-    .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq remove emails 42 43 --yes`)
+    .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq remove emails 42 43 --dry-run\n  $ glidemq remove emails 42 43 --yes`)
     .action(
       action(async (ctx, queue: string, ids: string[], f: Flags) => {
-        if (!(await confirmDestructive(`remove ${plural(ids.length, 'job')} from ${queue}`, f.yes))) return 1;
-        const removed = await withQueue(ctx, queue, async (q) => {
-          const done: string[] = [];
-          for (const id of ids) if (await q.remove(id, { force: !!f.force })) done.push(id);
-          return done;
+        // Every id is looked at before anything is removed: an active job (without --force) stops
+        // the command with nothing removed; ids not found are named on stderr (exit 2).
+        const outcome = await withQueue(ctx, queue, async (q) => {
+          const states = await Promise.all(ids.map(async (id) => [id, await q.getJobState(id)] as const));
+          const missing = states.filter(([, s]) => s === 'unknown').map(([id]) => id);
+          const active = states.filter(([, s]) => s === 'active').map(([id]) => id);
+          const found = states.filter(([, s]) => s !== 'unknown').map(([id]) => id);
+          if (active.length && !f.force) {
+            const them = active.length === 1 ? 'it' : 'them';
+            throw invalid(`${plural(active.length, 'job')} of ${queue} being processed (${active.join(', ')}): nothing removed; wait for ${them}, or remove ${them} with --force`);
+          }
+          if (f.dryRun || found.length === 0) return { removed: found, missing };
+          if (!(await confirmDestructive(`remove ${plural(found.length, 'job')} from ${queue}`, f.yes))) return undefined;
+          const removed: string[] = [];
+          for (const id of found) if (await q.remove(id, { force: !!f.force })) removed.push(id);
+          // a job removed by retention between the look and the removal is gone all the same
+          return { removed, missing: [...missing, ...found.filter((id) => !removed.includes(id))] };
         });
-        const missing = ids.filter((id) => !removed.includes(id));
-        if (ctx.json) printJson({ queue, removed, missing });
-        else {
-          print(`${queue}: removed ${plural(removed.length, 'job')}`);
-          if (missing.length) print(`not found: ${missing.join(', ')}`);
-        }
+        if (!outcome) return DECLINED;
+        const { removed, missing } = outcome;
+        if (ctx.json) printJson({ queue, removed, missing, dryRun: !!f.dryRun });
+        else print(`${queue}: ${f.dryRun ? 'would remove' : 'removed'} ${plural(removed.length, 'job')}${removed.length ? ` (${removed.join(', ')})` : ''}`);
+        if (missing.length) printError(`not found in queue ${queue}: ${missing.join(', ')} (finished jobs may have been removed by retention)`);
         return missing.length ? 2 : 0;
       }),
     );

@@ -84,8 +84,8 @@ export function register(program: Command): void {
   program
     .command('dev')
     .description('run a local valkey-server with the durable baseline, data in ./.glidemq/')
-    .argument('[action]', 'start (default), stop, or status')
-    .option('--port <port>', `port on 127.0.0.1 (default 6379)`)
+    .argument('[action]', 'start, stop or status (default: start)')
+    .option('--port <port>', 'port on 127.0.0.1 (default: 6379)')
     .option('--detach', 'return once the server answers PING, leaving it running')
     .addHelpText(
       'after',

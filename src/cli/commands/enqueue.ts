@@ -5,7 +5,7 @@ import { invalid } from '../../engine/errors.js';
 import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/options.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
-import { info, print, printJsonLine, printLines, plural } from '../output.js';
+import { info, notice, print, printJsonLine, printLines, plural } from '../output.js';
 
 interface EnqueueFlags {
   name: string;
@@ -45,7 +45,7 @@ export function jobOptionsFromFlags(f: EnqueueFlags): JobOptions {
 export function register(program: Command): void {
   program
     .command('enqueue <queue> [data]')
-    .description('add one job (data is JSON text, default {}), or many from stdin with --ndjson')
+    .description('add one job (data: JSON text; default: {}), or many from stdin with --ndjson')
     .option('-n, --name <name>', 'job name', 'default')
     .option('--delay <duration>', 'run after this long (ms, or 250ms, 5s, 2m, 1h)')
     .option('--priority <n>', `1 is served first, up to ${MAX_PRIORITY}`)
@@ -55,7 +55,7 @@ export function register(program: Command): void {
     .option('--backoff <spec>', 'delay between attempts: fixed:<ms> or exponential:<ms>')
     .option('--dedup-id <id>', 'deduplication id: a second add with the same id is absorbed (the earlier id is printed)')
     .option('--dedup-ttl <duration>', 'deduplication window (throttle: required; simple: caps it; debounce: quiet period)')
-    .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job); default: throttle with --dedup-ttl, else simple')
+    .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job) (default: throttle with --dedup-ttl, else simple)')
     .option('--ndjson', 'read jobs from stdin, one JSON document per line')
     .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
     .addHelpText(
@@ -93,8 +93,10 @@ its number, and nothing is enqueued.`,
               ctx.json ? JSON.stringify({ id: j.id, queue, name: j.name, created: j.created, ...dedupField(j) }) : j.id,
             );
             for (let i = 0; i < out.length; i += 10_000) printLines(out.slice(i, i + 10_000));
-            info(`enqueued ${plural(jobs.length, 'job')} to ${queue}`);
-          });
+            const existed = jobs.filter((j) => j.created === false && !j.deduplicated).length;
+            info(`enqueued ${plural(jobs.length - existed, 'job')} to ${queue}`);
+            if (existed > 0 && !ctx.json) notice(`${plural(existed, 'job')} already existed (their job ids were taken): nothing added for ${existed === 1 ? 'it' : 'them'}`);
+          }, { creates: true });
           return 0;
         }
         const payload = data === undefined ? {} : parseJsonArgument(data, 'data');
@@ -103,7 +105,9 @@ its number, and nothing is enqueued.`,
           if (ctx.json) printJsonLine({ id: job.id, queue, name: job.name, created: job.created, ...dedupField(job) });
           else print(job.id);
           if (job.deduplicated) info(`deduplicated (${job.deduplicated}): ${job.id} is the earlier job's id`);
-        });
+          // the id is printed either way (a script reads it); that nothing was added goes to stderr
+          else if (job.created === false && !ctx.json) notice(`job ${job.id} already existed in ${queue}: nothing added (--job-id names an existing job)`);
+        }, { creates: true });
         return 0;
       }),
     );

@@ -17,7 +17,9 @@ import { register as publish } from './publish.js';
 import { register as subscriptions } from './subscriptions.js';
 import { register as audit } from './audit.js';
 import { register as library } from './library.js';
+import { register as limit } from './limit.js';
+import { register as completion } from './completion.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, pel, reclaim, heal, cleanup, metrics, schedulers, publish, subscriptions, audit, library];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, limit, pel, reclaim, heal, cleanup, metrics, schedulers, publish, subscriptions, audit, library, completion];

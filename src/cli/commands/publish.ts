@@ -13,7 +13,7 @@ interface PublishFlags {
 export function register(program: Command): void {
   program
     .command('publish <broadcast> <subject> [data]')
-    .description('publish one message (data is JSON text, default {}) to every subscription of a broadcast')
+    .description('publish one message (data: JSON text; default: {}) to every subscription of a broadcast')
     .option('--max-messages <n>', 'keep at most this many messages: the oldest are trimmed, read or not')
     .addHelpText(
       'after',

@@ -52,7 +52,9 @@ Examples:
         print(
           table({
             head: ['queue', 'waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'consumers', 'paused'],
-            rows: rows.map((r) => [r.name, r.waiting, r.active, r.delayed, r.prioritized, r.completed, r.failed, r.consumers, r.isPaused ? 'yes' : '']),
+            // waiting: the jobs that wait, held by a pause or not (getJobCounts counts a paused
+            // queue's under `paused`); the last column says whether they are held
+            rows: rows.map((r) => [r.name, r.waiting + r.paused, r.active, r.delayed, r.prioritized, r.completed, r.failed, r.consumers, r.isPaused ? 'yes' : '']),
             numeric: [1, 2, 3, 4, 5, 6, 7],
           }),
         );

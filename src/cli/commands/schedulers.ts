@@ -2,10 +2,10 @@
 import type { Command } from 'commander';
 import { invalid } from '../../engine/errors.js';
 import type { SchedulerInfo, SchedulerTiming } from '../../engine/schedulers.js';
-import { confirmDestructive } from '../confirm.js';
+import { confirmDestructive, DECLINED } from '../confirm.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument } from '../input.js';
-import { colour, info, print, printJson, table } from '../output.js';
+import { colour, print, printJson, table } from '../output.js';
 import { jobOptionsFromFlags } from './enqueue.js';
 
 interface AddFlags {
@@ -77,7 +77,7 @@ Examples:
     .description('add a scheduler, or update the one with that name (an unchanged timing keeps its next run)')
     .option('--cron <pattern>', "five-field cron pattern, e.g. '*/15 9-17 * * MON-FRI' (or @hourly, @daily, ...)")
     .option('--every <duration>', 'fixed interval (ms, or 30s, 5m, 1h), counted from now')
-    .option('--tz <zone>', 'time zone of the cron pattern (IANA name; default UTC)')
+    .option('--tz <zone>', 'time zone of the cron pattern, an IANA name (default: UTC)')
     .option('--data <json>', 'data of each job (JSON text)', '{}')
     .option('--job-name <name>', 'name of each job (default: the scheduler name)')
     .option('--priority <n>', 'priority of each job (1 is served first)')
@@ -101,7 +101,7 @@ then the next run moves to the next slot after now.`,
         const timing: SchedulerTiming = flags.cron !== undefined ? { pattern: flags.cron, ...(flags.tz ? { tz: flags.tz } : {}) } : { every: flags.every };
         const data = parseJsonArgument(flags.data ?? '{}', '--data');
         const opts = jobOptionsFromFlags({ name: name, priority: flags.priority, lifo: flags.lifo, attempts: flags.attempts, backoff: flags.backoff });
-        const s = await withQueue(ctx, queue, (q) => q.upsertScheduler(name, timing, { name: flags.jobName ?? name, data, opts }));
+        const s = await withQueue(ctx, queue, (q) => q.upsertScheduler(name, timing, { name: flags.jobName ?? name, data, opts }), { creates: true });
         if (ctx.json) printJson(s);
         else print(`scheduler ${s.name} on ${queue}: ${schedule(s)}, next run ${when(s.nextRun)} (${relative(s.nextRun - Date.now())})`);
         return 0;
@@ -124,10 +124,7 @@ then the next run moves to the next slot after now.`,
             else print(`would remove scheduler ${name} from ${queue} (${schedule(s)}, next run ${when(s.nextRun)})`);
             return 0;
           }
-          if (!(await confirmDestructive(`remove scheduler ${name} (${schedule(s)}) from queue ${queue}`, flags.yes))) {
-            info('nothing removed');
-            return 0;
-          }
+          if (!(await confirmDestructive(`remove scheduler ${name} (${schedule(s)}) from queue ${queue}`, flags.yes))) return DECLINED;
           const removed = await q.removeScheduler(name);
           if (ctx.json) printJson({ queue, name, removed });
           else print(removed ? `removed scheduler ${name} from ${queue}` : `scheduler ${name} was already gone`);

@@ -15,11 +15,14 @@ export function register(program: Command): void {
     .addHelpText(
       'after',
       `
-lag            kept messages the subscription has not read yet
-trimmed-unread messages published after its position that --max-messages trimmed before it read
-               them: it never gets them (a subscription that falls this far behind needs a
-               larger cap, or faster workers)
-pending        messages its workers claimed and have not finished (running or waiting to retry)
+Columns:
+  lag             kept messages the subscription has not read yet
+  trimmed-unread  messages published after its position that --max-messages trimmed before it
+                  read them: it never gets them (a subscription that falls this far behind
+                  needs a larger cap, or faster workers)
+  pending         messages its workers claimed and have not finished (running or waiting to
+                  retry)
+
 A "?" (null with --json) is a number the server cannot tell.
 
 Examples:

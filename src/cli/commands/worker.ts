@@ -2,11 +2,11 @@
 import type { Command } from 'commander';
 import { DEFAULT_SOCKET_TIMEOUT } from '../../engine/connection.js';
 import { parseDuration, parseInteger } from '../../engine/duration.js';
-import { invalid } from '../../engine/errors.js';
+import { ConnectionError, invalid } from '../../engine/errors.js';
 import type { Job } from '../../engine/job.js';
 import { Queue } from '../../engine/queue.js';
 import { Worker, type WorkerOptions } from '../../engine/worker.js';
-import { action, type CommandContext } from '../context.js';
+import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
 import { runUntilStopped, type RunLimits } from '../worker-lifecycle.js';
@@ -50,10 +50,10 @@ export function register(program: Command): void {
     .description('run a processor module against a queue until stopped')
     .option('-q, --queue <name>', 'queue to process (required)')
     .option('-c, --concurrency <n>', 'jobs run at once by this worker', '1')
-    .option('--lock-duration <d>', 'a claim idle this long counts as stalled (default 30s)')
-    .option('--stalled-interval <d>', 'how often stalled recovery runs (default 30s)')
-    .option('--max-stalled-count <n>', 'stalls allowed before a job fails (default 1)')
-    .option('--block-timeout <d>', 'how long one blocking read waits (default 5s)')
+    .option('--lock-duration <d>', 'a claim idle this long counts as stalled (default: 30s)')
+    .option('--stalled-interval <d>', 'how often stalled recovery runs (default: 30s)')
+    .option('--max-stalled-count <n>', 'stalls allowed before a job fails (default: 1)')
+    .option('--block-timeout <d>', 'how long one blocking read waits (default: 5s)')
     .option('--global-concurrency <n>', 'limit on active jobs across all workers of the queue')
     .option('--max-jobs <n>', 'exit 0 after this many jobs finished')
     .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
@@ -61,9 +61,9 @@ export function register(program: Command): void {
     .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
     .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')
     .option('--subjects <filters>', 'with --broadcast: comma-separated subject filters (* one token, > the rest)')
-    .option('--attempts <n>', 'with --broadcast: attempts per message (default 1)')
+    .option('--attempts <n>', 'with --broadcast: attempts per message (default: 1)')
     .option('--backoff <spec>', 'with --broadcast: delay between attempts, fixed:<ms> or exponential:<ms>')
-    .option('--start-from <where>', 'with --broadcast: where a new subscription starts: latest (default) or earliest')
+    .option('--start-from <where>', 'with --broadcast: where a new subscription starts, latest or earliest (default: latest)')
     .addHelpText(
       'after',
       `
@@ -92,10 +92,41 @@ Examples:
           return runBroadcastWorker(ctx, await loadProcessor(script), flags, bopts, limits);
         }
         const processor = await loadProcessor(script);
+        await warnIfNeverUsed(ctx, flags.queue as string);
         return runWorker(ctx, flags.queue as string, processor, opts, limits);
       }),
     );
 }
+
+/**
+ * `worker -q typo` would wait forever for jobs nobody adds: say so when the queue was never used.
+ * Asked over a one-shot connection: a server that cannot be reached now is the worker's to ride
+ * out (it retries), and only a refusal that no retry cures (a database the server does not have)
+ * stops the command here.
+ */
+async function warnIfNeverUsed(ctx: CommandContext, queueName: string): Promise<void> {
+  const q = new Queue(queueName, { connection: ctx.connection, prefix: ctx.prefix });
+  const check = q.exists().then(
+    (exists) => {
+      if (!exists) warnUnknownQueue(ctx, queueName);
+    },
+    (err: unknown) => {
+      if (err instanceof ConnectionError && err.code === 'ERR_DATABASE') throw err;
+    },
+  );
+  let timer: NodeJS.Timeout | undefined;
+  // a server slow to answer does not hold the worker's start: the check is only a courtesy
+  const patience = new Promise<void>((resolve) => (timer = setTimeout(resolve, WARN_CHECK_MS)));
+  try {
+    await Promise.race([check, patience]);
+  } finally {
+    clearTimeout(timer);
+    void check.catch(() => undefined).finally(() => q.close());
+  }
+}
+
+/** How long `worker` waits for the check that the queue was ever used. */
+const WARN_CHECK_MS = 1500;
 
 function runWorker(
   ctx: CommandContext,
@@ -116,7 +147,7 @@ function runWorker(
       const q = new Queue(queueName, { connection: opts.connection, prefix: opts.prefix });
       const nothingLeft = async () => {
         const c = await q.getJobCounts();
-        return c.waiting + c.active + c.delayed + c.prioritized === 0;
+        return c.waiting + c.paused + c.active + c.delayed + c.prioritized === 0; // a paused queue's jobs count under paused
       };
       return { nothingLeft, release: () => q.close() };
     },

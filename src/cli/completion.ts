@@ -1,0 +1,258 @@
+/**
+ * Shell completion scripts (`glidemq completion bash|zsh|fish`), generated from the program's own
+ * command tree: every command name, sub-command and flag the help lists, so a new command or flag
+ * completes without anyone editing a list. Each script works the same way: it walks the words typed
+ * so far, skipping flags and the values of flags that take one, to find the command being typed
+ * (`schedulers add`), then offers that command's sub-commands, its flags and the global ones after
+ * a `-`, the choices of its argument, or else file names (a worker's script, a --tls-ca file).
+ */
+import type { Command, Help, Option } from 'commander';
+
+export const SHELLS = ['bash', 'zsh', 'fish'] as const;
+export type Shell = (typeof SHELLS)[number];
+
+interface Entry {
+  name: string;
+  description: string;
+}
+
+/** One command of the tree, as the scripts need it. */
+interface CompletionNode {
+  /** Command names from the root, joined by spaces ('' for the program itself). */
+  path: string;
+  children: Entry[];
+  flags: Entry[];
+  /** The same flags by option (a short and a long name can belong to one). */
+  options: { short?: string; long?: string; description: string; valued: boolean }[];
+  /** Flags that take a value: the next word is that value, not a command. */
+  valued: string[];
+  /** What the command's first argument may be, when it is one of a few words. */
+  choices: string[];
+}
+
+function flagsOf(option: Option): string[] {
+  return [option.short, option.long].filter((f): f is string => !!f);
+}
+
+function firstLine(text: string): string {
+  return text.split('\n')[0].trim();
+}
+
+/** Every command of the tree, the program first. */
+export function completionTree(program: Command): CompletionNode[] {
+  const help: Help = program.createHelp();
+  const nodes: CompletionNode[] = [];
+  const visit = (cmd: Command, path: string, inherited: Option[]) => {
+    const own = help.visibleOptions(cmd);
+    const options = [...own, ...inherited.filter((o) => !own.some((x) => x.long === o.long))];
+    const subcommands = help.visibleCommands(cmd);
+    const arg = cmd.registeredArguments[0];
+    nodes.push({
+      path,
+      children: subcommands.map((c) => ({ name: c.name(), description: firstLine(c.description()) })),
+      flags: options.flatMap((o) => flagsOf(o).map((name) => ({ name, description: firstLine(o.description) }))),
+      options: options.map((o) => ({ short: o.short, long: o.long, description: firstLine(o.description), valued: o.required || o.optional })),
+      valued: options.filter((o) => o.required || o.optional).flatMap(flagsOf),
+      choices: arg?.argChoices ? [...arg.argChoices] : [],
+    });
+    // options of a command are recognised after its sub-commands too: they are inherited
+    const passedOn = [...options.filter((o) => !o.long || !['--help', '--version'].includes(o.long))];
+    for (const sub of subcommands) {
+      const subPath = path ? `${path} ${sub.name()}` : sub.name();
+      // the implicit `help [command]` is not in cmd.commands: it completes its siblings' names
+      if (!cmd.commands.includes(sub)) {
+        nodes.push({ path: subPath, children: [], flags: [], options: [], valued: [], choices: subcommands.filter((c) => c !== sub).map((c) => c.name()) });
+        continue;
+      }
+      visit(sub, subPath, passedOn);
+    }
+  };
+  visit(program, '', []);
+  return nodes;
+}
+
+export function completionScript(program: Command, shell: Shell): string {
+  const nodes = completionTree(program);
+  const name = program.name();
+  if (shell === 'bash') return bashScript(name, nodes);
+  if (shell === 'zsh') return zshScript(name, nodes);
+  return fishScript(name, nodes);
+}
+
+/** A word in single quotes for sh, bash, zsh and fish alike (fish also needs \\ doubled). */
+function quote(text: string, fish = false): string {
+  const escaped = fish ? text.replace(/\\/g, '\\\\').replace(/'/g, "\\'") : text.replace(/'/g, `'\\''`);
+  return `'${escaped}'`;
+}
+
+const names = (entries: Entry[]) => entries.map((e) => e.name).join(' ');
+
+function bashScript(name: string, nodes: CompletionNode[]): string {
+  const fn = `_${name.replace(/\W/g, '_')}`;
+  const cases = nodes
+    .map(
+      (n) =>
+        `    ${quote(n.path)})\n` +
+        `      children=${quote(names(n.children))}; flags=${quote(names(n.flags))}\n` +
+        `      valued=${quote(n.valued.join(' '))}; choices=${quote(n.choices.join(' '))} ;;`,
+    )
+    .join('\n');
+  return `# ${name} completion for bash. Load it in this shell with
+#   source <(${name} completion bash)
+# or for every shell: add that line to ~/.bashrc.
+${fn}_node() {
+  children='' flags='' valued='' choices=''
+  case "$1" in
+${cases}
+  esac
+}
+
+${fn}() {
+  local cur="\${COMP_WORDS[COMP_CWORD]}" node='' word i expect=0 children flags valued choices
+  ${fn}_node ''
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word="\${COMP_WORDS[i]}"
+    if ((expect)); then expect=0; continue; fi
+    case "$word" in
+      --*=*) continue ;;
+      -*) [[ " $valued " == *" $word "* ]] && expect=1; continue ;;
+    esac
+    if [[ " $children " == *" $word "* ]]; then
+      node="\${node:+$node }$word"
+      ${fn}_node "$node"
+    fi
+  done
+  COMPREPLY=()
+  ((expect)) && return 0 # the value of a flag: the shell's own completion (file names)
+  if [[ "$cur" == -* ]]; then
+    COMPREPLY=($(compgen -W "$flags" -- "$cur"))
+  elif [[ -n "$children" ]]; then
+    COMPREPLY=($(compgen -W "$children" -- "$cur"))
+  elif [[ -n "$choices" ]]; then
+    COMPREPLY=($(compgen -W "$choices" -- "$cur"))
+  fi
+}
+complete -o default -F ${fn} ${name}
+`;
+}
+
+function zshScript(name: string, nodes: CompletionNode[]): string {
+  const fn = `_${name.replace(/\W/g, '_')}`;
+  const described = (entries: Entry[]) => entries.map((e) => quote(`${e.name.replace(/:/g, '\\:')}:${e.description}`)).join(' ');
+  const cases = nodes
+    .map(
+      (n) =>
+        `    ${quote(n.path)})\n` +
+        `      children=(${described(n.children)})\n` +
+        `      flags=(${described(n.flags)})\n` +
+        `      valued=(${n.valued.map((v) => quote(v)).join(' ')}); choices=(${n.choices.map((c) => quote(c)).join(' ')}) ;;`,
+    )
+    .join('\n');
+  return `#compdef ${name}
+# ${name} completion for zsh (after compinit). Load it in this shell with
+#   source <(${name} completion zsh)
+# or for every shell: add that line to ~/.zshrc.
+${fn}_node() {
+  children=() flags=() valued=() choices=()
+  case "$1" in
+${cases}
+  esac
+}
+
+${fn}() {
+  local -a children flags valued choices commands
+  local node='' word
+  local -i i expect=0
+  ${fn}_node ''
+  for ((i = 2; i < CURRENT; i++)); do
+    word=\${words[i]}
+    if ((expect)); then expect=0; continue; fi
+    case $word in
+      --*=*) continue ;;
+      -*) (( \${valued[(Ie)$word]} )) && expect=1; continue ;;
+    esac
+    commands=(\${children%%:*})
+    if (( \${commands[(Ie)$word]} )); then
+      node=\${node:+$node }$word
+      ${fn}_node "$node"
+    fi
+  done
+  if ((expect)); then _files; return; fi
+  if [[ $PREFIX == -* ]]; then _describe -t options option flags; return; fi
+  if (( \${#children} )); then _describe -t commands command children; return; fi
+  if (( \${#choices} )); then compadd -a choices; return; fi
+  _files
+}
+
+compdef ${fn} ${name}
+`;
+}
+
+function fishScript(name: string, nodes: CompletionNode[]): string {
+  const fn = `__${name.replace(/\W/g, '_')}`;
+  const q = (t: string) => quote(t, true);
+  const listCases = (pick: (n: CompletionNode) => string[]) =>
+    nodes
+      .filter((n) => pick(n).length > 0)
+      .map((n) => `    case ${q(n.path)}\n      printf '%s\\n' ${pick(n).map(q).join(' ')}`)
+      .join('\n');
+  const lines: string[] = [];
+  for (const n of nodes) {
+    const at = `-n ${q(`${fn}_at ${q(n.path)}`)}`;
+    for (const c of n.children) lines.push(`complete -c ${name} ${at} -f -a ${q(c.name)} -d ${q(c.description)}`);
+    if (n.choices.length) lines.push(`complete -c ${name} ${at} -f -a ${q(n.choices.join(' '))}`);
+    for (const o of n.options) {
+      const parts = [o.long ? `-l ${q(o.long.replace(/^--/, ''))}` : '', o.short ? `-s ${q(o.short.replace(/^-/, ''))}` : '', o.valued ? '-r' : ''].filter(Boolean);
+      lines.push(`complete -c ${name} ${at} ${parts.join(' ')} -d ${q(o.description)}`);
+    }
+  }
+  return `# ${name} completion for fish. Load it in this shell with
+#   ${name} completion fish | source
+# or for every shell: ${name} completion fish > ~/.config/fish/completions/${name}.fish
+function ${fn}_children
+  switch $argv[1]
+${listCases((n) => n.children.map((c) => c.name))}
+  end
+end
+
+function ${fn}_valued
+  switch $argv[1]
+${listCases((n) => n.valued)}
+  end
+end
+
+# The command being typed (e.g. "schedulers add"): flags and their values are skipped.
+function ${fn}_node
+  set -l node ''
+  set -l expect 0
+  set -l words (commandline -opc)
+  set -e words[1]
+  for word in $words
+    if test $expect = 1
+      set expect 0
+      continue
+    end
+    switch $word
+      case '--*=*'
+        continue
+      case '-*'
+        if contains -- $word (${fn}_valued $node)
+          set expect 1
+        end
+        continue
+    end
+    if contains -- $word (${fn}_children $node)
+      set node (string trim -- "$node $word")
+    end
+  end
+  echo $node
+end
+
+function ${fn}_at
+  set -l node (${fn}_node)
+  test "$node" = "$argv[1]"
+end
+
+${lines.join('\n')}
+`;
+}

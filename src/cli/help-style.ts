@@ -1,0 +1,117 @@
+/**
+ * How every command's help looks: the global options under each command (`glidemq stats --help`
+ * shows --url too), one style for defaults, and lines wrapped to the terminal.
+ *
+ * Defaults: every option and argument says its default the same way, last in its description:
+ * `(default: 30s)`. A default commander knows (a value given to .option()) is written so, without
+ * commander's JSON quotes; one it cannot know (read from an environment variable, or left to the
+ * engine) is set as the option's defaultValueDescription, or written in the description in that
+ * same form. (A test walks the tree and holds every description to it.)
+ *
+ * Width: the terminal's width on a terminal (commander's own rule); piped into `less` or a file,
+ * $COLUMNS when the shell exports it, else 80. Commander wraps the descriptions it lays out; the
+ * prose each command adds after them (addHelpText) is wrapped here as it is written: a paragraph
+ * (lines starting at column 0) that does not fit is filled again to the width (a line that follows
+ * the end of a sentence still starts a line), an indented line that does not fit is wrapped under
+ * its description column. Example command lines (`  $ ...`) are never broken: they are copied as
+ * they are.
+ */
+import type { Argument, Command, Option } from 'commander';
+
+function shown(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/** `(choices: a, b, default: x)` after the description, as commander would, in the one style. */
+function described(text: string, o: { argChoices?: string[]; defaultValue?: unknown; defaultValueDescription?: string }, showDefault: boolean): string {
+  const extra: string[] = [];
+  if (o.argChoices) extra.push(`choices: ${o.argChoices.join(', ')}`);
+  if (showDefault && o.defaultValueDescription) extra.push(`default: ${o.defaultValueDescription}`);
+  else if (showDefault && o.defaultValue !== undefined) extra.push(`default: ${shown(o.defaultValue)}`);
+  if (extra.length === 0) return text;
+  return text ? `${text} (${extra.join(', ')})` : `(${extra.join(', ')})`;
+}
+
+function optionDescription(option: Option): string {
+  // a flag without a value (--json) defaults to "not given": nothing to say
+  const takesValue = option.required || option.optional;
+  const withEnv = option.envVar ? `${option.description} (env: ${option.envVar})` : option.description;
+  return described(withEnv, option, takesValue);
+}
+
+function argumentDescription(argument: Argument): string {
+  return described(argument.description, argument, true);
+}
+
+/** The width help is wrapped to on this stream. */
+function helpWidth(stream: NodeJS.WriteStream): number {
+  if (stream.isTTY && stream.columns) return stream.columns;
+  const columns = Number(process.env.COLUMNS);
+  return Number.isInteger(columns) && columns > 0 ? columns : 80;
+}
+
+/** Words filled into lines of at most `width` (after `indent`); a longer word has a line to itself. */
+function fill(words: string[], width: number, first: string, indent: string): string[] {
+  const lines: string[] = [];
+  let line = first;
+  let empty = true;
+  for (const word of words) {
+    if (!empty && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = indent + word;
+    } else line = empty ? line + word : `${line} ${word}`;
+    empty = false;
+  }
+  lines.push(line);
+  return lines;
+}
+
+/** Help text with its prose fitted to `width` (see the header). */
+export function wrapHelpText(text: string, width: number): string {
+  const out: string[] = [];
+  let paragraph: string[] = [];
+  const endParagraph = () => {
+    if (!paragraph.some((l) => l.length > width)) out.push(...paragraph);
+    else {
+      // a line after one that ends a sentence starts where the author started it ("Exit codes: ...")
+      let sentences: string[] = [];
+      for (const [i, line] of paragraph.entries()) {
+        sentences.push(line);
+        if (i === paragraph.length - 1 || /[.!?]$/.test(line)) {
+          out.push(...fill(sentences.join(' ').split(/\s+/).filter(Boolean), width, '', ''));
+          sentences = [];
+        }
+      }
+    }
+    paragraph = [];
+  };
+  for (const line of text.split('\n')) {
+    if (line.trim() !== '' && !/^\s/.test(line)) {
+      paragraph.push(line);
+      continue;
+    }
+    endParagraph();
+    if (line.length <= width || /^\s+\$ /.test(line)) {
+      out.push(line);
+      continue;
+    }
+    // "  term   description": continue under the description; else under the line's own indent
+    const lead = /^(\s+\S+(?: \S+)*\s{2,})\S/.exec(line)?.[1] ?? /^\s*/.exec(line)![0];
+    const hang = lead.length < width / 2 ? ' '.repeat(lead.length) : /^\s*/.exec(line)![0];
+    out.push(...fill(line.slice(lead.length).split(/\s+/).filter(Boolean), width, lead, hang));
+  }
+  endParagraph();
+  return out.join('\n');
+}
+
+/** Applies the help style to the program; call before any command is added (they inherit it). */
+export function configureHelpStyle(program: Command): void {
+  program.configureHelp({ showGlobalOptions: true, minWidthToWrap: 24, optionDescription, argumentDescription });
+  program.configureOutput({
+    getOutHelpWidth: () => helpWidth(process.stdout),
+    getErrHelpWidth: () => helpWidth(process.stderr),
+    // commander writes help (and --version) through these, each added text as a piece of its own
+    writeOut: (str) => process.stdout.write(wrapHelpText(str, helpWidth(process.stdout))),
+    writeErr: (str) => process.stderr.write(wrapHelpText(str, helpWidth(process.stderr))),
+  });
+}
