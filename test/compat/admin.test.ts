@@ -7,60 +7,16 @@
  * are refused by name instead of being ignored.
  */
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
-import { Job, JobActiveError, NotSupportedError, Queue, Worker } from '../../src/index.js';
-import { uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
-
-const HOUR = 3_600_000;
-
-/** A promise and its resolve, to hold a processor until the test lets it go. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((r) => (open = r));
-  return { promise, open };
-}
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the call to be refused');
-}
+import { JobActiveError, NotSupportedError, type Queue } from '../../src/index.js';
+import { HOUR, gate, rejection, useCompat } from '../helpers/compat.js';
+import { waitFor } from '../helpers/valkey.js';
 
 describe('BullMQ compatibility: clean, drain, obliterate, job schedulers', function () {
   this.timeout(30000);
-  const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  let redis: Redis;
-  beforeEach(() => {
-    redis = server().client();
-    closers.push(() => redis.quit());
-  });
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const connection = () => ({ host: '127.0.0.1', port: server().port });
-  const queue = () => {
-    const q = new Queue(uniqueQueue('admin'), { connection: connection() });
-    closers.push(() => q.close());
-    return q;
-  };
-  const worker = (q: Queue, processor: (job: Job) => Promise<unknown>) => {
-    const w = new Worker(q.name, processor, { connection: connection(), blockTimeout: 1000, promotionInterval: 100 });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
-  const serverNow = async () => {
-    const [s, us] = await redis.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  };
+  const { redis, queue, worker, serverNow } = useCompat('admin', { promotionInterval: 100 });
   const stateOf = async (q: Queue, id: string) => (await q.getJob(id))?.state;
   /** Seeds a job's age on the server: its creation ts two hours before the server's now. */
-  const ageJob = async (q: Queue, id: string) => redis.hset(q.keys.job(id), 'ts', String((await serverNow()) - 2 * HOUR));
+  const ageJob = async (q: Queue, id: string) => redis().hset(q.keys.job(id), 'ts', String((await serverNow()) - 2 * HOUR));
   const ids = (jobs: { id: string }[]) => jobs.map((j) => j.id);
   const sorted = (list: string[]) => [...list].sort((a, b) => Number(a) - Number(b));
 
@@ -78,7 +34,7 @@ describe('BullMQ compatibility: clean, drain, obliterate, job schedulers', funct
 
       expect(await q.clean(HOUR, 0, 'completed')).to.deep.equal([]); // all finished within the hour
       // the grace is measured on the server: a job that finished two hours ago (seeded) is older
-      await redis.zadd(q.keys.completed, 'XX', (await serverNow()) - 2 * HOUR, done[0].id);
+      await redis().zadd(q.keys.completed, 'XX', (await serverNow()) - 2 * HOUR, done[0].id);
       expect(await q.clean(HOUR, 0, 'completed')).to.deep.equal([done[0].id]);
       const two = await q.clean(0, 1, 'failed');
       expect(two).to.have.length(1);
@@ -110,7 +66,7 @@ describe('BullMQ compatibility: clean, drain, obliterate, job schedulers', funct
       expect(await q.clean(0, 0, 'delayed')).to.deep.equal([delayed[1].id]);
       const c = await q.getJobCounts();
       expect([c.waiting, c.delayed, c.prioritized]).to.deep.equal([0, 0, 0]);
-      expect(await redis.keys(`${q.keys.jobPrefix}*`)).to.deep.equal([]);
+      expect(await redis().keys(`${q.keys.jobPrefix}*`)).to.deep.equal([]);
     });
 
     it('group jobs leave their group consistent: the rest of the group runs, and an ordered group is freed', async () => {
@@ -224,13 +180,13 @@ describe('BullMQ compatibility: clean, drain, obliterate, job schedulers', funct
 
     await q.obliterate({ force: true, count: 2 });
     // (the live worker's next tick may set up the queue's empty structures again, not its jobs)
-    const left = await redis.keys(`${q.keys.base}:*`);
+    const left = await redis().keys(`${q.keys.base}:*`);
     expect(left.filter((k) => k.startsWith(q.keys.jobPrefix) || k === q.keys.scheduled)).to.deep.equal([]);
     hold.open(); // its worker finds the job gone when it finishes: nothing is re-created
     await w.close();
-    expect(await redis.exists(q.keys.job(running.id))).to.equal(0);
+    expect(await redis().exists(q.keys.job(running.id))).to.equal(0);
     await q.obliterate();
-    expect(await redis.keys(`${q.keys.base}:*`)).to.deep.equal([]);
+    expect(await redis().keys(`${q.keys.base}:*`)).to.deep.equal([]);
   });
 
   describe('job schedulers', () => {

@@ -6,7 +6,6 @@
  * changes nothing.
  */
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
 import {
   InvalidArgumentError,
   Job,
@@ -15,62 +14,18 @@ import {
   JobStateError,
   PayloadTooLargeError,
   Queue,
-  Worker,
 } from '../../src/index.js';
-import { uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
-
-const HOUR = 3_600_000;
-
-/** A promise and its resolve, to hold a processor until the test lets it go. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((r) => (open = r));
-  return { promise, open };
-}
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the call to be refused');
-}
+import { HOUR, gate, rejection, useCompat } from '../helpers/compat.js';
+import { waitFor } from '../helpers/valkey.js';
 
 describe('BullMQ compatibility: changing jobs from any handle', function () {
   this.timeout(30000);
-  const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  let redis: Redis;
-  beforeEach(() => {
-    redis = server().client();
-    closers.push(() => redis.quit());
-  });
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const connection = () => ({ host: '127.0.0.1', port: server().port });
-  const queue = () => {
-    const q = new Queue(uniqueQueue('edits'), { connection: connection() });
-    closers.push(() => q.close());
-    return q;
-  };
-  const worker = (q: Queue, processor: (job: Job) => Promise<unknown>, opts: Record<string, unknown> = {}) => {
-    const w = new Worker(q.name, processor, { connection: connection(), blockTimeout: 1000, promotionInterval: 100, ...opts });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
+  const { redis, connection, queue, worker, closeLater, serverNow } = useCompat('edits', { promotionInterval: 100 });
   const stateOf = async (q: Queue, id: string) => (await q.getJob(id))?.state;
   const fetch = async (q: Queue, id: string) => {
     const job = await Job.fromId(q, id);
     expect(job, `job ${id}`).to.not.equal(undefined);
     return job!;
-  };
-  const serverNow = async () => {
-    const [s, us] = await redis.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   };
   /** Jobs that failed for good (attempts 1), one per name, each with a later finishedOn. */
   const failJobs = async (q: Queue, names: string[]) => {
@@ -130,7 +85,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     expect(await q.getJobLogs(id)).to.deep.equal({ logs: ['e', 'f'], count: 2 });
     await job.clearLogs();
     expect(await q.getJobLogs(id)).to.deep.equal({ logs: [], count: 0 });
-    expect(await redis.exists(q.keys.logs(id))).to.equal(0);
+    expect(await redis().exists(q.keys.logs(id))).to.equal(0);
   });
 
   it('the job option keepLogs keeps the newest N lines of job.log', async () => {
@@ -153,7 +108,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     expect(await job.updateData({ width: 640, height: 480 })).to.equal(true);
     expect(job.data).to.deep.equal({ width: 640, height: 480 });
     const big = new Queue(q.name, { connection: connection(), maxPayloadBytes: 64 });
-    closers.push(() => big.close());
+    closeLater(() => big.close());
     const small = await fetch(big, id);
     const err = await rejection(small.updateData({ blob: 'x'.repeat(100) }));
     expect(err).to.be.instanceOf(PayloadTooLargeError);
@@ -259,7 +214,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
       expect(err).to.be.instanceOf(JobNotFoundError);
       expect((err as Error).message).to.contain(`job ${id}`);
     }
-    expect(await redis.exists(q.keys.job(id), q.keys.logs(id))).to.equal(0);
+    expect(await redis().exists(q.keys.job(id), q.keys.logs(id))).to.equal(0);
   });
 
   it('job.retry() puts a failed job back to waiting, its outcome cleared and attemptsMade kept; resetAttemptsMade resets it; it runs again', async () => {
@@ -276,7 +231,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     expect(stored?.failedReason).to.equal(null);
     expect(stored?.finishedOn).to.equal(null);
     expect(stored?.attemptsMade).to.equal(1);
-    expect(await redis.zscore(q.keys.failed, id)).to.equal(null);
+    expect(await redis().zscore(q.keys.failed, id)).to.equal(null);
     expect(await rejection(job.retry())).to.be.instanceOf(JobStateError); // waiting, not failed
     const results: unknown[] = [];
     const w = worker(q, async (j) => `ran with ${j.attemptsMade} made`);
@@ -309,7 +264,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     for (const id of late) expect(await stateOf(q, id), `late job ${id}`).to.equal('failed');
     await q.retryJobs({ count: 1 }); // default state 'failed', timestamp: the server's now
     for (const id of late) expect(await stateOf(q, id), `late job ${id}`).to.equal('waiting');
-    expect(await redis.zcard(q.keys.failed)).to.equal(0);
+    expect(await redis().zcard(q.keys.failed)).to.equal(0);
     await q.retryJobs({ state: 'completed' }); // nothing completed: nothing to do
     expect(await rejection(q.retryJobs({ count: 0 }))).to.be.instanceOf(InvalidArgumentError);
     // resumed, every job runs once more
@@ -330,7 +285,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     await job.promote();
     expect(job.state).to.equal('waiting');
     expect(job.opts.delay).to.equal(0);
-    expect(await redis.zscore(q.keys.scheduled, id)).to.equal(null);
+    expect(await redis().zscore(q.keys.scheduled, id)).to.equal(null);
     const err = await rejection(job.promote());
     expect(err).to.be.instanceOf(JobStateError);
     expect((err as Error).message).to.match(new RegExp(`job ${id} is waiting, not delayed`));
@@ -377,7 +332,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     for (let i = 0; i < 5; i++) ids.push((await q.add(`d${i}`, {}, { delay: HOUR + i })).id);
     await q.promoteJobs({ count: 2 });
     for (const id of ids) expect(await stateOf(q, id)).to.equal('waiting');
-    expect(await redis.zcard(q.keys.scheduled)).to.equal(0);
+    expect(await redis().zcard(q.keys.scheduled)).to.equal(0);
     await q.promoteJobs(); // nothing left
   });
 
@@ -388,7 +343,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     const before = await serverNow();
     await job.changeDelay(5000);
     const after = await serverNow();
-    const due = Number(await redis.zscore(q.keys.scheduled, id));
+    const due = Number(await redis().zscore(q.keys.scheduled, id));
     expect(due).to.be.within(before + 5000, after + 5000);
     expect((await q.getJob(id))?.opts.delay).to.equal(5000);
     expect(job.opts.delay).to.equal(5000);
@@ -428,7 +383,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     const handle = await fetch(q, later.id);
     await handle.changePriority({ priority: 2 });
     expect(await stateOf(q, later.id)).to.equal('delayed');
-    expect(await redis.hget(q.keys.job(later.id), 'priority')).to.equal('2');
+    expect(await redis().hget(q.keys.job(later.id), 'priority')).to.equal('2');
   });
 
   it('group jobs: changePriority is refused (they run in their group\'s order); a retried group job goes to the end of its line', async () => {
@@ -449,14 +404,14 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     await q.add('z', {}, { group });
     await (await fetch(q, first.id)).retry('completed');
     expect(await stateOf(q, first.id)).to.equal('waiting');
-    expect(Number(await redis.hget(q.keys.meta, 'groupWaiting'))).to.equal(3);
+    expect(Number(await redis().hget(q.keys.meta, 'groupWaiting'))).to.equal(3);
     worker(q, async (j) => {
       done.push(j.name);
     }, { concurrency: 1 });
     await q.resume();
     await waitFor(() => done.length === 4, 'y, z and x again ran');
     expect(done).to.deep.equal(['x', 'y', 'z', 'x']);
-    expect(Number(await redis.hget(q.keys.meta, 'groupWaiting') ?? 0)).to.equal(0);
+    expect(Number(await redis().hget(q.keys.meta, 'groupWaiting') ?? 0)).to.equal(0);
   });
 
   it('an ordered group: a delayed job holds its place; promote() makes it waiting there, and it runs before the job added after it', async () => {
@@ -475,7 +430,7 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     await waitFor(() => order.length === 3, 'both group jobs ran');
     expect(order).to.deep.equal(['marker', 'first', 'second']);
     expect(marker.id).to.not.equal(first.id);
-    expect(Number((await redis.hget(q.keys.meta, 'groupWaiting')) ?? 0)).to.equal(0);
+    expect(Number((await redis().hget(q.keys.meta, 'groupWaiting')) ?? 0)).to.equal(0);
   });
 
   it('a job with no queue handle says how to get one', async () => {

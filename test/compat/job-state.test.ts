@@ -7,59 +7,15 @@
  * refused instead of counted as 0, and there are no flows ('waiting-children' is always empty).
  */
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
-import { InvalidArgumentError, Job, Queue, Worker } from '../../src/index.js';
-import { uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
-
-const HOUR = 3_600_000;
-
-/** A promise and its resolve, to hold a processor until the test lets it go. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((r) => (open = r));
-  return { promise, open };
-}
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the call to be refused');
-}
+import { InvalidArgumentError, Job, type Queue } from '../../src/index.js';
+import { HOUR, gate, rejection, useCompat } from '../helpers/compat.js';
+import { waitFor } from '../helpers/valkey.js';
 
 const names = (jobs: Job[]) => jobs.map((j) => j.name);
 
 describe('BullMQ compatibility: job states and counts', function () {
   this.timeout(30000);
-  const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  let redis: Redis;
-  beforeEach(() => {
-    redis = server().client();
-    closers.push(() => redis.quit());
-  });
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const connection = () => ({ host: '127.0.0.1', port: server().port });
-  const queue = () => {
-    const q = new Queue(uniqueQueue('state'), { connection: connection() });
-    closers.push(() => q.close());
-    return q;
-  };
-  const worker = (q: Queue, processor: (job: Job) => Promise<unknown>, opts: Record<string, unknown> = {}) => {
-    const w = new Worker(q.name, processor, { connection: connection(), blockTimeout: 1000, promotionInterval: 100, ...opts });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
-  const serverNow = async () => {
-    const [s, us] = await redis.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  };
+  const { queue, worker, serverNow } = useCompat('state', { promotionInterval: 100 });
   /**
    * Jobs named `done` completed and `bad` failed, one at a time (concurrency 1), so each finishes
    * after the one before: their ids (single digits) also order any two that finished in the same ms.

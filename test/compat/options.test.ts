@@ -6,59 +6,21 @@
  * Where glidemq differs on purpose, the test says so.
  */
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
-import {
-  BackoffStrategyError, InvalidArgumentError, PayloadTooLargeError, Queue, Worker, type Job, type WorkerOptions,
-} from '../../src/index.js';
+import { BackoffStrategyError, InvalidArgumentError, PayloadTooLargeError, Queue, type Job, type WorkerOptions } from '../../src/index.js';
+import { HOUR, rejection, useCompat } from '../helpers/compat.js';
 import { uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
-
-const HOUR = 3_600_000;
-
-async function rejection(p: Promise<unknown> | (() => unknown)): Promise<Error> {
-  try {
-    await (typeof p === 'function' ? p() : p);
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the call to be refused');
-}
+import { waitFor } from '../helpers/valkey.js';
 
 describe('BullMQ compatibility: job and worker options', function () {
   this.timeout(30000);
-  const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  let redis: Redis;
-  beforeEach(() => {
-    redis = server().client();
-    closers.push(() => redis.quit());
-  });
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const connection = () => ({ host: '127.0.0.1', port: server().port });
-  const queue = (opts: Record<string, unknown> = {}) => {
-    const q = new Queue(uniqueQueue('opts'), { connection: connection(), ...opts });
-    closers.push(() => q.close());
-    return q;
-  };
-  const worker = (q: Queue, processor: (job: Job) => Promise<unknown>, opts: Partial<WorkerOptions> = {}) => {
-    const w = new Worker(q.name, processor, { connection: connection(), blockTimeout: 1000, promotionInterval: 50, ...opts });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
-  const serverNow = async () => {
-    const [s, us] = await redis.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  };
+  const { redis, connection, queue, worker, serverNow } = useCompat('opts', { promotionInterval: 50 });
   const stateOf = async (q: Queue, id: string) => (await q.getJob(id))?.state;
   const finished = (q: Queue, id: string, state = 'completed') => waitFor(async () => (await stateOf(q, id)) === state, `job ${id} ${state}`);
   /** Moves a finished job's finish time back by `ms` on the server, as time passing would. */
   const finishedAgo = async (q: Queue, id: string, ms: number, set: 'completed' | 'failed' = 'completed') => {
     const at = (await serverNow()) - ms;
-    await redis.zadd(set === 'completed' ? q.keys.completed : q.keys.failed, 'XX', at, id);
-    await redis.hset(q.keys.job(id), 'finishedOn', String(at));
+    await redis().zadd(set === 'completed' ? q.keys.completed : q.keys.failed, 'XX', at, id);
+    await redis().hset(q.keys.job(id), 'finishedOn', String(at));
   };
 
   describe('defaultJobOptions', () => {
@@ -240,7 +202,7 @@ describe('BullMQ compatibility: job and worker options', function () {
       const stored = await q.getJob(job.id);
       expect(stored?.timestamp).to.equal(long);
       // a timestamp years back does not make the delay due: the job waits its hour from now
-      const due = Number(await redis.zscore(q.keys.scheduled, job.id));
+      const due = Number(await redis().zscore(q.keys.scheduled, job.id));
       expect(due).to.be.greaterThan((await serverNow()) + HOUR - 60_000);
       const plain = await q.add('t', {});
       expect(plain.timestamp).to.be.closeTo(await serverNow(), 60_000);

@@ -8,10 +8,11 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { GlideMQError, JobNotFoundError, Queue, QueueEvents, Worker, type Job, ListenerError } from '../../src/index.js';
+import { GlideMQError, JobNotFoundError, Queue, QueueEvents, Worker, ListenerError } from '../../src/index.js';
+import { useCompat } from '../helpers/compat.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { claimAs } from '../helpers/recovery.js';
-import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
+import { TestServer, waitFor } from '../helpers/valkey.js';
 
 type Seen = { event: string; args: any; id: string };
 
@@ -40,36 +41,14 @@ function increasing(ids: string[]): boolean {
 
 describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function () {
   this.timeout(30000);
-  const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  let admin: Redis;
-  before(() => {
-    admin = server().client();
-  });
-  after(() => admin.disconnect());
-
-  const connection = () => ({ host: '127.0.0.1', port: server().port });
-  const queue = (name = uniqueQueue('qe')) => {
-    const q = new Queue(name, { connection: connection() });
-    closers.push(() => q.close());
-    return q;
-  };
-  const worker = <R>(q: Queue, processor: (job: Job) => Promise<R>, opts: Record<string, unknown> = {}) => {
-    const w = new Worker(q.name, processor, { connection: connection(), blockTimeout: 1000, ...opts });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
+  const { redis, connection, queue, worker, closeLater } = useCompat('qe');
   const events = (q: Queue, opts: Record<string, unknown> = {}) => {
     const qe = new QueueEvents(q.name, { connection: connection(), blockingTimeout: 1000, ...opts });
-    closers.push(() => qe.close());
+    closeLater(() => qe.close());
     return qe;
   };
   const rawEvents = async (q: Queue) =>
-    ((await admin.xrange(q.keys.events, '-', '+')) as [string, string[]][]).map(([, f]) => f[1]);
+    ((await redis().xrange(q.keys.events, '-', '+')) as [string, string[]][]).map(([, f]) => f[1]);
 
   it("a job's life: added {jobId, name}, waiting, active {prev}, progress {data}, completed {returnvalue, prev}, drained; ids are the entries'", async () => {
     const q = queue();
@@ -89,7 +68,7 @@ describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function
     expect(active).to.deep.equal({ jobId: job.id, prev: 'waiting' });
     expect(progress).to.deep.equal({ jobId: job.id, data: { pct: 50 } });
     expect(completed).to.deep.equal({ jobId: job.id, returnvalue: { doubled: 42 }, prev: 'active' });
-    const streamIds = ((await admin.xrange(q.keys.events, '-', '+')) as [string, string[]][]).map(([id]) => id);
+    const streamIds = ((await redis().xrange(q.keys.events, '-', '+')) as [string, string[]][]).map(([id]) => id);
     for (const s of seen) expect(streamIds).to.include(s.id);
     expect(increasing([...new Set(seen.map((s) => s.id))])).to.equal(true);
   });
@@ -186,7 +165,7 @@ describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function
     const qe = events(q);
     const seen = record(qe, ['cleaned']);
     await qe.waitUntilReady();
-    const id = await admin.xadd(q.keys.events, '*', 'event', 'cleaned', 'jobId', '', 'count', '3');
+    const id = await redis().xadd(q.keys.events, '*', 'event', 'cleaned', 'jobId', '', 'count', '3');
     await waitFor(() => seen.length === 1, 'cleaned');
     expect(seen[0]).to.deep.equal({ event: 'cleaned', args: { count: '3' }, id });
   });
@@ -226,7 +205,7 @@ describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function
   it('close() while it is still starting leaves no connection behind', async () => {
     const q = queue();
     await q.waitUntilReady();
-    const clients = async () => String(await admin.client('LIST')).trim().split('\n').length;
+    const clients = async () => String(await redis().client('LIST')).trim().split('\n').length;
     const before = await clients();
     const qe = new QueueEvents(q.name, { connection: connection(), blockingTimeout: 1000 });
     const ready = qe.waitUntilReady().then(() => 'ready', (e: GlideMQError) => e.code);
@@ -243,12 +222,12 @@ describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function
     const quiet = await q.add('quiet', {});
     await waitFor(async () => (await q.getJob(quiet.id))?.state === 'completed', 'the unwatched job');
     expect(await rawEvents(q)).to.deep.equal(['added']);
-    expect(await admin.hget(q.keys.meta, 'eventsUntil')).to.equal(null);
+    expect(await redis().hget(q.keys.meta, 'eventsUntil')).to.equal(null);
     const qe = events(q, { presenceTtl: 1000 });
     await qe.waitUntilReady();
     // the presence is the server's now + ttl
-    const [s, us] = await admin.time();
-    const until = Number(await admin.hget(q.keys.meta, 'eventsUntil'));
+    const [s, us] = await redis().time();
+    const until = Number(await redis().hget(q.keys.meta, 'eventsUntil'));
     expect(until - (Number(s) * 1000 + Math.floor(Number(us) / 1000))).to.be.within(0, 1000);
     const watched = await q.add('watched', {});
     expect(await watched.waitUntilFinished(qe, 5000)).to.equal('r');
@@ -258,8 +237,8 @@ describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function
     // closed: the presence lapses within its ttl, and the per-job events stop
     await qe.close();
     await waitFor(async () => {
-      const [s2] = await admin.time();
-      return Number(s2) * 1000 > Number(await admin.hget(q.keys.meta, 'eventsUntil')) + 1000;
+      const [s2] = await redis().time();
+      return Number(s2) * 1000 > Number(await redis().hget(q.keys.meta, 'eventsUntil')) + 1000;
     }, 'the presence to lapse', 5000, 100);
     const n = (await rawEvents(q)).length;
     const after = await q.add('after', {});
@@ -378,12 +357,12 @@ describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function
     await q.pause();
     await waitFor(() => seen.length === 1, 'the first event');
     // every client but the admin's and the queue's: the QueueEvents' blocking read and its command connection
-    const mine = new Set([String(await admin.client('ID')), String(await (q.client as Redis).client('ID'))]);
-    const list = String(await admin.client('LIST')).trim().split('\n');
+    const mine = new Set([String(await redis().client('ID')), String(await (q.client as Redis).client('ID'))]);
+    const list = String(await redis().client('LIST')).trim().split('\n');
     let killed = 0;
     for (const line of list) {
       const id = /\bid=(\d+)/.exec(line)?.[1];
-      if (id && !mine.has(id)) killed += Number(await admin.client('KILL', 'ID', id));
+      if (id && !mine.has(id)) killed += Number(await redis().client('KILL', 'ID', id));
     }
     expect(killed, 'the blocking read and the command connection').to.equal(2);
     await q.resume();
@@ -397,20 +376,20 @@ describe('BullMQ compatibility: QueueEvents and job.waitUntilFinished', function
   /** A server of this test's own (it is restarted), a queue and a QueueEvents on it. */
   async function restartable(persistence: 'none' | 'aof-always') {
     const own = await new TestServer({ persistence }).start();
-    closers.push(() => own.stop());
+    closeLater(() => own.stop());
     const conn = { host: '127.0.0.1', port: own.port };
     const name = uniqueQueue('restart');
     const q = new Queue(name, { connection: conn });
-    closers.push(() => q.close());
+    closeLater(() => q.close());
     const qe = new QueueEvents(name, { connection: conn, blockingTimeout: 1000 });
-    closers.push(() => qe.close());
+    closeLater(() => qe.close());
     qe.on('error', () => undefined);
     const probe = own.client();
-    closers.push(async () => probe.disconnect());
+    closeLater(async () => probe.disconnect());
     const startWorker = (result: string) => {
       const w = new Worker(name, async () => result, { connection: conn, blockTimeout: 1000 });
       w.on('error', () => undefined);
-      closers.push(() => w.close(true));
+      closeLater(() => w.close(true));
     };
     return { own, q, qe, probe, startWorker };
   }

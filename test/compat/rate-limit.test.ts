@@ -7,40 +7,13 @@
  * more than `max` starts, where BullMQ's fixed window lets up to 2 x max through across its edge.
  */
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
-import { Queue, Worker, type Job } from '../../src/index.js';
-import { uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
+import { Worker, type Job, type Queue } from '../../src/index.js';
+import { useCompat } from '../helpers/compat.js';
+import { waitFor } from '../helpers/valkey.js';
 
 describe('BullMQ compatibility: rate limiter', function () {
   this.timeout(30000);
-  const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const connection = () => ({ host: '127.0.0.1', port: server().port });
-  const queue = () => {
-    const q = new Queue(uniqueQueue('rate'), { connection: connection() });
-    closers.push(() => q.close());
-    return q;
-  };
-  const worker = (q: Queue, processor: (job: Job) => Promise<unknown>, opts: Record<string, unknown> = {}) => {
-    const w = new Worker(q.name, processor, { connection: connection(), blockTimeout: 1000, ...opts });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
-  const raw = (): Redis => {
-    const c = server().client();
-    closers.push(() => c.quit());
-    return c;
-  };
-  /** The server's clock in ms (the clock processedOn is stored in). */
-  const serverTime = async (c: Redis) => {
-    const [s, us] = await c.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  };
+  const { redis, connection, queue, worker, serverNow } = useCompat('rate');
   /** The stored start times of `ids`, as the server recorded them. */
   const startsOf = async (q: Queue, ids: string[]) => {
     const jobs = await Promise.all(ids.map((id) => q.getJob(id)));
@@ -60,7 +33,7 @@ describe('BullMQ compatibility: rate limiter', function () {
   it('limiter { max: 5, duration: 1000 } across two workers: never more than 5 starts in 1000 ms, 20 jobs span 3 windows', async () => {
     const q = queue();
     const jobs = await q.addBulk(Array.from({ length: 20 }, (_, i) => ({ name: 'n', data: { i } })));
-    const stats = raw();
+    const stats = redis();
     await stats.config('RESETSTAT');
     let done = 0;
     const opts = { concurrency: 5, limiter: { max: 5, duration: 1000 } };
@@ -122,14 +95,13 @@ describe('BullMQ compatibility: rate limiter', function () {
 
   it('a queue paused under a limiter starts nothing; after resume the limit still holds', async () => {
     const q = queue();
-    const c = raw();
     await q.pause();
     const jobs = await q.addBulk(Array.from({ length: 7 }, (_, i) => ({ name: 'n', data: { i } })));
     let done = 0;
     const w = worker(q, async () => 'ok', { concurrency: 10, limiter: { max: 5, duration: 1000 } });
     w.on('completed', () => done++);
     await w.waitUntilReady();
-    const resumedAt = await serverTime(c);
+    const resumedAt = await serverNow();
     await q.resume();
     await waitFor(() => done === 7, 'all 7 jobs completed after resume');
     const starts = await startsOf(q, jobs.map((j) => j.id));
@@ -140,18 +112,17 @@ describe('BullMQ compatibility: rate limiter', function () {
 
   it('a pause that falls on a full window: the jobs wait for the resume, then for the window', async () => {
     const q = queue();
-    const c = raw();
     const jobs = await q.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: 'n', data: { i } })));
     let done = 0;
     const w = worker(q, async () => 'ok', { concurrency: 4, limiter: { max: 2, duration: 600 } });
     w.on('completed', () => done++);
     await waitFor(() => done === 2, 'the first window ran');
     await q.pause();
-    const pausedAt = await serverTime(c);
+    const pausedAt = await serverNow();
     // let the window reopen while paused (time passing is the scenario, not a condition)
-    await waitFor(async () => (await serverTime(c)) > pausedAt + 700, 'the window reopened during the pause');
+    await waitFor(async () => (await serverNow()) > pausedAt + 700, 'the window reopened during the pause');
     expect(done).to.equal(2);
-    const resumedAt = await serverTime(c);
+    const resumedAt = await serverNow();
     await q.resume();
     await waitFor(() => done === 6, 'the rest completed after resume');
     const starts = await startsOf(q, jobs.map((j) => j.id));

@@ -3,29 +3,13 @@
  * listeners, with only the import changed (here: the package's entry, src/index.ts).
  */
 import { expect } from 'chai';
-import { DelayedError, Queue, Worker, type Job } from '../../src/index.js';
-import { uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
+import { DelayedError, Worker, type Job } from '../../src/index.js';
+import { useCompat } from '../helpers/compat.js';
+import { waitFor } from '../helpers/valkey.js';
 
 describe('BullMQ compatibility: Worker', function () {
   this.timeout(30000);
-  const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const connection = () => ({ host: '127.0.0.1', port: server().port });
-  const queue = () => {
-    const q = new Queue(uniqueQueue('compat'), { connection: connection() });
-    closers.push(() => q.close());
-    return q;
-  };
-  const worker = <R>(q: Queue, processor: (job: Job, token?: string, signal?: AbortSignal) => Promise<R>, opts: Record<string, unknown> = {}) => {
-    const w = new Worker(q.name, processor, { connection: connection(), blockTimeout: 1000, ...opts });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
+  const { queue, worker } = useCompat('compat');
 
   it('waitUntilReady() resolves, isRunning() says so, and a second run() rejects', async () => {
     const q = queue();
@@ -102,6 +86,29 @@ describe('BullMQ compatibility: Worker', function () {
     expect(w.cancelJob('nope')).to.equal(false);
     await waitFor(() => failed.length === 1, 'the run ended');
     expect(failed[0]).to.equal('aborted: no longer needed');
+  });
+
+  it('a rest-parameter processor gets the signal too; one that declares only (job) gets none (none is made for it: an AbortSignal costs µs per job)', async () => {
+    const q = queue();
+    const seen: unknown[] = [];
+    const w = worker(q, async (...args: unknown[]) => {
+      seen.push(args[2]);
+      return 'ok';
+    });
+    const one = new Promise<void>((r) => w.once('completed', () => r()));
+    await q.add('rest', {});
+    await one;
+    expect(seen[0]).to.be.instanceOf(AbortSignal);
+    await w.close();
+    let arity = -1;
+    const w2 = worker(q, async function (this: unknown, job: Job) {
+      arity = arguments.length >= 3 && arguments[2] !== undefined ? 3 : 1;
+      return job.id;
+    });
+    const two = new Promise<void>((r) => w2.once('completed', () => r()));
+    await q.add('plain', {});
+    await two;
+    expect(arity).to.equal(1);
   });
 
   it('pause() lets the running job finish and takes no other until resume(); pause(true) does not wait', async () => {
