@@ -11,7 +11,10 @@
   ARGV[1]  jobId: the job the worker ran.
   ARGV[2]  fence: the fence of its claim (the claim reply's second element).
   ARGV[3]  consumer: the worker's consumer name.
-  ARGV[4]  outcome: 'completed' or 'failed'.
+  ARGV[4]  outcome: 'completed', 'failed', or 'failed:' followed by the error's stack (at most
+           4096 bytes): the job keeps the newest 10 stacks of its failed attempts, a JSON array
+           in its hash's `stacktrace` (BullMQ's job.stacktrace). Only a failure carries a stack,
+           so a completion costs nothing more (src/engine/stacktrace.ts).
   ARGV[5]  value: the return value (JSON text) for completed, the failure reason for failed.
   ARGV[6]  retryDelay: -1 = do not retry; else ms from the server's now until the retry may run
            (0 = at once), used while attempts are left.
@@ -40,7 +43,7 @@
   ARGV[4..]  `count` groups of 7 arguments, one per job, each as for glidemq_finish:
     group.jobId: the job the worker ran.
     group.fence: the fence of its claim.
-    group.outcome: 'completed' or 'failed'.
+    group.outcome: 'completed', 'failed', or 'failed:' followed by the error's stack.
     group.value: the return value (JSON text), or the failure reason.
     group.retryDelay: -1 = do not retry; else ms from the server's now until the retry.
     group.keep: the retention rule for the outcome ('' | '0' | 'count:N' | 'age:MS' | 'agecount:MS:N').
@@ -135,11 +138,19 @@ local KEEP_RULE = kind("a retention rule: '' (keep all), '0' (remove), 'count:N'
   if ageMs and tonumber(ageMs) <= MAX_SAFE_INT and tonumber(count) <= MAX_SAFE_INT then return v end
   return nil
 end)
+-- 'completed', 'failed', or 'failed:<stack>' (see the header; stacktrace.ts MAX_STACK_BYTES agrees).
+local MAX_STACK_BYTES = 4096
+local MAX_STACKS = 10
+local OUTCOME = kind("'completed', 'failed', or 'failed:' and a stack of at most " .. MAX_STACK_BYTES .. ' bytes', function(v)
+  if v == 'completed' or v == 'failed' then return v end -- (the hot path: two comparisons)
+  if string.sub(v, 1, 7) == 'failed:' and #v <= 7 + MAX_STACK_BYTES then return v end
+  return nil
+end)
 local FINISH_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty,
-  'outcome', ARG.oneOf('completed', 'failed'), 'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT),
+  'outcome', OUTCOME, 'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT),
   'fetchCount', ARG.count, 'keep', KEEP_RULE, 'durationMs', ARG.ms }
 local FINISH_MANY_HEAD = { 'consumer', ARG.nonEmpty, 'count', ARG.count, 'fetchCount', ARG.count }
-local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', ARG.oneOf('completed', 'failed'),
+local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', OUTCOME,
   'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'keep', KEEP_RULE, 'durationMs', ARG.ms }
 -- The keys each outcome writes besides the claim's own (activate.lua requireReleaseTypes).
 local FINISH_TYPES = {
@@ -249,6 +260,28 @@ local function checkMetrics(k, now, completed, failed)
   if first then requireMetricsTypes(k) end
 end
 
+-- Appends the stack a failed attempt's outcome carries ('failed:<stack>') to the job's
+-- `stacktrace` (a JSON array, the newest MAX_STACKS kept). A stored value that is not such an
+-- array (another program wrote it) is started afresh: this never raises halfway through a call.
+local function pushStack(jk, outcome)
+  if #outcome <= 7 then return end
+  local kept = {}
+  local old = redis.call('HGET', jk, 'stacktrace')
+  if old then
+    local ok, t = pcall(cjson.decode, old)
+    if ok and type(t) == 'table' then
+      for _, s in ipairs(t) do
+        if type(s) == 'string' then kept[#kept + 1] = s end
+      end
+    end
+  end
+  kept[#kept + 1] = string.sub(outcome, 8)
+  local from = math.max(1, #kept - MAX_STACKS + 1)
+  local out = {}
+  for i = from, #kept do out[#out + 1] = kept[i] end
+  redis.call('HSET', jk, 'stacktrace', cjson.encode(out))
+end
+
 -- The write phase for a job planFinish found owned (status completed, failed, retried or
 -- delayed). A stream claim's entry was acked by the caller (see planFinish), which deletes it
 -- after this; a list claim is released here. `now` is the server's time. `announce`: 'completed'
@@ -265,6 +298,7 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
     end
     return
   end
+  if j.keep ~= '0' or status ~= 'failed' then pushStack(jk, j.outcome) end
   if status == 'failed' then
     -- read before settle, which may delete the job
     local exhausted = listen and made >= math.max(toInt(redis.call('HGET', jk, 'attempts'), 1), 1)

@@ -113,7 +113,7 @@ local KEY_SUFFIX = {
   lifo = ':lifo', listActiveIds = ':list-active-ids', listActive = ':list-active', completed = ':completed',
   failed = ':failed', events = ':events', dedup = ':dedup', schedulers = ':schedulers', jobPrefix = ':job:',
   readyGroups = ':ready-groups', timedGroups = ':timed-groups', groupPrefix = ':group:{',
-  producerPrefix = ':producer:', rateLog = ':rate-log',
+  producerPrefix = ':producer:', rateLog = ':rate-log', workers = ':workers', workersExpiry = ':workers-expiry',
 }
 
 -- Each name is built on first use and then kept: a call uses a few of the keys, and building

@@ -1,6 +1,7 @@
 /** glidemq: a durable job queue on Valkey. */
 export { Queue, type QueueOptions, type JobCounts } from './engine/queue.js';
 export { Worker, type WorkerOptions, type Processor } from './engine/worker.js';
+export type { WorkerInfo } from './engine/worker-registry.js';
 export type { RateLimiterOptions } from './engine/worker-options.js';
 export { Job, type JobState } from './engine/job.js';
 export type { JobType, JobStateName } from './engine/job-queries.js';

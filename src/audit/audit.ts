@@ -8,6 +8,7 @@ import { type ClientSettings, parseUrl } from '../engine/connection.js';
 import { runChecks } from './checks/index.js';
 import { clusterNodes, connectNode, formatAddress, isClusterNode, type ClusterNode } from './discovery.js';
 import { gatherFacts } from './facts.js';
+import { auditSentinelSet } from './sentinel.js';
 import type { AuditOptions, AuditReport, AuditSummary, NodeReport } from './types.js';
 
 export * from './types.js';
@@ -34,7 +35,7 @@ function unreachable(node: ClusterNode, reason: string): NodeReport {
   };
 }
 
-async function auditClusterNode(settings: ClientSettings, node: ClusterNode, options: AuditOptions): Promise<NodeReport> {
+async function auditClusterNode(settings: ClientSettings, node: ClusterNode, options: AuditOptions, inCluster = true): Promise<NodeReport> {
   let client: Redis;
   try {
     client = await connectNode(settings, node.host, node.port);
@@ -42,7 +43,7 @@ async function auditClusterNode(settings: ClientSettings, node: ClusterNode, opt
     return unreachable(node, (err as Error).message);
   }
   try {
-    return await auditClient(client, formatAddress(node.host, node.port), true, options);
+    return await auditClient(client, formatAddress(node.host, node.port), inCluster, options);
   } catch (err) {
     return unreachable(node, `audit failed: ${(err as Error).message}`);
   } finally {
@@ -65,6 +66,13 @@ export function exitCodeFor(report: AuditReport, strict = false): 0 | 1 {
 
 export async function runAudit(settings: ClientSettings, options: AuditOptions = {}): Promise<AuditReport> {
   const parsed = parseUrl(settings.url);
+  if (parsed.sentinel) {
+    // The sentinels name the primary and its replicas; each is audited as a standalone node would be.
+    const nodes = await auditSentinelSet(settings, parsed.sentinel, (host, port, role) =>
+      auditClusterNode(settings, { host, port, role, flags: [] }, options, false),
+    );
+    return { nodes, summary: summarize(nodes) };
+  }
   const seed = await connectNode(settings);
   let nodes: NodeReport[];
   try {

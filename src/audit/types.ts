@@ -19,7 +19,8 @@ export type NodeRole = 'master' | 'replica';
 
 export interface NodeReport {
   address: string;
-  role: NodeRole;
+  /** A data node's role, or `sentinel` for a sentinel's view of the set (audit over Sentinel). */
+  role: NodeRole | 'sentinel';
   checks: Check[];
 }
 

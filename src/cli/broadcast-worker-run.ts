@@ -49,12 +49,21 @@ export function runBroadcastWorker(
   f: BroadcastFlags,
   opts: BroadcastWorkerOptions,
   limits: RunLimits,
+  logJson: boolean,
 ): Promise<number> {
   const name = f.broadcast as string;
   const sub = f.subscription as string;
   const worker = new BroadcastWorker(name, sub, processor as unknown as BroadcastProcessor, { ...opts, autorun: false });
   return runUntilStopped(worker, {
     json: ctx.json,
+    logJson,
+    about: {
+      label: `subscription ${sub} of broadcast ${name}`,
+      fields: { broadcast: name, subscription: sub },
+      server: ctx.where,
+      concurrency: worker.settings.concurrency,
+      unit: 'message',
+    },
     limits,
     describe: (m: BroadcastMessage, err?: Error) => ({
       id: m.id, label: m.subject, fields: { subject: m.subject, subscription: sub }, attemptsMade: m.attemptsMade + 1,
@@ -63,11 +72,11 @@ export function runBroadcastWorker(
     idleCheck: () => {
       // idle: this subscription has read every kept message and holds none unfinished
       const b = new Broadcast(name, { connection: opts.connection, prefix: opts.prefix });
-      const nothingLeft = async () => {
+      const check = async () => {
         const s = (await b.subscriptions()).find((x) => x.name === sub);
-        return !!s && s.lag === 0 && s.pending === 0;
+        return { idle: !!s && s.lag === 0 && s.pending === 0 };
       };
-      return { nothingLeft, release: () => b.close() };
+      return { check, release: () => b.close() };
     },
   });
 }

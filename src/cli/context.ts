@@ -6,13 +6,17 @@ import type { Command } from 'commander';
 import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, lastDatabaseRefusal, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
 import { ConnectionError, GlideMQError, invalid } from '../engine/errors.js';
 import { Queue } from '../engine/queue.js';
-import { printError, warn } from './output.js';
+import { printError, useUtcTimes, warn } from './output.js';
+import { type ChosenProfile, chooseProfile } from './profiles.js';
 
 export interface GlobalOptions {
   url?: string;
+  /** undefined: neither --cluster nor --no-cluster (the profile decides). */
   cluster?: boolean;
   tlsCa?: string;
-  prefix: string;
+  prefix?: string;
+  profile?: string;
+  utc?: boolean;
   json?: boolean;
 }
 
@@ -23,21 +27,62 @@ export interface CommandContext {
   json: boolean;
   /** The URL with any password hidden, for messages. */
   where: string;
+  /** The connection profile in use (profiles.ts), if any. */
+  profile?: ChosenProfile;
 }
 
+export const DEFAULT_PREFIX = 'glide';
+
+/**
+ * The global options resolved into connection settings. Each setting is the first of: its flag,
+ * its environment variable ($GLIDEMQ_URL, $GLIDEMQ_TLS_CA, $GLIDEMQ_PREFIX), the connection
+ * profile (profiles.ts), the built-in default.
+ */
 export function contextFrom(cmd: Command): CommandContext {
   const globals = cmd.optsWithGlobals() as GlobalOptions;
-  const url = globals.url ?? process.env.GLIDEMQ_URL ?? DEFAULT_URL;
-  const parsed = parseUrl(url); // validates early: a bad URL is a usage error before any connection attempt
+  useUtcTimes(!!globals.utc);
+  const env = process.env;
+  const profile = chooseProfile(globals.profile, env);
+  const p = profile?.settings ?? {};
+  const inProfile = (what: string) => `${profile!.file}: profile "${profile!.name}": ${what}`;
+  // CLI.md: flags override the profile, the profile overrides the environment. A profile nobody
+  // named (the file's "default") is itself only a default: the environment overrides it.
+  const named = globals.profile !== undefined || !!env.GLIDEMQ_PROFILE;
+  const pick = <T>(flag: T | undefined, fromEnv: T | undefined, fromProfile: T | undefined): T | undefined =>
+    flag ?? (named ? (fromProfile ?? fromEnv) : (fromEnv ?? fromProfile));
+
+  const envUrl = env.GLIDEMQ_URL || undefined;
+  const urlFromProfile = globals.url === undefined && p.url !== undefined && (named || envUrl === undefined);
+  const url = pick(globals.url, envUrl, p.url) ?? DEFAULT_URL;
+  let parsed;
+  try {
+    parsed = parseUrl(url); // validates early: a bad URL is a usage error before any connection attempt
+  } catch (err) {
+    throw urlFromProfile ? invalid(inProfile((err as Error).message)) : err;
+  }
   if (globals.tlsCa && !parsed.tls) throw invalid(`--tls-ca is for TLS servers: use a rediss:// or valkeys:// URL, not ${redactUrl(url)}`);
-  const tlsCa = globals.tlsCa ?? process.env.GLIDEMQ_TLS_CA;
-  if (parsed.tls && tlsCa) redisOptionsFromUrl(parsed, undefined, tlsCa); // an unreadable CA file is a usage error too
+  const envCa = env.GLIDEMQ_TLS_CA || undefined;
+  let tlsCa = globals.tlsCa ?? (named && p.tlsCa !== undefined && parsed.tls ? undefined : envCa);
+  if (tlsCa === undefined && p.tlsCa !== undefined) {
+    if (parsed.tls) tlsCa = p.tlsCa;
+    // the profile's own URL without TLS is a mistake in the file; a URL from elsewhere just does not use the CA
+    else if (urlFromProfile) throw invalid(inProfile(`tlsCa is for TLS servers: use a rediss:// or valkeys:// URL, not ${redactUrl(url)}`));
+  }
+  if (parsed.tls && tlsCa) {
+    try {
+      redisOptionsFromUrl(parsed, undefined, tlsCa); // an unreadable CA file is a usage error too
+    } catch (err) {
+      throw tlsCa === p.tlsCa && globals.tlsCa === undefined ? invalid(inProfile((err as Error).message)) : err;
+    }
+  }
+  const prefix = pick(globals.prefix, env.GLIDEMQ_PREFIX || undefined, p.prefix) ?? DEFAULT_PREFIX;
   return {
     globals,
-    connection: { url, cluster: !!globals.cluster, password: process.env.GLIDEMQ_PASSWORD, tlsCa, options: cliClientOptions() },
-    prefix: globals.prefix ?? 'glide',
+    connection: { url, cluster: globals.cluster ?? p.cluster ?? false, password: env.GLIDEMQ_PASSWORD, tlsCa, options: cliClientOptions() },
+    prefix,
     json: !!globals.json,
     where: redactUrl(url),
+    ...(profile ? { profile } : {}),
   };
 }
 

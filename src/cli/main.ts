@@ -2,6 +2,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { LIBRARY_PACKAGE_VERSION } from '../engine/library.js';
 import { printError } from './output.js';
+import { DEFAULT_PREFIX } from './context.js';
 import { configureHelpStyle } from './help-style.js';
 import { exitQuietlyOnClosedPipe } from './pipe.js';
 import { COMMANDS } from './commands/index.js';
@@ -15,14 +16,22 @@ export function buildProgram(): Command {
     .description('A durable job queue on Valkey: enqueue, run workers, inspect and heal queues, audit durability.')
     .version(LIBRARY_PACKAGE_VERSION, '-V, --version', 'print the version of glidemq')
     .addOption(
-      new Option('-u, --url <url>', 'server URL (redis://, rediss://, valkey://, valkeys://), with /<db> for a database').default(
+      new Option('-u, --url <url>', 'server URL: redis://, rediss://, valkey:// or valkeys:// (with /<db> for a database), or redis+sentinel:// naming the sentinels, then /<master>').default(
         undefined,
         '$GLIDEMQ_URL, else redis://127.0.0.1:6379',
       ),
     )
     .option('--cluster', 'the URL names a seed node of a Valkey cluster')
+    .option('--no-cluster', "not a cluster, whatever the profile says")
     .addOption(new Option('--tls-ca <file>', "PEM file of the CA that signed a rediss:// server's certificate").default(undefined, '$GLIDEMQ_TLS_CA'))
-    .option('--prefix <p>', 'key prefix (keys are <prefix>:{<queue>}:...)', 'glide')
+    .addOption(new Option('--prefix <p>', 'key prefix (keys are <prefix>:{<queue>}:...)').default(undefined, `$GLIDEMQ_PREFIX, else ${DEFAULT_PREFIX}`))
+    .addOption(
+      new Option('--profile <name>', 'named connection settings (url, cluster, prefix, tlsCa) from the profile file').default(
+        undefined,
+        '$GLIDEMQ_PROFILE, else the profile "default" if there is one',
+      ),
+    )
+    .option('--utc', 'times in UTC (ISO 8601) instead of local time with the zone')
     .option('--json', 'machine-readable output on stdout')
     .exitOverride()
     // A usage error is one line (CLI.md): the hint to --help goes on the same line.
@@ -36,7 +45,14 @@ Examples:
   $ glidemq worker ./send.js --queue emails  process jobs
   $ glidemq stats emails                     counts per state
   $ glidemq audit                            check the server's durability settings
-  $ GLIDEMQ_PASSWORD=... glidemq -u rediss://app@db:6380 --tls-ca ca.pem stats emails`,
+  $ GLIDEMQ_PASSWORD=... glidemq -u rediss://app@db:6380 --tls-ca ca.pem stats emails
+  $ glidemq --profile prod queues            the server and prefix of profile "prod"
+
+Connection settings: a flag wins over the profile you name, which wins over the environment
+($GLIDEMQ_URL, $GLIDEMQ_TLS_CA, $GLIDEMQ_PREFIX), which wins over the "default" profile, which
+wins over the built-in default. Profiles are read from
+$GLIDEMQ_CONFIG, else $XDG_CONFIG_HOME/glidemq/config.json, else ~/.config/glidemq/config.json:
+  {"profiles": {"prod": {"url": "rediss://db:6380", "tlsCa": "ca.pem"}}}`,
   );
   for (const register of COMMANDS) register(program);
   for (const cmd of program.commands) cmd.exitOverride();

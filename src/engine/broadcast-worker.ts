@@ -11,7 +11,8 @@
  *
  * Events: active (message), completed (message, result, durationMs), failed (message, error,
  * durationMs, willRetry), stalled (entryId, 'reclaimed' | 'failed'), lost (message: its claim was
- * taken over; its result was not stored), lockLost (entryId), error, closed. A listener that throws
+ * taken over; its result was not stored), lockLost (entryId), connectionLost (why) and
+ * connectionRestored (ms down) as Worker's (connection-watch.ts), error, closed. A listener that throws
  * never stops the worker: the throw arrives as an `error` event (see SafeEmitter).
  */
 import { hostname } from 'node:os';
@@ -28,6 +29,7 @@ import { pairsToRecord } from './replies.js';
 import { subjectFilter } from './subjects.js';
 import type { BroadcastMessage } from './broadcast.js';
 import { SafeEmitter } from './safe-emitter.js';
+import { watchConnection } from './connection-watch.js';
 import { CLOSE_CALL_MS, delay, monotonic, within } from './waiting.js';
 
 export type BroadcastProcessor<D = any, R = any> = (message: BroadcastMessage<D>) => Promise<R> | R;
@@ -70,6 +72,8 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   readonly consumer: string;
   readonly settings: Required<Omit<BroadcastWorkerOptions, 'connection' | 'prefix' | 'subjects' | 'backoff' | 'startFrom' | 'autorun'>>;
   private readonly acquired: Acquired;
+  /** Ends the connectionLost/connectionRestored watch. */
+  private unwatchConnection: (() => void) | undefined;
   private readonly matches: (subject: string) => boolean;
   private readonly subjects: string[];
   private readonly backoff: BackoffOptions | undefined;
@@ -138,6 +142,7 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
     await this.subscribe();
     this.blocker = new BlockingConnection(this.acquired, this.keys.stream, this.settings.blockTimeout);
     await this.blocker.start();
+    this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => {
       this.reclaimDue = true;
@@ -330,6 +335,7 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
       if (live()) await within(this.nudgeReader(), CLOSE_CALL_MS);
       if (!force && this.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       clearInterval(this.heartbeatTimer);
+      this.unwatchConnection?.();
       this.running = false;
       if (this.active.size === 0 && live()) {
         await within(this.call('glidemq_bcRemoveIdleConsumer', [this.subscription, this.consumer]), CLOSE_CALL_MS);

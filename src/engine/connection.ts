@@ -1,11 +1,16 @@
 /**
- * Connection options: URL parsing (redis/rediss/valkey/valkeys), password redaction, and the
- * construction of ioredis clients (standalone or cluster) from a URL, options or an instance.
+ * Connection options: URL parsing (redis/rediss/valkey/valkeys, and their +sentinel forms), password
+ * redaction, and the construction of ioredis clients (standalone, through Sentinel, or cluster) from
+ * a URL, options or an instance.
  */
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } from 'ioredis';
 import { ConnectionError, InvalidArgumentError, invalid } from './errors.js';
+import {
+  describeSentinelFailure, isSentinelUrl, parseSentinelError, sentinelClientOptions, sentinelLabel, sentinelUrlFromOptions,
+  splitSentinelUrl, type SentinelTarget,
+} from './sentinel.js';
 
 export type Client = Redis | Cluster;
 
@@ -36,14 +41,17 @@ export type ConnectionInput =
   | { url: string; cluster?: boolean; password?: string; tlsCa?: string; options?: RedisOptions };
 
 export interface ParsedUrl {
-  /** The URL rewritten to a redis scheme (ioredis reads the db number only for those). */
+  /** The URL rewritten to a redis scheme (ioredis reads the db number only for those); a Sentinel URL as given. */
   url: string;
+  /** The server; for a Sentinel URL, the first sentinel (the primary is known only once they are asked). */
   host: string;
   port: number;
   tls: boolean;
   username?: string;
   password?: string;
   db: number;
+  /** A `redis+sentinel://` URL: the sentinels to ask, and the master name they monitor. */
+  sentinel?: SentinelTarget;
 }
 
 export const DEFAULT_URL = 'redis://127.0.0.1:6379';
@@ -57,7 +65,18 @@ export const DEFAULT_URL = 'redis://127.0.0.1:6379';
 export const DEFAULT_SOCKET_TIMEOUT = 15_000;
 
 export function parseUrl(raw: string): ParsedUrl {
-  const rewritten = raw.replace(/^valkey(s?):\/\//i, (_m, s: string) => `redis${s}://`);
+  if (isSentinelUrl(raw)) {
+    // The hosts and the master name come out first; credentials and database follow the plain rules.
+    const { plain, target } = splitSentinelUrl(raw, redactUrl(raw));
+    const parsed = parseServerUrl(plain, raw);
+    return { ...parsed, url: raw, host: target.sentinels[0].host, port: target.sentinels[0].port, sentinel: target };
+  }
+  return parseServerUrl(raw, raw);
+}
+
+/** `text` is the URL to parse, `raw` the one the caller gave (what messages show, redacted). */
+function parseServerUrl(text: string, raw: string): ParsedUrl {
+  const rewritten = text.replace(/^valkey(s?):\/\//i, (_m, s: string) => `redis${s}://`);
   let u: URL;
   try {
     u = new URL(rewritten);
@@ -66,7 +85,7 @@ export function parseUrl(raw: string): ParsedUrl {
   }
   if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
     throw invalid(
-      `unsupported URL scheme "${u.protocol}" in ${redactUrl(raw)}: use redis://, rediss://, valkey:// or valkeys://`,
+      `unsupported URL scheme "${u.protocol}" in ${redactUrl(raw)}: use redis://, rediss://, valkey:// or valkeys:// (or redis+sentinel://host:26379,.../<master name>)`,
     );
   }
   // An "@" past the host is a password that held "/", "?" or "#" unencoded: the parse took part of it
@@ -145,8 +164,9 @@ export function redisOptionsFromUrl(parsed: ParsedUrl, password?: string, tlsCa 
   };
   if (parsed.tls) {
     opts.tls = {
-      // SNI takes host names only; an IP address is checked against the certificate's IP entries
-      ...(isIP(parsed.host) ? {} : { servername: parsed.host }),
+      // SNI takes host names only; an IP address is checked against the certificate's IP entries.
+      // Through Sentinel the server is known only once asked for: each host is checked by its address.
+      ...(isIP(parsed.host) || parsed.sentinel ? {} : { servername: parsed.host }),
       rejectUnauthorized: process.env.GLIDEMQ_TLS_INSECURE !== '1',
       ...(tlsCa ? { ca: [readCa(tlsCa)] } : {}),
     };
@@ -166,7 +186,9 @@ function readCa(path: string): Buffer {
 /** Creates a new ioredis client for the settings. Callers own it and must `quit()` it. */
 export function createClient(settings: ClientSettings, extra: RedisOptions = {}, seeds?: Seed[]): Client {
   const parsed = parseUrl(settings.url);
-  const base = { socketTimeout: DEFAULT_SOCKET_TIMEOUT, ...redisOptionsFromUrl(parsed, settings.password, settings.tlsCa ?? process.env.GLIDEMQ_TLS_CA), ...settings.options, ...extra };
+  const direct = redisOptionsFromUrl(parsed, settings.password, settings.tlsCa ?? process.env.GLIDEMQ_TLS_CA);
+  if (parsed.sentinel) return createSentinelClient(settings, parsed, parsed.sentinel, direct, extra);
+  const base = { socketTimeout: DEFAULT_SOCKET_TIMEOUT, ...direct, ...settings.options, ...extra };
   if (settings.cluster) {
     // A cluster has database 0 only: a URL naming another would silently mean database 0.
     if (parsed.db !== 0) throw invalid(`a Valkey cluster has only database 0, not ${parsed.db}: drop "/${parsed.db}" from the URL ${redactUrl(settings.url)}`);
@@ -195,6 +217,55 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {},
   const client = new Redis(base);
   if (parsed.db !== 0) refuseMissingDatabase(client, parsed.db, host(parsed));
   return client;
+}
+
+/**
+ * A client that asks the sentinels where the primary is, and asks again after a failover. A caller's
+ * retry policy (the CLI gives up quickly) also bounds the rounds over the sentinels: without it
+ * ioredis would ask them forever before the first connection, and the policy would never be used.
+ */
+function createSentinelClient(settings: ClientSettings, parsed: ParsedUrl, target: SentinelTarget, direct: RedisOptions, extra: RedisOptions): Redis {
+  if (settings.cluster) {
+    throw invalid(`a Sentinel URL names a primary and its replicas, not a cluster: drop --cluster (or cluster: true) for ${redactUrl(settings.url)}`);
+  }
+  const { host: _h, port: _p, ...where } = direct;
+  const given = { ...settings.options, ...extra };
+  const options: RedisOptions = {
+    socketTimeout: DEFAULT_SOCKET_TIMEOUT,
+    ...where,
+    ...sentinelClientOptions(target, direct.tls, given),
+    ...given,
+  };
+  if (given.retryStrategy && !given.sentinelRetryStrategy) options.sentinelRetryStrategy = given.retryStrategy;
+  const client = new Redis(options);
+  const label = sentinelLabel(target);
+  watchSentinels(client, target);
+  // ioredis closes the failover detector's sentinel subscriptions on disconnect() but not on quit():
+  // they would keep reconnecting, and keep the process alive, after the client ended.
+  client.on('end', () => (client as unknown as { connector?: { failoverDetector?: { cleanup(): void } | null } }).connector?.failoverDetector?.cleanup());
+  if (parsed.db !== 0) refuseMissingDatabase(client, parsed.db, label);
+  return client;
+}
+
+/** What each sentinel last said when asked for the primary (ioredis's `sentinelError` events). */
+const sentinelAnswers = new WeakMap<Client, { target: SentinelTarget; bySentinel: Map<string, string> }>();
+
+function watchSentinels(client: Redis, target: SentinelTarget): void {
+  const bySentinel = new Map<string, string>();
+  sentinelAnswers.set(client, { target, bySentinel });
+  client.on('sentinelError', (err: Error) => {
+    const said = parseSentinelError(err.message);
+    if (said) bySentinel.set(said[0], said[1]);
+  });
+  // a primary found: what the sentinels said before is history
+  client.on('ready', () => bySentinel.clear());
+}
+
+/** When `err` says no sentinel gave a primary: the error naming the sentinels, the master and why. */
+function sentinelFailure(client: Client | undefined, err: Error): ConnectionError | undefined {
+  const seen = client && sentinelAnswers.get(client);
+  if (!seen || !/^All sentinels are unreachable/.test(String((err as Error | undefined)?.message))) return undefined;
+  return new ConnectionError('ERR_SENTINEL', describeSentinelFailure(seen.target, seen.bySentinel));
 }
 
 /** Clients whose server refused their database number, and the error that says so. */
@@ -372,7 +443,8 @@ export function settingsFrom(input: ConnectionInput | undefined): ClientSettings
   const o = given as RedisOptions;
   const scheme = o.tls ? 'rediss' : 'redis';
   return {
-    url: `${scheme}://${o.host ?? '127.0.0.1'}:${o.port ?? 6379}/${o.db ?? 0}`,
+    // options naming sentinels are described (and duplicated) by the Sentinel URL of the same set
+    url: sentinelUrlFromOptions(o) ?? `${scheme}://${o.host ?? '127.0.0.1'}:${o.port ?? 6379}/${o.db ?? 0}`,
     cluster: false,
     password: o.password,
     options: o,
@@ -395,6 +467,7 @@ export async function waitReady(client: Client, label: string, timeoutMs = 5000)
   label = redactUrl(label); // a caller may name the server by its URL
   await new Promise<void>((resolve, reject) => {
     let lastError: string | undefined;
+    let sentinelSaid: string | undefined;
     const fail = (what: string) => {
       cleanup();
       reject(new ConnectionError('ERR_CONNECTION', `cannot reach ${label}: ${what}${lastError ? ` (${explain(lastError)})` : ''}`));
@@ -405,6 +478,11 @@ export async function waitReady(client: Client, label: string, timeoutMs = 5000)
       resolve();
     };
     const onEnd = () => {
+      if (sentinelSaid) {
+        // the client gave up asking the sentinels: what they said is the whole story
+        cleanup();
+        return reject(new ConnectionError('ERR_SENTINEL', `cannot reach ${label}: ${sentinelSaid}`));
+      }
       const refused = refusedDatabases.get(client);
       if (!refused) return fail('connection closed');
       cleanup();
@@ -412,6 +490,11 @@ export async function waitReady(client: Client, label: string, timeoutMs = 5000)
     };
     // A cluster client says why in 'node error' (the node's own reply); a plain client in 'error'.
     const onError = (err: Error) => {
+      const sentinel = sentinelFailure(client, err);
+      if (sentinel) {
+        lastError = sentinelSaid = sentinel.message;
+        return;
+      }
       const said = err.message.replace(/^Failed to refresh slots cache\.\s*/, '').trim();
       if (said && !/^Connection is closed/.test(said)) lastError = said;
     };
@@ -458,7 +541,7 @@ export function settleTopology(a: Acquired): Promise<Client> {
       if (!a.owned || !settings || settings.cluster || isCluster(a.client)) return a.client;
       const standaloneClient = a.client;
       const clusterNode = await answersAsClusterNode(standaloneClient as Redis).catch((err: unknown) => {
-        throw refusedDatabases.get(standaloneClient) ?? err;
+        throw refusedDatabases.get(standaloneClient) ?? sentinelFailure(standaloneClient, err as Error) ?? err;
       });
       if (!clusterNode) return a.client;
       const standalone = a.client;
@@ -544,7 +627,7 @@ let lastSocketErrorTls = false;
 
 /** An 'error' listener of every client glidemq makes (`this` is the client that reports). */
 function rememberSocketError(this: Client | undefined, err: Error): void {
-  lastSocketError = (this && refusedDatabases.get(this)) || err;
+  lastSocketError = (this && refusedDatabases.get(this)) || sentinelFailure(this, err) || err;
   lastSocketErrorTls = !!this && !!(isCluster(this) ? this.options.redisOptions?.tls : (this as Redis).options?.tls);
 }
 
@@ -556,7 +639,7 @@ function rememberSocketError(this: Client | undefined, err: Error): void {
 export function lastConnectionProblem(): string | undefined {
   const e = lastSocketError as (Error & { code?: string }) | undefined;
   if (!e) return undefined;
-  if (e instanceof ConnectionError && e.code === 'ERR_DATABASE') return e.message;
+  if (e instanceof ConnectionError && (e.code === 'ERR_DATABASE' || e.code === 'ERR_SENTINEL')) return e.message;
   if (TLS_TRUST_CODES.has(e.code ?? '') || /certificate/i.test(e.message)) {
     return `the server's TLS certificate is not trusted (${e.message}); give the CA that signed it with --tls-ca <file> or $GLIDEMQ_TLS_CA`;
   }

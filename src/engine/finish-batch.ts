@@ -21,6 +21,8 @@ export interface FinishRequest {
   fence: string;
   outcome: 'completed' | 'failed';
   value: string;
+  /** A failure's error stack, cut (stacktrace.ts): sent as the outcome 'failed:<stack>' (lua/finish.lua). */
+  stack?: string;
   /** -1: do not retry; else ms from the server's now until the retry may run (lua/finish.lua). */
   retryDelay: number;
   fetchCount: number;
@@ -86,7 +88,7 @@ export class FinishBatcher {
       if (batch.length === 1) {
         const r = batch[0].req;
         const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
-          r.id, r.fence, this.consumer, r.outcome, r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs,
+          r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs,
         ])) as unknown[];
         done();
         batch[0].resolve(reply);
@@ -96,7 +98,7 @@ export class FinishBatcher {
       for (const { req } of batch) fetchCount += req.fetchCount;
       const args: (string | number)[] = [this.consumer, batch.length, fetchCount];
       for (const { req: r } of batch) {
-        args.push(r.id, r.fence, r.outcome, r.value, r.retryDelay, r.keep, r.durationMs);
+        args.push(r.id, r.fence, outcomeArg(r), r.value, r.retryDelay, r.keep, r.durationMs);
       }
       const reply = (await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[];
       done();
@@ -111,4 +113,9 @@ export class FinishBatcher {
       for (const p of batch) p.reject(err);
     }
   }
+}
+
+/** The outcome argument: a failure with a stack carries it ('failed:<stack>'); a completion is just 'completed'. */
+function outcomeArg(r: FinishRequest): string {
+  return r.stack === undefined || r.outcome !== 'failed' ? r.outcome : `failed:${r.stack}`;
 }

@@ -9,6 +9,10 @@ import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
 import { readJobState, type JobStateName } from './job-queries.js';
 import type { Queue } from './queue.js';
 import { pairsToRecord } from './replies.js';
+import { parseStacktrace } from './stacktrace.js';
+
+/** Every job without stacks shares this one (frozen) array: no allocation per job. */
+const NO_STACKS: string[] = Object.freeze([]) as unknown as string[];
 
 export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'unknown';
 
@@ -48,6 +52,8 @@ export class Job<D = any, R = any> {
   progress: unknown = 0;
   returnvalue: R | null = null;
   failedReason: string | null = null;
+  /** The error stacks of its failed attempts, oldest first, the newest 10 kept, each cut to 4 KiB (BullMQ's job.stacktrace; stacktrace.ts). */
+  stacktrace: string[] = NO_STACKS;
   processedOn: number | null = null;
   finishedOn: number | null = null;
   /** The group the job runs in (job option `group.id`), or null. */
@@ -123,6 +129,7 @@ export class Job<D = any, R = any> {
     job.progress = h.progress === undefined ? 0 : parseJson(h.progress, h.progress);
     job.returnvalue = h.returnvalue === undefined ? null : parseJson(h.returnvalue, h.returnvalue);
     job.failedReason = h.failedReason ?? null;
+    if (h.stacktrace !== undefined) job.stacktrace = parseStacktrace(h.stacktrace);
     job.finishedOn = h.finishedOn ? Number(h.finishedOn) : null;
     job.groupId = h.grp ?? null;
     job.state = (h.state as JobState) ?? 'unknown';

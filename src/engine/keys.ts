@@ -75,6 +75,10 @@ export class QueueKeys {
   producer(id: string) { return `${this.base}:producer:${id}`; }
   /** Starts of the last rate window (zset, score = ms of the start; lua/rate-window.lua). */
   get rateLog() { return `${this.base}:rate-log`; }
+  /** The worker registry: worker id (its consumer name) → info JSON (lua/workers.lua). */
+  get workers() { return `${this.base}:workers`; }
+  /** When each registered worker's entry expires (zset, score = ms on the server's clock). */
+  get workersExpiry() { return `${this.base}:workers-expiry`; }
   /** SCAN pattern for this queue's job hashes. */
   get jobPattern() { return `${this.base}:job:*`; }
 }
@@ -91,6 +95,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['prioritized', 'zset'], ['lifo', 'list'], ['list-active-ids', 'set'], ['list-active', 'string'],
     ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
     ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
+    ['workers', 'hash'], ['workers-expiry', 'zset'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }

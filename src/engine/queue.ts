@@ -27,6 +27,8 @@ import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
 import { SafeEmitter } from './safe-emitter.js';
 import { Producer } from './producer.js';
+import { listWorkers, oldestWaitingAge, type WorkerInfo } from './worker-registry.js';
+import { renderPrometheus, snapshotQueue } from './prometheus.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -297,6 +299,14 @@ export class Queue extends SafeEmitter {
     return this.client.zcount(this.keys.scheduled, '-inf', `(${timestamp}`);
   }
 
+  /** The delayed job due first and the ms until it is due by the server's clock (0: due now); undefined when none is delayed. */
+  async getNextDelayed(): Promise<{ id: string; dueInMs: number } | undefined> {
+    await this.waitUntilReady();
+    const [first, now] = await Promise.all([this.client.zrange(this.keys.scheduled, '0', '0', 'WITHSCORES'), this.serverTime()]);
+    if (first.length < 2) return undefined;
+    return { id: first[0], dueInMs: Math.max(0, Number(first[1]) - now) };
+  }
+
   getCompletedCount(): Promise<number> {
     return this.getJobCountByTypes('completed');
   }
@@ -422,6 +432,35 @@ export class Queue extends SafeEmitter {
     await this.waitUntilReady();
     const n = await this.client.hget(this.keys.meta, 'globalConcurrency');
     return n === null ? null : Number(n);
+  }
+
+  /**
+   * The live workers of this queue, from the registry each Worker keeps with an expiry on the
+   * server's clock (src/engine/worker-registry.ts): a worker that died disappears on its own.
+   * BullMQ's getWorkers lists CLIENT LIST entries; this lists what the workers registered.
+   */
+  async getWorkers(): Promise<WorkerInfo[]> {
+    await this.waitUntilReady();
+    return listWorkers(this.client, this.keys);
+  }
+
+  /**
+   * The queue's latency: ms since the oldest waiting job became waiting, by the server's clock,
+   * or null when no job waits (exact for plain and LIFO jobs, sampled for prioritized jobs and
+   * groups: lua/workers.lua glidemq_oldestWaiting). Read-only.
+   */
+  async getOldestWaitingAge(): Promise<number | null> {
+    await this.waitUntilReady();
+    return oldestWaitingAge(this.client, this.keys);
+  }
+
+  /**
+   * The queue's metrics in the Prometheus text format, as BullMQ's (glidemq_ names: jobs per
+   * state, completed and failed attempts and processing time of the last 24 hours, oldest waiting
+   * age, live workers; src/engine/prometheus.ts). `globalVariables`: labels added to every sample.
+   */
+  async exportPrometheusMetrics(globalVariables?: Record<string, string>): Promise<string> {
+    return renderPrometheus([await snapshotQueue(this)], globalVariables);
   }
 
   /** Whether the queue was ever used (a job added, a worker or a setting): it has its meta hash (as `glidemq queues` finds it). Writes nothing. */

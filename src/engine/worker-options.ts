@@ -5,6 +5,7 @@ import { checkRetention, type Retention } from './options.js';
 import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } from './backoff.js';
 import { nonNegative, positive, wholeCount } from './numbers.js';
 import { invalid } from './errors.js';
+import { checkRegistryTtl } from './worker-registry.js';
 
 export interface WorkerOptions {
   connection?: ConnectionInput;
@@ -32,6 +33,12 @@ export interface WorkerOptions {
   autorun?: boolean;
   /** How long close() lets running jobs finish before giving up on them (ms). */
   closeGracePeriod?: number;
+  /**
+   * How long the worker's entry in the queue's worker registry (Queue.getWorkers, `glidemq
+   * workers`) lives unless refreshed, in ms (default 30000, refreshed every third of it): a worker
+   * that dies without closing disappears from the registry this long after its last refresh.
+   */
+  registryTtl?: number;
   /** The retention of a completed job that names none itself (as the job option). */
   removeOnComplete?: Retention;
   /** The retention of a job failed for good that names none itself (as the job option). */
@@ -48,6 +55,7 @@ export interface Settings extends MaintenanceSettings {
   limiter: RateLimiterOptions | undefined;
   promotionInterval: number;
   closeGracePeriod: number;
+  registryTtl: number;
   removeOnComplete: Retention | undefined;
   removeOnFail: Retention | undefined;
   backoffStrategy: BackoffStrategy | undefined;
@@ -68,6 +76,7 @@ export function resolveSettings(o: WorkerOptions): Settings {
     limiter: checkLimiter(o.limiter),
     promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
     closeGracePeriod: nonNegative(o.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
+    registryTtl: checkRegistryTtl(o.registryTtl),
     removeOnComplete: checkRetention(o.removeOnComplete, 'removeOnComplete'),
     removeOnFail: checkRetention(o.removeOnFail, 'removeOnFail'),
     backoffStrategy: checkAdvancedSettings(o.settings),

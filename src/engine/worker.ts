@@ -15,7 +15,10 @@
  * job.updateProgress stored it), completed (job, result, 'active'), failed (job, error, 'active'),
  * stalled (id, 'active', 'failed' | 'redispatched'), drained (the queue had no job for a free
  * slot), paused, resumed, closing (message), closed, error. glidemq's own: lost (job, status: the
- * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id). After
+ * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id),
+ * connectionLost (why) and connectionRestored (ms down): the command connection closed while running
+ * and is back (connection-watch.ts), queuePaused and queueResumed: a fetch found the queue paused
+ * (Queue.pause: noticed when the worker next looks for a job) or running again. After
  * `completed` and `failed` the job is up to date: attemptsMade counts the attempt just made,
  * finishedOn - processedOn is its run time (this process's clock), and after a failure `state` says
  * whether it runs again ('waiting' or 'delayed') or not ('failed'). A listener that throws never
@@ -40,6 +43,9 @@ import { BlockingReader } from './blocking-reader.js';
 import { IdleWaiters } from './idle-waiters.js';
 import { CLOSE_CALL_MS, delay, within } from './waiting.js';
 import { SafeEmitter } from './safe-emitter.js';
+import { refreshInterval, WorkerRegistration } from './worker-registry.js';
+import { appendStack, boundedStack } from './stacktrace.js';
+import { watchConnection } from './connection-watch.js';
 
 export type { WorkerOptions } from './worker-options.js';
 
@@ -61,8 +67,16 @@ interface Run<D, R> {
   finishing: boolean;
   /** A newer claim of the job that arrived while the finish was on its way. */
   next?: ClaimReply;
-  /** Aborts the processor's signal. */
-  abort: AbortController;
+  /**
+   * Aborts the processor's signal; made only for a processor that takes one (an AbortSignal costs
+   * a few µs per job, as much as the rest of a job's client work: see takesSignal).
+   */
+  abort?: AbortController;
+}
+
+/** A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we cannot see. */
+function readsArgumentsFreely(fn: Function): boolean {
+  return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
 }
 
 export class Worker<D = any, R = any> extends SafeEmitter {
@@ -88,6 +102,9 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private promotionTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stalledTimer: NodeJS.Timeout | undefined;
+  /** Refreshes this worker's entry in the queue's worker registry (worker-registry.ts). */
+  private registryTimer: NodeJS.Timeout | undefined;
+  private readonly registration: WorkerRegistration;
   private promotionTicks = 0;
   private pausedSince = '$';
   /** The queue has a globalConcurrency limit or a rate limiter: take jobs only through glidemq_fetch/finish (see limitedStep). */
@@ -104,6 +121,10 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** Timer work still waiting for its reply: a dead connection must not pile up more of it. */
   private heartbeatInFlight: Promise<boolean> | undefined;
   private stalledBusy = false;
+  /** Ends the connectionLost/connectionRestored watch. */
+  private unwatchConnection: (() => void) | undefined;
+  /** The last fetch found the queue paused (queuePaused/queueResumed are told on a change). */
+  private queuePaused = false;
   /** Times the command connection closed: a finish sent before a close may have been applied twice. */
   private closes = 0;
   private readonly onClientClose = () => {
@@ -120,6 +141,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private readonly upkeep: Upkeep;
   /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
   readonly recovery: ClaimRecovery;
+  /**
+   * The processor declares a third parameter (job, token, signal), or may read its arguments
+   * without naming them (a rest parameter, `arguments`, a bound or native function): only then
+   * is an AbortSignal made for each run. A processor that reads it through a default parameter
+   * (`signal = undefined`) is not seen; give it a plain one.
+   */
+  private readonly takesSignal: boolean;
 
   constructor(
     readonly name: string,
@@ -127,6 +155,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     opts: WorkerOptions = {},
   ) {
     super();
+    this.takesSignal = typeof processor === 'function' && (processor.length >= 3 || (processor.length === 0 && readsArgumentsFreely(processor)));
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -135,6 +164,10 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer);
     this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
     this.changes = new ChangeWaiter(this.keys);
+    this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
+      concurrency: this.settings.concurrency,
+      running: this.active.size,
+    }));
     this.recovery = new ClaimRecovery({
       client: () => this.client,
       keys: this.keys,
@@ -218,9 +251,17 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.recovery.watch(this.client);
     this.recovery.watch(this.reader.client);
     this.client.on('close', this.onClientClose);
+    this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+    // the registry: once now (so getWorkers lists it once run() resolved), then on its own timer
+    // (one call per refresh, never per job); a failure is reported and the next refresh tries again
+    const register = () => this.registration.refresh().catch((err) => {
+      if (this.running && !this.closing) this.emitError(err);
+    });
+    this.registryTimer = setInterval(() => void register(), refreshInterval(this.settings.registryTtl));
+    await register();
     this.emit('ready');
     let first: { status: string; jobs: ClaimReply[] };
     try {
@@ -272,13 +313,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   cancelJob(id: string, reason = 'cancelled'): boolean {
     const run = this.active.get(id);
     if (!run) return false;
-    run.abort.abort(new Error(reason));
+    run.abort?.abort(new Error(reason));
     return true;
   }
 
   /** Aborts the signal of every run here. */
   cancelAllJobs(reason = 'cancelled'): void {
-    for (const run of this.active.values()) run.abort.abort(new Error(reason));
+    for (const run of this.active.values()) run.abort?.abort(new Error(reason));
   }
 
   private claimFor(): Claim {
@@ -297,6 +338,10 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    */
   private parseDelivery(r: unknown[]): { status: string; jobs: ClaimReply[] } {
     const status = String(r[0]);
+    if ((status === 'paused') !== this.queuePaused) {
+      this.queuePaused = !this.queuePaused;
+      this.emit(this.queuePaused ? 'queuePaused' : 'queueResumed');
+    }
     if (status === 'paused') {
       this.pausedSince = String(r[1] ?? '$');
       return { status, jobs: [] };
@@ -355,7 +400,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   private startRun(job: Job<D, R>): void {
-    const run: Run<D, R> = { job, finishing: false, abort: new AbortController() };
+    const run: Run<D, R> = { job, finishing: false, abort: this.takesSignal ? new AbortController() : undefined };
     this.active.set(job.id, run);
     void this.execute(run);
   }
@@ -390,7 +435,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     try {
       // A corrupt or foreign job fails at once with the reason; the processor never sees it.
       if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
-      const result = await this.processor(job, job.token, run.abort.signal);
+      const result = await this.processor(job, job.token, run.abort?.signal);
       value = serialiseResult(result);
     } catch (err) {
       error = err instanceof Error ? err : new Error(String(err));
@@ -420,6 +465,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete ?? this.settings.removeOnComplete : job.opts.removeOnFail ?? this.settings.removeOnFail),
       durationMs,
     };
+    // a failed attempt keeps its error's stack (bounded: stacktrace.ts); a completion sends none
+    if (error && outcome === 'failed') request.stack = boundedStack(error);
     run.finishing = true;
     const finished = await this.finishRun(run, request);
     this.active.delete(job.id);
@@ -443,6 +490,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       if (status === 'failed') this.finished.failed++;
       job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
       job.failedReason = value;
+      // (the claim carried no earlier stacks: getJob shows every kept one)
+      job.stacktrace = appendStack(job.stacktrace, request.stack);
       this.emit('failed', job, error, 'active');
     } else {
       this.emit('lost', job, status);
@@ -705,7 +754,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         const run = this.active.get(id);
         const fence = sent.get(id);
         if (fence !== undefined && ((run && !run.finishing && run.job.claim?.fence === fence) || (!run && this.holds(id, fence)))) {
-          run?.abort.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
+          run?.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
           this.emit('lockLost', id);
         }
       }
@@ -759,8 +808,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // (kept, not started, while paused or closing): they go back too, not to stalled recovery
       if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
       clearInterval(this.heartbeatTimer);
+      clearInterval(this.registryTimer);
+      // out of the registry (unreachable server: the entry expires by itself after registryTtl)
+      if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
+      else this.registration.stop();
       this.recovery.stop();
       this.client.off('close', this.onClientClose);
+      this.unwatchConnection?.();
       this.running = false;
       if (this.active.size === 0 && live()) {
         await within(this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined), CLOSE_CALL_MS);

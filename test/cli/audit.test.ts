@@ -9,13 +9,19 @@ const STATUSES = ['pass', 'warn', 'fail', 'unknown'];
 describe('glidemq audit (CLI)', function () {
   describe('against the baseline (aof-everysec)', () => {
     const server = useServer({ include: valkeyFixture('aof-everysec') });
-    it('prints a table per node and a summary line, exit 0', async () => {
+    it('prints a line per check per node and a summary line last, exit 0', async () => {
       const r = await runCli(['audit', '-u', server().url]);
       expect(r.code, r.stderr).to.equal(0);
       expect(r.stdout).to.include(`127.0.0.1:${server().port} (master)`);
-      expect(r.stdout).to.match(/│ appendonly\s+│ pass\s+│ yes/);
-      expect(r.stdout).to.match(/│ maxmemory-policy\s+│ pass\s+│ noeviction/);
-      expect(r.stdout).to.match(/1 node: \d+ pass, 1 warn, 0 fail, 0 unknown — meets the durable baseline/);
+      expect(r.stdout).to.match(/^  pass\s+appendonly\s+yes$/m);
+      expect(r.stdout).to.match(/^  pass\s+maxmemory-policy\s+noeviction$/m);
+      const lines = r.stdout.trimEnd().split('\n');
+      expect(lines[lines.length - 1]).to.match(/^1 node: \d+ pass, 1 warn, 0 fail, 0 unknown — meets the durable baseline$/);
+      // the warning first, with its advice indented under it; no advice under a passing check
+      expect(lines[1]).to.match(/^  warn\s+function-library\s+not loaded$/);
+      expect(lines[2]).to.match(/^ {11}\S/);
+      expect(lines.filter((l) => /^ {2}pass/.test(l)).length).to.be.greaterThan(5);
+      expect(lines.slice(lines.findIndex((l) => /^ {2}pass/.test(l))).filter((l) => /^ {11}\S/.test(l))).to.deep.equal([]);
       expect(r.stdout).to.not.match(/\u001b\[/); // no colour off a TTY
       expect(r.stderr).to.equal('');
     });
@@ -51,7 +57,7 @@ describe('glidemq audit (CLI)', function () {
       }
       const r = await runCli(['audit', '-u', server().url, '--strict']);
       expect(r.code, r.stdout).to.equal(0);
-      expect(r.stdout).to.match(/│ function-library\s+│ pass/);
+      expect(r.stdout).to.match(/^  pass\s+function-library\s/m);
       expect(r.stdout).to.match(/0 warn, 0 fail, 0 unknown — meets the durable baseline/);
     });
     it('reads the URL from $GLIDEMQ_URL, and accepts valkey://', async () => {
@@ -67,7 +73,7 @@ describe('glidemq audit (CLI)', function () {
     it('exit 1 and the failing check with its advice', async () => {
       const r = await runCli(['audit', '-u', server().url]);
       expect(r.code).to.equal(1);
-      expect(r.stdout).to.match(/│ appendfsync\s+│ fail\s+│ no/);
+      expect(r.stdout).to.match(/^  fail\s+appendfsync\s+no$/m);
       expect(r.stdout).to.include('set appendfsync everysec');
       expect(r.stdout).to.match(/below the durable baseline/);
     });

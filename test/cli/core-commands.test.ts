@@ -154,7 +154,7 @@ describe('CLI: enqueue, worker, stats, job, queues', function () {
     expect(t.code).to.equal(0);
     expect(t.stdout).to.match(/waiting\s+│\s+1/);
     const j = await cli(['stats', name, '--json']);
-    expect(JSON.parse(j.stdout)).to.deep.equal({ waiting: 1, active: 0, delayed: 1, prioritized: 1, completed: 0, failed: 0, paused: 0, consumers: 0, globalConcurrency: null });
+    expect(JSON.parse(j.stdout)).to.deep.equal({ waiting: 1, active: 0, delayed: 1, prioritized: 1, completed: 0, failed: 0, paused: 0, consumers: 0, globalConcurrency: null, oldestWaitingMs: JSON.parse(j.stdout).oldestWaitingMs, workers: 0 });
   });
 
   it('job shows one job; an unknown job exits 2', async () => {

@@ -67,7 +67,7 @@ describe('CLI: version, help and completion', function () {
     expect(described.filter((t) => /default: "/.test(t))).to.deep.equal([]);
     expect(described).to.include.members([
       'jobs run at once by this worker (default: 1)',
-      'key prefix (keys are <prefix>:{<queue>}:...) (default: glide)',
+      'key prefix (keys are <prefix>:{<queue>}:...) (default: $GLIDEMQ_PREFIX, else glide)',
       'a claim idle this long counts as stalled (default: 30s)',
     ]);
   });
@@ -109,7 +109,7 @@ describe('CLI: version, help and completion', function () {
 
     it('bash completes command names, sub-commands, flags (global ones too) and argument choices', async () => {
       expect(await bashOffers(['st'])).to.deep.equal(['stats']);
-      expect(await bashOffers(['w'])).to.deep.equal(['worker']);
+      expect(await bashOffers(['w'])).to.deep.equal(['worker', 'workers']);
       expect(await bashOffers(['stats', '--j'])).to.deep.equal(['--json']);
       expect(await bashOffers(['worker', 'x.js', '--fail'])).to.deep.equal(['--fail-fast']);
       expect(await bashOffers(['schedulers', ''])).to.include.members(['list', 'add', 'remove']);

@@ -110,7 +110,7 @@ describe('glidemq library (CLI)', function () {
     expect(oneLine(stats)).to.match(/reports this client's version .* code differs .*`glidemq library install/);
     const audit = await cli(undefined, ['audit']);
     expect(audit.code).to.equal(1);
-    expect(audit.stdout).to.match(/function-library\s+│ fail/);
+    expect(audit.stdout).to.match(/fail\s+function-library/); // one line per check: status, check, actual
     const install = await cli('admin', ['library', 'install']);
     expect(install.code, install.stderr).to.equal(0);
     expect(install.stdout).to.match(/replaced library .* before: swapped/);

@@ -21,13 +21,21 @@ describe('glidemq metrics (CLI)', function () {
   });
 
   it('prints sparklines with totals for the last hour', async () => {
-    const r = await runCli(['metrics', name, '-u', server().url]);
+    const r = await runCli(['metrics', name, '-u', server().url], { env: { COLUMNS: '120' } });
     expect(r.code, r.stderr).to.equal(0);
     expect(r.stdout).to.include(name);
     expect(r.stdout).to.include('(60 min)');
+    expect(r.stdout).to.include('per minute');
     expect(r.stdout).to.match(/│ completed\s+│ [▁▂▃▄▅▆▇█]{60} │\s+2 │/);
     expect(r.stdout).to.match(/│ failed\s+│ [▁▂▃▄▅▆▇█]{60} │\s+1 │/);
     expect(r.stdout).to.match(/│ completed\s+│ ▁*█▁* │/); // one busy minute, the rest quiet
+  });
+
+  it('at 80 columns the sparklines sum two minutes each', async () => {
+    const r = await runCli(['metrics', name, '-u', server().url], { env: { COLUMNS: '80' } });
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout).to.include('per 2 min');
+    expect(r.stdout).to.match(/│ completed\s+│ [▁▂▃▄▅▆▇█]{30} │\s+2 │/);
   });
 
   it('--table prints one row per minute and a total', async () => {

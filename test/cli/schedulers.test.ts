@@ -13,14 +13,15 @@ describe('glidemq schedulers (CLI)', function () {
     const q = uniqueQueue('cli-sched');
     const cron = await cli('schedulers', 'add', q, 'digest', '--cron', '0 8 * * MON-FRI', '--tz', 'Europe/Berlin', '--data', '{"kind":"daily"}');
     expect(cron.code, cron.stderr).to.equal(0);
-    expect(cron.stdout).to.match(/^scheduler digest on .*: cron 0 8 \* \* MON-FRI \(Europe\/Berlin\), next run \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in /);
+    expect(cron.stdout).to.match(/^scheduler digest on .*: cron 0 8 \* \* MON-FRI \(Europe\/Berlin\), next run \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d \(in /);
     const every = await cli('schedulers', 'add', q, 'heartbeat', '--every', '5m', '--priority', '2', '--job-name', 'ping', '--json');
     expect(every.code, every.stderr).to.equal(0);
     const hb = JSON.parse(every.stdout);
     expect(hb).to.include({ name: 'heartbeat', every: 300_000 });
     expect(hb.template).to.deep.equal({ name: 'ping', data: {}, opts: { priority: 2 } });
 
-    const table = await cli('schedulers', q);
+    // wide enough for one line per scheduler (output-width.test.ts holds it to 80 columns)
+    const table = await runCli(['schedulers', q, '-u', server().url], { env: { COLUMNS: '200' } });
     expect(table.code, table.stderr).to.equal(0);
     expect(table.stdout).to.match(/│ heartbeat\s+│ every 5m\s+│ .*\(in \d/);
     expect(table.stdout).to.match(/│ digest\s+│ cron 0 8 \* \* MON-FRI \(Europe\/Berlin\)\s+│/);

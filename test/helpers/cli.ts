@@ -19,10 +19,16 @@ export interface CliOptions {
 
 export const GLIDEMQ_BIN = join(REPO_ROOT, 'bin', 'glidemq');
 
+/**
+ * The CLI under test reads no connection profile of whoever runs the tests (their "default" could
+ * change the prefix or the server): a profile file that does not exist, no profile, no prefix.
+ */
+export const NO_PROFILE = { GLIDEMQ_CONFIG: join(REPO_ROOT, 'no-such-glidemq-config.json'), GLIDEMQ_PROFILE: undefined, GLIDEMQ_PREFIX: undefined };
+
 export function runCli(args: string[], opts: CliOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     // COLUMNS: help is wrapped to $COLUMNS off a terminal; a test names it when it cares
-    const env = { ...process.env, GLIDEMQ_URL: undefined, GLIDEMQ_PASSWORD: undefined, NO_COLOR: '1', COLUMNS: undefined, ...opts.env };
+    const env = { ...process.env, GLIDEMQ_URL: undefined, GLIDEMQ_PASSWORD: undefined, ...NO_PROFILE, NO_COLOR: '1', COLUMNS: undefined, ...opts.env };
     const child = spawn(process.execPath, [GLIDEMQ_BIN, ...args], { cwd: opts.cwd ?? REPO_ROOT, env, stdio: 'pipe' });
     let stdout = '';
     let stderr = '';
@@ -39,4 +45,44 @@ export function runCli(args: string[], opts: CliOptions = {}): Promise<CliResult
     });
     child.stdin.end(opts.input ?? '');
   });
+}
+
+/** A long-running CLI (events --follow, exporter, ...): read its output as it comes, signal it, await its exit. */
+export interface RunningCli {
+  readonly pid: number;
+  readonly stdout: () => string;
+  readonly stderr: () => string;
+  /** Sends `signal` (default SIGTERM) and resolves with the exit (SIGKILL after timeoutMs). */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<CliResult>;
+  /** Resolves with the exit whenever it comes. */
+  readonly exited: Promise<CliResult>;
+}
+
+export function startCli(args: string[], opts: Omit<CliOptions, 'input' | 'timeoutMs'> = {}): RunningCli {
+  const env = { ...process.env, GLIDEMQ_URL: undefined, GLIDEMQ_PASSWORD: undefined, ...NO_PROFILE, NO_COLOR: '1', COLUMNS: undefined, ...opts.env };
+  const child = spawn(process.execPath, [GLIDEMQ_BIN, ...args], { cwd: opts.cwd ?? REPO_ROOT, env, stdio: 'pipe' });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdin.end();
+  const exited = new Promise<CliResult>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  return {
+    pid: child.pid ?? -1,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exited,
+    async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 10000) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      try {
+        return await exited;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
 }

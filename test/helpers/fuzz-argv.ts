@@ -80,7 +80,8 @@ function addGroup(f: Facts, rng: Prng): string[] {
 function finishGroup(rng: Prng, j: ActiveJob): string[] {
   const completed = rng.chance(0.5);
   return [
-    j.id, j.fence, completed ? 'completed' : 'failed', completed ? '{"r":1}' : 'boom',
+    // a failure carries its stack half the time (lua/finish.lua: 'failed:<stack>')
+    j.id, j.fence, completed ? 'completed' : rng.pick(['failed', 'failed:Error: boom\n    at f (x.js:1:1)']), completed ? '{"r":1}' : 'boom',
     rng.pick(['-1', '0', '1000']), rng.pick(['', '0', 'count:10', 'age:60000', 'agecount:60000:10']), String(rng.int(0, 500)),
   ];
 }
@@ -182,6 +183,14 @@ export const TEMPLATES: Record<string, Template> = {
     return [state, String(rng.pick([0, 60_000])), String(rng.int(1, 1000)), rng.pick(['0', '1']), String(ids.length), ...ids];
   },
   glidemq_removeIdleConsumer: (f, rng) => [rng.chance(0.5) ? f.consumer : 'fz-idle'],
+  glidemq_registerWorker: (f, rng) => [
+    rng.chance(0.7) ? f.consumer : 'fz-worker-2',
+    rng.pick(['{"host":"h","pid":1,"queue":"q","concurrency":2,"running":0,"version":"0"}', '{}', '{"startedAt":"x"}']),
+    String(rng.pick([30, 1000, 30_000])),
+  ],
+  glidemq_unregisterWorker: (f, rng) => [rng.chance(0.5) ? f.consumer : 'fz-worker-2'],
+  glidemq_listWorkers: () => [],
+  glidemq_oldestWaiting: () => [],
   glidemq_upkeep: () => [],
   glidemq_release: (f, rng) => [f.consumer, ...some(rng, f.active).flatMap((j) => [j.id, j.fence])],
   glidemq_removeStaleConsumers: (f, rng) => [rng.pick(['', f.consumer]), String(rng.pick([0, 60_000])), rng.pick(['0', '1'])],

@@ -127,7 +127,7 @@ export function keyTargets(f: Facts, base: Snapshot, broadcast: boolean): Map<st
       [q.prioritized, 'zset'], [q.lifo, 'list'], [q.listActiveIds, 'set'], [q.listActive, 'string'], [q.completed, 'zset'],
       [q.failed, 'zset'], [q.events, 'stream'], [q.schedulers, 'hash'], [q.dedup, 'hash'], [q.readyGroups, 'zset'],
       [q.timedGroups, 'zset'], [q.metrics('completed'), 'hash'], [q.metrics('failed'), 'hash'], [q.metrics('time'), 'hash'],
-      [q.metrics('minutes'), 'zset'],
+      [q.metrics('minutes'), 'zset'], [q.workers, 'hash'], [q.workersExpiry, 'zset'],
     ];
     for (const [k, type] of fixed) t.set(k, type);
     for (const g of [...f.groups, 'g9']) t.set(q.group(g), 'hash').set(q.groupJobs(g), 'zset');

@@ -5,16 +5,12 @@ import { invalid } from '../../engine/errors.js';
 import type { HealReport, Maintenance } from '../../engine/maintenance.js';
 import { action } from '../context.js';
 import { existingQueue, withMaintenance } from '../maintenance.js';
-import { colour, print, printJsonLine } from '../output.js';
+import { colour, plural, print, printJsonLine } from '../output.js';
 
 interface HealFlags {
   all?: boolean;
   check?: boolean;
   verbose?: boolean;
-}
-
-function plural(n: number, one: string, many = `${one}s`): string {
-  return `${n} ${n === 1 ? one : many}`;
 }
 
 function describe(r: HealReport): string {

@@ -5,7 +5,12 @@ import { register as enqueue } from './enqueue.js';
 import { register as worker } from './worker.js';
 import { register as stats } from './stats.js';
 import { register as job } from './job.js';
+import { register as jobs } from './jobs.js';
+import { register as retry } from './retry.js';
+import { register as promote } from './promote.js';
+import { register as exportJobs } from './export.js';
 import { register as queues } from './queues.js';
+import { register as top } from './top.js';
 import { register as pause } from './pause.js';
 import { register as pel } from './pel.js';
 import { register as reclaim } from './reclaim.js';
@@ -19,7 +24,11 @@ import { register as audit } from './audit.js';
 import { register as library } from './library.js';
 import { register as limit } from './limit.js';
 import { register as completion } from './completion.js';
+import { register as events } from './events.js';
+import { register as check } from './check.js';
+import { register as exporter } from './exporter.js';
+import { register as workers } from './workers.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, queues, pause, limit, pel, reclaim, heal, cleanup, metrics, schedulers, publish, subscriptions, audit, library, completion];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, jobs, retry, promote, exportJobs, queues, workers, top, pause, limit, pel, reclaim, heal, cleanup, metrics, events, check, exporter, schedulers, publish, subscriptions, audit, library, completion];

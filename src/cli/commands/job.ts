@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { JobNotFoundError } from '../../engine/errors.js';
 import { action, withQueue } from '../context.js';
-import { print, printJson, status, table } from '../output.js';
+import { colour, ellipsis, formatDuration, formatTime, outputWidth, print, printJson, status, table, wrapText } from '../output.js';
 
 function show(value: unknown): string {
   if (value === null || value === undefined) return '';
@@ -10,8 +10,20 @@ function show(value: unknown): string {
   return text.length > 200 ? `${text.slice(0, 197)}...` : text;
 }
 
-function time(ms: number | null): string {
-  return ms ? new Date(ms).toISOString() : '';
+/** At most this many lines of the failure's stack are shown (the top: where it was thrown). */
+const STACK_LINES = 12;
+
+/**
+ * The stack of the last failed attempt, bounded: the engine keeps one per failed attempt
+ * (job.stacktrace, oldest first), when the processor threw an Error.
+ */
+function lastStack(job: { stacktrace?: unknown }): string[] {
+  const stacks = Array.isArray(job.stacktrace) ? job.stacktrace.filter((s): s is string => typeof s === 'string' && s !== '') : [];
+  if (stacks.length === 0) return [];
+  const lines = stacks[stacks.length - 1].split('\n');
+  const shown = lines.slice(0, STACK_LINES);
+  if (lines.length > STACK_LINES) shown.push(`... ${lines.length - STACK_LINES} more lines (--json has them all)`);
+  return shown;
 }
 
 export function register(program: Command): void {
@@ -34,7 +46,8 @@ Examples:
         if (!found) throw new JobNotFoundError('ERR_JOB_NOT_FOUND', `job ${id} not found in queue ${queue} (finished jobs may have been removed by retention)`, true);
         const { job, logs } = found;
         if (ctx.json) {
-          printJson({ ...job.toJSON(), logs });
+          const { stacktrace } = job as { stacktrace?: unknown };
+          printJson({ ...job.toJSON(), ...(Array.isArray(stacktrace) ? { stacktrace } : {}), logs });
           return 0;
         }
         const rows: [string, string][] = [
@@ -45,19 +58,25 @@ Examples:
           ['attempts', `${job.attemptsMade} of ${job.opts.attempts}`],
           ['stalled', String(job.stalledCount)],
           ['progress', show(job.progress)],
-          ['added', time(job.timestamp)],
-          ['processed', time(job.processedOn)],
-          ['finished', time(job.finishedOn)],
+          ['added', formatTime(job.timestamp)],
+          ['processed', formatTime(job.processedOn)],
+          ['finished', formatTime(job.finishedOn)],
         ];
         if (job.opts.priority) rows.push(['priority', String(job.opts.priority)]);
         if (job.opts.lifo) rows.push(['lifo', 'yes']);
-        if (job.opts.delay) rows.push(['delay', `${job.opts.delay} ms`]);
+        if (job.opts.delay) rows.push(['delay', formatDuration(job.opts.delay)]);
         if (job.returnvalue !== null) rows.push(['returnvalue', show(job.returnvalue)]);
         if (job.failedReason) rows.push(['failedReason', job.failedReason]);
-        print(table({ head: ['field', 'value'], rows }));
+        print(table({ head: ['field', 'value'], rows, wrap: 1 }));
+        const width = outputWidth();
+        const stack = lastStack(job as { stacktrace?: unknown });
+        if (stack.length) {
+          print('stack (last failed attempt):');
+          for (const l of stack) print(colour.dim(`  ${ellipsis(l.trim(), width - 4).replace(/^at /, '  at ')}`));
+        }
         if (logs.length) {
-          print('logs:');
-          for (const l of logs.slice(-20)) print(`  ${l}`);
+          print(logs.length > 20 ? `logs (last 20 of ${logs.length}):` : 'logs:');
+          for (const l of logs.slice(-20)) wrapText(l, width - 4).forEach((part, i) => print(`${i ? '    ' : '  '}${part}`));
         }
         return 0;
       }),

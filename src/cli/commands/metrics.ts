@@ -3,15 +3,17 @@ import type { Command } from 'commander';
 import { parseInteger } from '../../engine/duration.js';
 import { METRICS_RETENTION_MINUTES, type MinuteMetrics, type QueueMetrics } from '../../engine/metrics.js';
 import { action, withQueue } from '../context.js';
-import { colour, print, printJson, sparkline, table } from '../output.js';
+import { colour, formatClock, outputWidth, print, printJson, sameDay, sparkline, table, timeZoneLabel } from '../output.js';
 
 interface MetricsFlags {
   minutes: string;
   table?: boolean;
 }
 
-/** The widest a sparkline gets; longer ranges are summed into wider buckets. */
+/** The widest a sparkline gets; longer ranges (or a narrower terminal) sum minutes into buckets. */
 const SPARK_WIDTH = 60;
+/** What the sparkline table has besides the line: borders, padding, "completed", a total. */
+const SPARK_TABLE_REST = 4 + 6 + 'completed'.length;
 
 export function register(program: Command): void {
   program
@@ -29,7 +31,7 @@ Examples:
   $ glidemq metrics emails --json | jq '.minutes[] | select(.failed > 0)'
 
 "failed" counts failed attempts, including ones that were retried; "avg ms" is processing time
-per attempt. Times are local to this machine.`,
+per attempt. Times are local to this machine (with --utc, UTC).`,
     )
     .action(
       action(async (ctx, queue: string, flags: MetricsFlags) => {
@@ -40,8 +42,10 @@ per attempt. Times are local to this machine.`,
           printJson({ queue, ...m });
           return 0;
         }
-        const otherDay = new Date(m.from).toDateString() !== new Date(m.to).toDateString();
-        print(`${colour.bold(queue)}: ${clock(m.from, true)} – ${clock(m.to, otherDay)} (${m.minutes.length} min)`);
+        const span = `${formatClock(m.from, true)} – ${formatClock(m.to, !sameDay(m.from, m.to))} ${timeZoneLabel(m.to)} (${m.minutes.length} min)`;
+        // a long queue name gets a line of its own rather than a line wider than the terminal
+        if (queue.length + 2 + span.length <= outputWidth()) print(`${colour.bold(queue)}: ${span}`);
+        else print(`${colour.bold(queue)}\n${span}`);
         if (flags.table) printTable(m);
         else printSparklines(m);
         return 0;
@@ -50,7 +54,8 @@ per attempt. Times are local to this machine.`,
 }
 
 function printSparklines(m: QueueMetrics): void {
-  const buckets = downsample(m.minutes, SPARK_WIDTH);
+  const totalWidth = Math.max('total'.length, ...[m.completed, m.failed, m.avgMs].map((n) => String(n).length));
+  const buckets = downsample(m.minutes, Math.max(10, Math.min(SPARK_WIDTH, outputWidth() - SPARK_TABLE_REST - totalWidth)));
   const per = Math.round(m.minutes.length / buckets.length);
   const rows: (string | number)[][] = [
     ['completed', sparkline(buckets.map((b) => b.completed)), m.completed],
@@ -61,8 +66,8 @@ function printSparklines(m: QueueMetrics): void {
 }
 
 function printTable(m: QueueMetrics): void {
-  const spansDays = new Date(m.from).toDateString() !== new Date(m.to).toDateString();
-  const rows = m.minutes.map((x) => [clock(x.minute, spansDays), x.completed, x.failed, x.avgMs, x.processingMs]);
+  const spansDays = !sameDay(m.from, m.to);
+  const rows = m.minutes.map((x) => [formatClock(x.minute, spansDays), x.completed, x.failed, x.avgMs, x.processingMs]);
   rows.push([colour.bold('total'), m.completed, m.failed, m.avgMs, m.processingMs]);
   print(table({ head: ['minute', 'completed', 'failed', 'avg ms', 'total ms'], rows, numeric: [1, 2, 3, 4] }));
 }
@@ -81,11 +86,4 @@ function downsample(minutes: MinuteMetrics[], width: number): MinuteMetrics[] {
     out.push({ minute: chunk[0].minute, completed, failed, processingMs, avgMs: n ? Math.round(processingMs / n) : 0 });
   }
   return out;
-}
-
-function clock(ms: number, withDate: boolean): string {
-  const d = new Date(ms);
-  const two = (n: number) => String(n).padStart(2, '0');
-  const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
-  return withDate ? `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${hm}` : hm;
 }

@@ -5,15 +5,20 @@ import { listQueues } from '../../engine/discovery.js';
 import { ensureLibrary } from '../../engine/library.js';
 import { Queue, type JobCounts } from '../../engine/queue.js';
 import { action } from '../context.js';
-import { colour, print, printJson, table } from '../output.js';
+import { colour, formatCount, formatDuration, print, printJson, table } from '../output.js';
 
 export function register(program: Command): void {
   program
     .command('queues')
-    .description('the queues under the prefix, with their counts')
+    .description('the queues under the prefix, with their counts, live workers and oldest waiting age')
     .addHelpText(
       'after',
       `
+Columns: wait (waiting, paused or not), active, delay (delayed), prio (prioritized), done
+(completed), failed, workers (live workers, glidemq workers lists them), oldest (how long the
+oldest waiting job has waited, by the server's clock: the queue's latency). --json gives every
+count by its full name, with consumers (the stream's consumer group), oldestWaitingMs and workers.
+
 Examples:
   $ glidemq queues
   $ glidemq queues --prefix myapp --json`,
@@ -21,7 +26,7 @@ Examples:
     .action(
       action(async (ctx) => {
         const acquired = acquireClient(ctx.connection);
-        let rows: ({ name: string } & JobCounts)[];
+        let rows: ({ name: string; oldestWaitingMs: number | null; workers: number } & JobCounts)[];
         try {
           const client = await settleTopology(acquired); // a plain URL naming a cluster node scans every primary
           await ensureLibrary(client);
@@ -32,7 +37,8 @@ Examples:
             names.map(async (name) => {
               const q = new Queue(name, { connection: client, prefix: ctx.prefix });
               try {
-                return { name, ...(await q.getJobCounts()) };
+                const [counts, oldest, workers] = await Promise.all([q.getJobCounts(), q.getOldestWaitingAge(), q.getWorkers()]);
+                return { name, ...counts, oldestWaitingMs: oldest, workers: workers.length };
               } finally {
                 await q.close();
               }
@@ -49,13 +55,20 @@ Examples:
           print(colour.dim(`no queues under prefix "${ctx.prefix}" at ${ctx.where}`));
           return 0;
         }
+        const n = (v: number) => formatCount(v);
         print(
           table({
-            head: ['queue', 'waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'consumers', 'paused'],
-            // waiting: the jobs that wait, held by a pause or not (getJobCounts counts a paused
-            // queue's under `paused`); the last column says whether they are held
-            rows: rows.map((r) => [r.name, r.waiting + r.paused, r.active, r.delayed, r.prioritized, r.completed, r.failed, r.consumers, r.isPaused ? 'yes' : '']),
-            numeric: [1, 2, 3, 4, 5, 6, 7],
+            // short heads so the table fits 80 columns (the help says what they mean)
+            head: ['queue', 'wait', 'active', 'delay', 'prio', 'done', 'failed', 'workers', 'oldest'],
+            // wait: the jobs that wait, held by a pause or not (getJobCounts counts a paused
+            // queue's under `paused`); a paused queue is marked after its name
+            rows: rows.map((r) => [
+              r.isPaused ? `${r.name} ${colour.yellow('(paused)')}` : r.name,
+              n(r.waiting + r.paused), n(r.active), n(r.delayed), n(r.prioritized), n(r.completed), n(r.failed), r.workers,
+              r.oldestWaitingMs === null ? '-' : formatDuration(r.oldestWaitingMs),
+            ]),
+            numeric: [1, 2, 3, 4, 5, 6, 7, 8],
+            wrap: 0,
           }),
         );
         return 0;

@@ -5,7 +5,7 @@ import type { SchedulerInfo, SchedulerTiming } from '../../engine/schedulers.js'
 import { confirmDestructive, DECLINED } from '../confirm.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument } from '../input.js';
-import { colour, print, printJson, table } from '../output.js';
+import { colour, formatDuration, formatTime, print, printJson, table } from '../output.js';
 import { jobOptionsFromFlags } from './enqueue.js';
 
 interface AddFlags {
@@ -55,17 +55,20 @@ Examples:
           return 0;
         }
         const now = Date.now();
+        // the job name column only when some scheduler names its jobs otherwise than itself
+        const named = list.some((s) => s.template.name !== s.name);
         print(
           table({
-            head: ['name', 'schedule', 'next run', 'last run', 'job', 'last job'],
+            head: ['name', 'schedule', 'next run', 'last run', ...(named ? ['job'] : []), 'last job'],
             rows: list.map((s) => [
               s.name,
               schedule(s),
-              `${when(s.nextRun)} (${relative(s.nextRun - now)})`,
-              s.lastRun !== undefined ? when(s.lastRun) : '-',
-              s.template.name,
+              `${formatTime(s.nextRun)} (${relative(s.nextRun - now)})`,
+              s.lastRun !== undefined ? formatTime(s.lastRun) : '-',
+              ...(named ? [s.template.name] : []),
               s.lastJobId ?? '-',
             ]),
+            wrap: [1, 2, 3],
           }),
         );
         return 0;
@@ -103,7 +106,7 @@ then the next run moves to the next slot after now.`,
         const opts = jobOptionsFromFlags({ name: name, priority: flags.priority, lifo: flags.lifo, attempts: flags.attempts, backoff: flags.backoff });
         const s = await withQueue(ctx, queue, (q) => q.upsertScheduler(name, timing, { name: flags.jobName ?? name, data, opts }), { creates: true });
         if (ctx.json) printJson(s);
-        else print(`scheduler ${s.name} on ${queue}: ${schedule(s)}, next run ${when(s.nextRun)} (${relative(s.nextRun - Date.now())})`);
+        else print(`scheduler ${s.name} on ${queue}: ${schedule(s)}, next run ${formatTime(s.nextRun)} (${relative(s.nextRun - Date.now())})`);
         return 0;
       }),
     );
@@ -121,7 +124,7 @@ then the next run moves to the next slot after now.`,
           if (!s) throw invalid(`queue ${queue} has no scheduler named "${name}"`);
           if (flags.dryRun) {
             if (ctx.json) printJson({ queue, name, removed: false, dryRun: true, scheduler: s });
-            else print(`would remove scheduler ${name} from ${queue} (${schedule(s)}, next run ${when(s.nextRun)})`);
+            else print(`would remove scheduler ${name} from ${queue} (${schedule(s)}, next run ${formatTime(s.nextRun)})`);
             return 0;
           }
           if (!(await confirmDestructive(`remove scheduler ${name} (${schedule(s)}) from queue ${queue}`, flags.yes))) return DECLINED;
@@ -136,31 +139,10 @@ then the next run moves to the next slot after now.`,
 
 function schedule(s: SchedulerInfo): string {
   if (s.pattern !== undefined) return `cron ${s.pattern}${s.tz ? ` (${s.tz})` : ' (UTC)'}`;
-  return `every ${duration(s.every ?? 0)}`;
+  return `every ${formatDuration(s.every ?? 0)}`;
 }
 
-/** 300000 → 5m, 90000 → 1m30s, 1500 → 1.5s. */
-function duration(ms: number): string {
-  if (ms < 1000) return `${ms}ms`;
-  if (ms < 60_000) return `${Math.round(ms / 100) / 10}s`;
-  const units: [string, number][] = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
-  const parts: string[] = [];
-  let rest = Math.round(ms / 1000) * 1000;
-  for (const [u, size] of units) {
-    if (rest >= size) {
-      parts.push(`${Math.floor(rest / size)}${u}`);
-      rest %= size;
-    }
-  }
-  return parts.slice(0, 2).join('');
-}
-
+/** When it runs next, against now: `in 5m`, or `5m overdue` (no worker fired it yet). */
 function relative(ms: number): string {
-  return ms >= 0 ? `in ${duration(ms)}` : `${duration(-ms)} overdue`;
-}
-
-function when(ms: number): string {
-  const d = new Date(ms);
-  const two = (n: number) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  return ms >= 0 ? `in ${formatDuration(ms)}` : `${formatDuration(-ms)} overdue`;
 }

@@ -1,7 +1,7 @@
 /** `glidemq stats <queue>`: counts per state. */
 import type { Command } from 'commander';
 import { action, withQueue } from '../context.js';
-import { colour, print, printJson, table } from '../output.js';
+import { colour, formatDuration, outputWidth, plural, print, printJson, printLines, table, wrapText } from '../output.js';
 import { describeLimit } from './limit.js';
 
 const STATES = ['waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused', 'consumers'] as const;
@@ -9,25 +9,35 @@ const STATES = ['waiting', 'active', 'delayed', 'prioritized', 'completed', 'fai
 export function register(program: Command): void {
   program
     .command('stats <queue>')
-    .description('counts per state: waiting, active, delayed, prioritized, completed, failed, paused, consumers; and the global concurrency limit when one is set')
+    .description('counts per state, the age of the oldest waiting job, the live workers and the global concurrency limit when one is set')
     .addHelpText(
       'after',
       `
+The oldest waiting age is the queue's latency: how long the job that waited longest has been
+waiting, by the server's clock (--json: oldestWaitingMs, null when none waits). Live workers come
+from the worker registry (glidemq workers lists them); consumers from the stream's consumer group,
+which keeps a dead worker's consumer until it is cleaned up.
+
 Examples:
   $ glidemq stats emails
   $ glidemq stats emails --json | jq .waiting`,
     )
     .action(
       action(async (ctx, queue: string) => {
-        const [counts, limit] = await withQueue(ctx, queue, (q) => Promise.all([q.getJobCounts(), q.getGlobalConcurrency()]));
+        const [counts, limit, oldest, workers] = await withQueue(ctx, queue, (q) =>
+          Promise.all([q.getJobCounts(), q.getGlobalConcurrency(), q.getOldestWaitingAge(), q.getWorkers()]),
+        );
         if (ctx.json) {
-          printJson({ ...Object.fromEntries(STATES.map((s) => [s, counts[s]])), globalConcurrency: limit });
+          printJson({ ...Object.fromEntries(STATES.map((s) => [s, counts[s]])), globalConcurrency: limit, oldestWaitingMs: oldest, workers: workers.length });
           return 0;
         }
         print(table({ head: ['state', 'jobs'], rows: STATES.map((s) => [s, counts[s]]), numeric: [1] }));
-        if (counts.isPaused) print(colour.yellow(`queue ${queue} is paused: workers take no jobs until it is resumed`));
+        print(`oldest waiting: ${oldest === null ? 'none waiting' : formatDuration(oldest)}`);
+        const slots = workers.reduce((n, w) => n + w.concurrency, 0);
+        print(`live workers: ${workers.length === 0 ? 'none' : `${plural(workers.length, 'worker')} (${plural(slots, 'slot')})`}`);
+        if (counts.isPaused) printLines(wrapText(`queue ${queue} is paused: workers take no jobs until it is resumed`, outputWidth()).map((l) => colour.yellow(l)));
         // set by `worker --global-concurrency` or `glidemq limit`, it stays after the worker exits
-        if (limit !== null) print(`${describeLimit(limit)}; change or clear it with \`glidemq limit ${queue}\``);
+        if (limit !== null) printLines(wrapText(`${describeLimit(limit)}; change or clear it with \`glidemq limit ${queue}\``, outputWidth()));
         return 0;
       }),
     );

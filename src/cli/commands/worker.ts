@@ -9,7 +9,8 @@ import { Worker, type WorkerOptions } from '../../engine/worker.js';
 import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
-import { runUntilStopped, type RunLimits } from '../worker-lifecycle.js';
+import { runUntilStopped, type IdleState, type RunLimits } from '../worker-lifecycle.js';
+import { workerVoice } from '../worker-voice.js';
 
 interface WorkerFlags extends BroadcastFlags {
   queue?: string;
@@ -22,6 +23,7 @@ interface WorkerFlags extends BroadcastFlags {
   maxJobs?: string;
   exitWhenIdle?: boolean;
   failFast?: boolean;
+  logJson?: boolean;
 }
 
 function workerOptions(ctx: CommandContext, f: WorkerFlags): WorkerOptions {
@@ -58,6 +60,7 @@ export function register(program: Command): void {
     .option('--max-jobs <n>', 'exit 0 after this many jobs finished')
     .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
     .option('--fail-fast', 'stop at the first job that fails for good, and exit 1')
+    .option('--log-json', 'what the worker says on stderr (start, stop, connection, pause, exit) as one JSON object per line')
     .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
     .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')
     .option('--subjects <filters>', 'with --broadcast: comma-separated subject filters (* one token, > the rest)')
@@ -71,10 +74,16 @@ The module's default export (ESM) or module.exports (CommonJS) is async (job) =>
 result is stored as the job's return value, a throw fails the attempt (retried while attempts
 remain). SIGINT/SIGTERM stop taking jobs and let running ones finish; a second signal exits at once.
 
+stdout has one line per finished job (--json: one object per line). stderr says what the worker
+does: its start (queue, server, concurrency, version), a stop a signal asked for, a connection
+lost and restored, the queue paused and resumed, the delayed jobs --exit-when-idle waits for, and
+why it exited. --log-json writes those as {ts, level, event, message, ...} lines for services.
+
 Examples:
   $ glidemq worker ./send-email.js --queue emails --concurrency 10
   $ glidemq worker ./resize.mjs -q images --exit-when-idle --json
   $ glidemq worker ./job.js -q nightly --max-jobs 100 --fail-fast
+  $ glidemq worker ./send-email.js -q emails --log-json 2>>/var/log/emails-worker.ndjson
   $ glidemq worker ./audit.js --broadcast orders --subscription audit --subjects 'orders.*,refunds.>'`,
     )
     .action(
@@ -87,13 +96,14 @@ Examples:
         const opts = workerOptions(ctx, flags);
         const maxJobs = flags.maxJobs === undefined ? undefined : parseInteger(flags.maxJobs, '--max-jobs', 1);
         const limits = { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast };
+        const logJson = !!flags.logJson;
         if (broadcast) {
           const bopts = broadcastWorkerOptions(opts, flags);
-          return runBroadcastWorker(ctx, await loadProcessor(script), flags, bopts, limits);
+          return runBroadcastWorker(ctx, await loadProcessor(script), flags, bopts, limits, logJson);
         }
         const processor = await loadProcessor(script);
-        await warnIfNeverUsed(ctx, flags.queue as string);
-        return runWorker(ctx, flags.queue as string, processor, opts, limits);
+        await warnIfNeverUsed(ctx, flags.queue as string, logJson);
+        return runWorker(ctx, flags.queue as string, processor, opts, limits, logJson);
       }),
     );
 }
@@ -104,11 +114,14 @@ Examples:
  * out (it retries), and only a refusal that no retry cures (a database the server does not have)
  * stops the command here.
  */
-async function warnIfNeverUsed(ctx: CommandContext, queueName: string): Promise<void> {
+async function warnIfNeverUsed(ctx: CommandContext, queueName: string, logJson: boolean): Promise<void> {
   const q = new Queue(queueName, { connection: ctx.connection, prefix: ctx.prefix });
   const check = q.exists().then(
     (exists) => {
-      if (!exists) warnUnknownQueue(ctx, queueName);
+      if (exists) return;
+      if (!logJson) return warnUnknownQueue(ctx, queueName);
+      const message = `queue "${queueName}" does not exist under prefix "${ctx.prefix}" at ${ctx.where}: no job, worker or setting ever used it`;
+      workerVoice(true).say('warn', 'queue-unknown', message, { queue: queueName, prefix: ctx.prefix });
     },
     (err: unknown) => {
       if (err instanceof ConnectionError && err.code === 'ERR_DATABASE') throw err;
@@ -134,10 +147,13 @@ function runWorker(
   processor: Awaited<ReturnType<typeof loadProcessor>>,
   opts: WorkerOptions,
   limits: RunLimits,
+  logJson: boolean,
 ): Promise<number> {
   const worker = new Worker(queueName, processor, { ...opts, autorun: false });
   return runUntilStopped(worker, {
     json: ctx.json,
+    logJson,
+    about: { label: `queue ${queueName}`, queue: queueName, fields: { queue: queueName }, server: ctx.where, concurrency: worker.settings.concurrency },
     limits,
     describe: (job: Job) => ({
       id: job.id, label: job.name, fields: { name: job.name }, attemptsMade: job.attemptsMade, failedReason: job.failedReason,
@@ -145,11 +161,16 @@ function runWorker(
     }),
     idleCheck: () => {
       const q = new Queue(queueName, { connection: opts.connection, prefix: opts.prefix });
-      const nothingLeft = async () => {
+      const check = async (): Promise<IdleState> => {
         const c = await q.getJobCounts();
-        return c.waiting + c.paused + c.active + c.delayed + c.prioritized === 0; // a paused queue's jobs count under paused
+        const others = c.waiting + c.paused + c.active + c.prioritized; // a paused queue's jobs count under paused
+        if (others + c.delayed === 0) return { idle: true };
+        if (others > 0) return { idle: false };
+        // only delayed jobs keep it: say how many and when the first is due
+        const next = await q.getNextDelayed();
+        return { idle: false, delayed: { count: c.delayed, nextDueInMs: next?.dueInMs } };
       };
-      return { nothingLeft, release: () => q.close() };
+      return { check, release: () => q.close() };
     },
   });
 }

@@ -1,0 +1,160 @@
+/** `glidemq check <what> <queue>`: health checks for cron and Kubernetes, exit 0 pass / 1 fail / 2 cannot check. */
+import type { Command } from 'commander';
+import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { checkBacklog, checkFailed, checkLatency, checkStuck, checkWorkers, type CheckResult, type StuckClaim } from '../../engine/health.js';
+import { invalid } from '../../engine/errors.js';
+import { DEFAULT_MAINTENANCE } from '../../engine/maintenance.js';
+import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../../engine/metrics.js';
+import type { Queue } from '../../engine/queue.js';
+import { action, withQueue } from '../context.js';
+import { colour, ellipsis, formatDuration, plural, print, printJson } from '../output.js';
+
+const EXIT_CODES = `
+Exit code: 0 when the check passes, 1 when it fails, 2 when it cannot be made (bad flags, no
+server). One line says the figure read and the threshold; --json prints it as an object (check,
+queue, ok, actual, threshold, rule, details). Durations: ms, or 250ms, 5s, 2m, 1h.`;
+
+interface Spec {
+  name: string;
+  summary: string;
+  /** required: commander refuses the command without it (exit 2). */
+  options: [flags: string, description: string, fallback?: string, required?: boolean][];
+  help: string;
+  /** Checks the flags (before any connection: a usage error is the only line) and returns the check to run. */
+  parse: (flags: Record<string, string>) => (q: Queue) => Promise<CheckResult>;
+}
+
+const CHECKS: Spec[] = [
+  {
+    name: 'backlog',
+    summary: 'fail when more than --max jobs are ready to run and wait for a worker (waiting, paused, prioritized)',
+    options: [['--max <n>', 'most jobs allowed to wait', undefined, true]],
+    help: `Delayed jobs are not counted: they are not due yet.
+
+Examples:
+  $ glidemq check backlog emails --max 1000
+  $ glidemq check backlog emails --max 1000 --json | jq .actual`,
+    parse: (f) => {
+      const max = parseInteger(f.max, '--max', 0);
+      return (q) => checkBacklog(q, max);
+    },
+  },
+  {
+    name: 'latency',
+    summary: 'fail when the oldest waiting job has waited longer than --max',
+    options: [['--max <d>', 'longest wait allowed, e.g. 30s or 5m', undefined, true]],
+    help: `The age counts from when the job became ready to run (added, retried or promoted), by the
+server's clock. A queue where no job waits passes.
+
+Examples:
+  $ glidemq check latency emails --max 2m`,
+    parse: (f) => {
+      const max = parseDuration(f.max, '--max');
+      return (q) => checkLatency(q, max);
+    },
+  },
+  {
+    name: 'stuck',
+    summary: 'fail when a claim is idle longer than --older and its worker is not alive',
+    options: [['--older <d>', 'idle time that makes a claim count, e.g. 1m', formatDuration(DEFAULT_MAINTENANCE.lockDuration)]],
+    help: `A claim is a job a worker took and has not finished. A live worker renews the claims of its
+running jobs, so a claim idle past the lock duration whose worker is not in the registry (see
+glidemq workers) belongs to a dead worker: stalled recovery takes it back when some worker of
+the queue runs it, or \`glidemq reclaim\` does now.
+
+Examples:
+  $ glidemq check stuck emails
+  $ glidemq check stuck emails --older 5m --json | jq '.details.claims[].jobId'`,
+    parse: (f) => {
+      const older = parseDuration(f.older, '--older');
+      return (q) => checkStuck(q, older);
+    },
+  },
+  {
+    name: 'failed',
+    summary: 'fail when more than --max attempts failed in the last --since',
+    options: [
+      ['--max <n>', 'most failed attempts allowed', undefined, true],
+      ['--since <d>', 'the window, up to 24h, counted in whole minutes', '1h'],
+    ],
+    help: `Failed attempts are counted from the per-minute metrics (see glidemq metrics): an attempt that
+failed and was retried counts too. The window is whole minutes, the current one included.
+
+Examples:
+  $ glidemq check failed emails --max 0 --since 15m
+  $ glidemq check failed emails --max 50 --since 24h`,
+    parse: (f) => {
+      const max = parseInteger(f.max, '--max', 0);
+      const since = parseDuration(f.since, '--since');
+      if (since < 1 || since > METRICS_RETENTION_MINUTES * MINUTE_MS) throw invalid(`--since must be from 1ms to 24h (the metrics keep 24 hours), got ${f.since}`);
+      return (q) => checkFailed(q, max, since);
+    },
+  },
+  {
+    name: 'workers',
+    summary: 'fail when fewer than --min workers are alive',
+    options: [['--min <n>', 'fewest live workers allowed', '1']],
+    help: `Live workers are the ones in the queue's registry (glidemq workers): a worker that stopped
+without closing drops out of it within its registry ttl (30s by default).
+
+Examples:
+  $ glidemq check workers emails --min 2`,
+    parse: (f) => {
+      const min = parseInteger(f.min, '--min', 0);
+      return (q) => checkWorkers(q, min);
+    },
+  },
+];
+
+export function register(program: Command): void {
+  const check = program
+    .command('check')
+    .description('health checks for cron and Kubernetes: backlog, latency, stuck, failed, workers (exit 0 pass, 1 fail)')
+    .addHelpText(
+      'after',
+      `${EXIT_CODES}
+
+Examples:
+  $ glidemq check backlog emails --max 1000
+  $ glidemq check latency emails --max 2m
+  $ glidemq check stuck emails
+  $ glidemq check failed emails --max 10 --since 15m
+  $ glidemq check workers emails --min 1`,
+    );
+  for (const spec of CHECKS) {
+    const sub = check.command(`${spec.name} <queue>`).description(spec.summary);
+    for (const [flags, description, fallback, needed] of spec.options) {
+      if (needed) sub.requiredOption(flags, description);
+      else sub.option(flags, description, fallback);
+    }
+    sub.addHelpText('after', `\n${spec.help}\n${EXIT_CODES}`).action(
+      action(async (ctx, queue: string, flags: Record<string, string>) => {
+        const run = spec.parse(flags);
+        const r = await withQueue(ctx, queue, run);
+        if (ctx.json) printJson(r);
+        else print(`${r.ok ? colour.green('pass') : colour.red('FAIL')}  ${r.check} ${queue}: ${describe(r)}`);
+        return r.ok ? 0 : 1;
+      }),
+    );
+  }
+}
+
+/** actual vs threshold in words. */
+function describe(r: CheckResult): string {
+  const d = r.details;
+  switch (r.check) {
+    case 'backlog':
+      return `${plural(r.actual, 'job')} ready to run (max ${r.threshold})`;
+    case 'latency':
+      return d.waiting ? `the oldest waiting job has waited ${formatDuration(r.actual)} (max ${formatDuration(r.threshold)})` : `no job waits (max ${formatDuration(r.threshold)})`;
+    case 'stuck': {
+      const claims = d.claims as StuckClaim[];
+      const jobs = claims.length ? `: ${ellipsis(claims.map((c) => `${c.jobId} (${formatDuration(c.idleMs)}, ${c.consumer})`).join(', '), 120)}` : '';
+      return `${plural(r.actual, 'claim')} idle over ${formatDuration(Number(d.olderMs))} without a live worker (max 0)${jobs}`;
+    }
+    case 'failed':
+      return `${plural(r.actual, 'failed attempt')} in the last ${plural(Number(d.minutes), 'minute')} (max ${r.threshold})`;
+    case 'workers':
+      return `${plural(r.actual, 'live worker')} (min ${r.threshold})`;
+  }
+}

@@ -1,0 +1,116 @@
+/** `glidemq jobs <queue> --state s`: one state's jobs, newest first, a page at a time. */
+import type { Command } from 'commander';
+import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { invalid } from '../../engine/errors.js';
+import { checkState, LISTABLE_STATES, listJobPage, type JobFilter, type ListableState, type ListedJob } from '../../engine/job-listing.js';
+import { action, withQueue } from '../context.js';
+import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
+
+interface JobsFlags {
+  state?: string;
+  name?: string;
+  limit: string;
+  since?: string;
+  page?: string;
+  offset?: string;
+}
+
+/** The column each state adds after id, name, age, attempts. */
+const EXTRA: Partial<Record<ListableState, string>> = { failed: 'reason', completed: 'finished', active: 'started' };
+
+/** Filter flags shared by jobs, retry, promote and export: --name and --since. */
+export function filterFrom(state: ListableState, f: { name?: string; since?: string }): JobFilter {
+  if (f.name !== undefined && f.name === '') throw invalid('--name is empty');
+  return {
+    state,
+    ...(f.name !== undefined ? { name: f.name } : {}),
+    ...(f.since !== undefined ? { sinceMs: parseDuration(f.since, '--since') } : {}),
+  };
+}
+
+/** "failed jobs named x added in the last 1h": what a listing was asked for. */
+export function describeFilter(filter: JobFilter, since?: string): string {
+  const when = filter.state === 'completed' || filter.state === 'failed' ? 'finished' : 'added';
+  return `${filter.state} jobs${filter.name !== undefined ? ` named ${filter.name}` : ''}${since !== undefined ? ` ${when} in the last ${since}` : ''}`;
+}
+
+function extraCell(state: ListableState, { job, runAt }: ListedJob, now: number): string {
+  switch (state) {
+    case 'failed':
+      return job.failedReason ?? '';
+    case 'delayed':
+      return runAt === undefined ? '' : formatClock(runAt, !sameDay(runAt, now));
+    case 'completed':
+      return job.finishedOn ? formatRelative(job.finishedOn - now) : '';
+    case 'active':
+      return job.processedOn ? formatRelative(job.processedOn - now) : '';
+    default:
+      return '';
+  }
+}
+
+export function register(program: Command): void {
+  program
+    .command('jobs <queue>')
+    .description("one state's jobs, newest first: id, name, age, attempts, and the failure reason or the time a delayed job runs")
+    .requiredOption('-s, --state <state>', LISTABLE_STATES.join(' | '))
+    .option('-n, --name <name>', 'only jobs of this name')
+    .option('--since <duration>', 'only jobs added within this long (completed, failed: finished within it), e.g. 30m, 1h, 2d')
+    .option('--limit <n>', 'jobs per page', '20')
+    .option('--page <n>', 'which page (1 is the newest jobs)')
+    .option('--offset <n>', 'skip this many matching jobs (instead of --page)')
+    .addHelpText(
+      'after',
+      `
+Newest first means: the last added (waiting, prioritized, paused), the last started (active), the
+last to run (delayed), the last finished (completed, failed). The age is the time since the job
+was added. --since counts back from the server's clock: a failed or completed job passes when it
+finished within the span, any other job when it was added within it. --name and --since are
+applied while the queue is read page by page, so a large queue is never loaded whole. With --json
+each job is one line of JSON (NDJSON), with every field \`glidemq job\` shows.
+
+Examples:
+  $ glidemq jobs emails --state failed
+  $ glidemq jobs emails --state failed --since 1h --name welcome
+  $ glidemq jobs emails --state delayed --limit 50 --page 2
+  $ glidemq jobs emails -s failed --json | jq -r .failedReason | sort | uniq -c`,
+    )
+    .action(
+      action(async (ctx, queue: string, f: JobsFlags) => {
+        const state = checkState(f.state);
+        const filter = filterFrom(state, f);
+        const limit = parseInteger(f.limit, '--limit', 1, 10_000);
+        if (f.page !== undefined && f.offset !== undefined) throw invalid('give --page or --offset, not both');
+        const page = f.page === undefined ? undefined : parseInteger(f.page, '--page', 1);
+        const offset = f.offset !== undefined ? parseInteger(f.offset, '--offset', 0) : ((page ?? 1) - 1) * limit;
+        const result = await withQueue(ctx, queue, (q) => listJobPage(q, filter, { offset, limit }));
+        const { jobs, now } = result;
+        if (ctx.json) {
+          printLines(jobs.map(({ job, runAt }) => JSON.stringify({ ...job.toJSON(), ...(runAt === undefined ? {} : { runAt }) })));
+          return 0;
+        }
+        const what = describeFilter(filter, f.since);
+        if (jobs.length === 0) {
+          print(colour.dim(offset > 0 ? `no more ${what} in ${queue} (after the first ${offset})` : `no ${what} in ${queue}`));
+          return 0;
+        }
+        // a delayed job's time of day (and date when not today) under a heading that names the zone
+        const extra = state === 'delayed' ? `runs at (${timeZoneLabel(now)})` : EXTRA[state];
+        const head = ['id', 'name', 'age', 'attempts', ...(extra ? [extra] : [])];
+        const rows = jobs.map((l) => [
+          ellipsis(l.job.id, 20),
+          ellipsis(l.job.name, 20),
+          formatDuration(Math.max(0, now - l.job.timestamp)),
+          `${l.job.attemptsMade}/${l.job.opts.attempts}`,
+          ...(extra ? [extraCell(state, l, now)] : []),
+        ]);
+        // the failure reason takes what is left of the width; otherwise the name gives way
+        print(table({ head, rows: fitColumn(head, rows, state === 'failed' ? 4 : 1), numeric: [2, 3] }));
+        const shown = `${offset + 1}-${offset + jobs.length}`;
+        const of = result.total === undefined ? '' : ` of ${result.total}`;
+        const next = result.more ? `; next: ${f.offset !== undefined ? `--offset ${offset + jobs.length}` : `--page ${(page ?? 1) + 1}`}` : '';
+        print(colour.dim(`showing ${shown}${of} ${what}${next}`));
+        return 0;
+      }),
+    );
+}
