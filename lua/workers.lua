@@ -8,7 +8,7 @@
   entry expires by the server's clock: nothing has to notice it died.
   Keys (in the queue's slot):
     <base>:workers          hash, field = the worker's id (its consumer name), value = its info
-                            as JSON (what the worker sent, plus id, startedAt, lastBeat, expiresAt).
+                            as JSON (what the worker sent, plus id, startedAt, lastSeen, expiresAt).
     <base>:workers-expiry   zset, member = the worker's id, score = when its entry expires (ms,
                             the server's clock).
   Both keys expire (PEXPIREAT) with the last entry they hold: a registry nobody refreshes goes away
@@ -18,9 +18,9 @@
   KEYS[1]  meta key.
   ARGV[1]  id: the worker's consumer name (the one its claims carry).
   ARGV[2]  info: a JSON object of at most 4096 bytes (host, pid, queue, concurrency, running,
-           version, ...; its id, startedAt, lastBeat and expiresAt are set here).
+           version, ...; its id, startedAt, lastSeen and expiresAt are set here).
   ARGV[3]  ttl: ms from the server's now until the entry expires unless refreshed (1..86400000).
-  Returns  the server's now (ms): the worker's lastBeat.
+  Returns  the server's now (ms): the worker's lastSeen.
   Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a registry key holds another type).
 
   glidemq_unregisterWorker — removes one worker's entry (its close()).
@@ -96,7 +96,7 @@ register('glidemq_registerWorker', function(keys, args)
   end
   info.id = a.id
   info.startedAt = startedAt
-  info.lastBeat = now
+  info.lastSeen = now
   info.expiresAt = now + a.ttl
   -- write phase
   prune(k, now, PRUNE_ON_REGISTER)

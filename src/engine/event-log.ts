@@ -22,7 +22,7 @@ export interface EventRecord {
   /** The stream entry id (`<ms>-<seq>`): pass it as `since` to read what came after. */
   id: string;
   /** When it was written: ms since the epoch, the server's clock (from the entry id). */
-  time: number;
+  ts: number;
   event: string;
   /** '' for queue-wide events (paused, resumed, drained, cleaned). */
   jobId: string;
@@ -252,5 +252,5 @@ function decode([id, fields]: [string, string[]]): EventRecord {
     else if (k === 'jobId') jobId = v;
     else details[k] = v;
   }
-  return { id, time: Number(id.split('-')[0]), event, jobId, details };
+  return { id, ts: Number(id.split('-')[0]), event, jobId, details };
 }

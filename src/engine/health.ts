@@ -9,11 +9,15 @@
  *            alive in the worker registry (a claim stalled recovery has not taken back yet)
  *   failed   failed attempts in the last `since` (per-minute metrics, whole minutes) <= max
  *   workers  live workers in the registry >= min
+ *
+ * checkQueues runs one check on every queue of a QueueSet (the named queues, or every queue under
+ * the prefix), all over the set's one shared connection.
  */
 import { invalid } from './errors.js';
 import { DEFAULT_MAINTENANCE, Maintenance } from './maintenance.js';
 import { METRICS_RETENTION_MINUTES, MINUTE_MS } from './metrics.js';
 import type { Queue } from './queue.js';
+import type { QueueSet } from './queue-set.js';
 
 export type CheckName = 'backlog' | 'latency' | 'stuck' | 'failed' | 'workers';
 
@@ -29,6 +33,27 @@ export interface CheckResult {
   rule: '<=' | '>=';
   /** What else was read, per check (the parts of a backlog, the stuck claims, the window...). */
   details: Record<string, unknown>;
+}
+
+/** One check over many queues: ok when every queue passes (and when there is no queue to check). */
+export interface CheckReport {
+  check: CheckName;
+  ok: boolean;
+  /** One result per queue, in the set's order. */
+  queues: CheckResult[];
+}
+
+/** How many queues one checkQueues reads at a time (their calls pipelined on the shared connection). */
+const QUEUES_AT_ONCE = 16;
+
+/** Runs `run` (one of the checks below, its thresholds bound) on every queue of `set`. */
+export async function checkQueues(set: QueueSet, check: CheckName, run: (q: Queue) => Promise<CheckResult>): Promise<CheckReport> {
+  const names = await set.names();
+  const queues: CheckResult[] = [];
+  for (let i = 0; i < names.length; i += QUEUES_AT_ONCE) {
+    queues.push(...(await Promise.all(names.slice(i, i + QUEUES_AT_ONCE).map((n) => run(set.get(n))))));
+  }
+  return { check, ok: queues.every((r) => r.ok), queues };
 }
 
 /** A stuck claim: its job, the consumer (worker) that holds it and how long it is idle. */
@@ -108,6 +133,6 @@ export async function checkWorkers(queue: Queue, min: number): Promise<CheckResu
   wholeAtLeast(min, 0, 'workers min');
   const workers = await queue.getWorkers();
   return result(queue, 'workers', workers.length, min, '>=', {
-    workers: workers.map((w) => ({ id: w.id, host: w.host, pid: w.pid, running: w.running, lastBeat: w.lastBeat })),
+    workers: workers.map((w) => ({ id: w.id, host: w.host, pid: w.pid, running: w.running, lastSeen: w.lastSeen })),
   });
 }

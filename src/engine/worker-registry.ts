@@ -25,7 +25,7 @@ export interface WorkerInfo {
   /** When it first registered. */
   startedAt: number;
   /** Its last refresh. */
-  lastBeat: number;
+  lastSeen: number;
   /** When its entry expires unless refreshed again. */
   expiresAt: number;
   /** The glidemq package version it runs. */
@@ -152,7 +152,7 @@ function decodeInfo(text: string, queue: string): WorkerInfo | undefined {
     concurrency: n(o.concurrency),
     running: n(o.running),
     startedAt: n(o.startedAt),
-    lastBeat: n(o.lastBeat),
+    lastSeen: n(o.lastSeen ?? o.lastBeat), // lastBeat: an entry an older library wrote (a rolling upgrade)
     expiresAt: n(o.expiresAt),
     version: s(o.version),
   };

@@ -5,6 +5,7 @@ import { runCli } from '../helpers/cli.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { freePort, useServer, waitFor } from '../helpers/valkey.js';
 
+/** One queue's result, an entry of the report's `queues`. */
 interface CheckJson {
   check: string;
   queue: string;
@@ -15,16 +16,34 @@ interface CheckJson {
   details: Record<string, any>;
 }
 
+/** What --json prints (CLI.md): the check, whether every queue passed, one result per queue. */
+interface ReportJson {
+  check: string;
+  ok: boolean;
+  queues: CheckJson[];
+}
+
 describe('CLI: check (health checks)', function () {
   this.timeout(60000);
   const server = useServer();
   const cli = (args: string[]) => runCli(['-u', server().url, ...args]);
-  const json = async (args: string[]) => {
+  /** The --json report of `args` (['check', what, ...]), its exit code and ok checked. */
+  const report = async (args: string[]) => {
     const r = await cli(['--json', ...args]);
     expect(r.code, r.stderr).to.be.oneOf([0, 1]);
-    const parsed = JSON.parse(r.stdout) as CheckJson;
+    const parsed = JSON.parse(r.stdout) as ReportJson;
+    expect(Object.keys(parsed)).to.deep.equal(['check', 'ok', 'queues']);
+    expect(parsed.check).to.equal(args[args.indexOf('check') + 1]);
+    expect(parsed.ok, 'ok: every queue passed').to.equal(parsed.queues.every((q) => q.ok));
     expect(r.code, 'exit code follows ok').to.equal(parsed.ok ? 0 : 1);
+    for (const q of parsed.queues) expect(q).to.include.all.keys('queue', 'ok', 'actual', 'threshold', 'rule', 'details');
     return parsed;
+  };
+  /** The one queue's result of a check naming one queue. */
+  const json = async (args: string[]) => {
+    const r = await report(args);
+    expect(r.queues).to.have.length(1);
+    return r.queues[0];
   };
   const harness = new Harness(server);
   let q: Queue;
@@ -147,6 +166,60 @@ describe('CLI: check (health checks)', function () {
     expect(r.stderr).to.match(new RegExp(`queue "${ghost}" does not exist`));
   });
 
+  it('several queues: one line each; exit 1 when any fails, --json lists them all', async () => {
+    const other = uniqueQueue('chk');
+    const q2 = harness.queue(other);
+    await q.add('a', {});
+    for (let i = 0; i < 3; i++) await q2.add('b', {});
+    const text = await cli(['check', 'backlog', name, other, '--max', '2']);
+    expect(text.code, text.stderr).to.equal(1);
+    expect(text.stderr).to.equal('');
+    expect(text.stdout.trim().split('\n')).to.deep.equal([
+      `pass  backlog ${name}: 1 job ready to run (max 2)`,
+      `FAIL  backlog ${other}: 3 jobs ready to run (max 2)`,
+    ]);
+    const r = await report(['check', 'backlog', name, other, '--max', '2']);
+    expect(r.ok).to.equal(false);
+    expect(r.queues.map((x) => [x.queue, x.ok, x.actual])).to.deep.equal([
+      [name, true, 1],
+      [other, false, 3],
+    ]);
+    const all = await report(['check', 'backlog', name, other, '--max', '3']);
+    expect(all.ok).to.equal(true);
+    expect(all.queues).to.have.length(2);
+  });
+
+  it('no queue named: every queue under the prefix; none there passes with nothing to check', async () => {
+    const prefix = uniqueQueue('pfx');
+    const [a, b] = [uniqueQueue('a'), uniqueQueue('b')].sort();
+    const qa = new Queue(a, { connection: server().url, prefix });
+    const qb = new Queue(b, { connection: server().url, prefix });
+    try {
+      await qa.add('x', {});
+      for (let i = 0; i < 3; i++) await qb.add('y', {});
+      const r = await report(['--prefix', prefix, 'check', 'backlog', '--max', '2']);
+      expect(r.ok).to.equal(false);
+      expect(r.queues.map((x) => [x.queue, x.ok, x.actual]).sort()).to.deep.equal([
+        [a, true, 1],
+        [b, false, 3],
+      ]);
+      const text = await cli(['--prefix', prefix, 'check', 'backlog', '--max', '3']);
+      expect(text.code, text.stderr).to.equal(0);
+      expect(text.stdout.trim().split('\n').sort()).to.deep.equal([
+        `pass  backlog ${a}: 1 job ready to run (max 3)`,
+        `pass  backlog ${b}: 3 jobs ready to run (max 3)`,
+      ]);
+      const empty = await report(['--prefix', uniqueQueue('none'), 'check', 'workers', '--min', '1']);
+      expect(empty).to.deep.equal({ check: 'workers', ok: true, queues: [] });
+      const emptyText = await cli(['--prefix', uniqueQueue('none'), 'check', 'workers']);
+      expect(emptyText.code, emptyText.stderr).to.equal(0);
+      expect(emptyText.stdout).to.match(/^no queues under prefix "none-[0-9a-f]+" at .*: nothing to check\n$/);
+    } finally {
+      await Promise.all([qa.obliterate({ force: true }).catch(() => undefined), qb.obliterate({ force: true }).catch(() => undefined)]);
+      await Promise.all([qa.close(), qb.close()]);
+    }
+  });
+
   it('bad flags and no server: one line on stderr, exit 2', async () => {
     const port = await freePort();
     const cases: [string[], RegExp][] = [
@@ -172,7 +245,8 @@ describe('CLI: check (health checks)', function () {
       const r = await cli(['check', c, '--help']);
       expect(r.code).to.equal(0);
       expect(r.stdout).to.include(`$ glidemq check ${c} `);
-      expect(r.stdout).to.match(/Exit code: 0 when the check passes, 1 when it fails/);
+      expect(r.stdout).to.include(`Usage: glidemq check ${c} [options] [queues...]`);
+      expect(r.stdout).to.match(/Exit code: 0 when the check passes on every queue, 1 when it fails on any/);
     }
   });
 });

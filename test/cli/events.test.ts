@@ -7,7 +7,7 @@ import { freePort, useServer, waitFor } from '../helpers/valkey.js';
 
 interface Line {
   id: string;
-  time: number;
+  ts: number;
   event: string;
   jobId: string;
   details: Record<string, string>;
@@ -50,7 +50,9 @@ describe('CLI: events', function () {
     const events = ndjson(json.stdout);
     expect(events.map((e) => [e.event, e.jobId])).to.deep.equal([['added', '1'], ['added', '2'], ['paused', ''], ['resumed', '']]);
     expect(events[1].details).to.deep.equal({ delay: '60000' });
-    expect(events[0].time).to.equal(Number(events[0].id.split('-')[0]));
+    // the keys CLI.md names for events --json; ts: the entry's time, the server's clock
+    for (const e of events) expect(e).to.include.all.keys('id', 'event', 'jobId', 'ts');
+    expect(events[0].ts).to.equal(Number(events[0].id.split('-')[0]));
   });
 
   it('--limit keeps the newest; --since reads after an id', async () => {

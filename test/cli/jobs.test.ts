@@ -158,9 +158,17 @@ describe('CLI: jobs, retry, promote, export', function () {
     expect(lines.map((j) => j.id)).to.deep.equal(['3', '2']);
     expect(lines[0]).to.include({ name: 'x', state: 'failed', failedReason: 'boom 2', attemptsMade: 1 });
     expect(lines[0].data).to.deep.equal({ i: 2 });
+    // the keys CLI.md names for jobs --json (failedReason for failed jobs)
+    for (const j of lines) {
+      expect(j).to.include.all.keys('id', 'name', 'state', 'attemptsMade', 'timestamp', 'failedReason');
+      expect(j.timestamp).to.equal((await q.getJob(j.id))?.timestamp);
+    }
     await q.add('later', {}, { delay: 60_000 });
     const d = await cli(['jobs', name, '--state', 'delayed', '--json']);
     const delayed = JSON.parse(d.stdout.trim());
+    // ... and runAt for delayed ones
+    expect(delayed).to.include.all.keys('id', 'name', 'state', 'attemptsMade', 'timestamp', 'runAt');
+    expect(delayed).to.include({ name: 'later', state: 'delayed', attemptsMade: 0 });
     expect(delayed.runAt).to.equal(Number(await q.client.zscore(q.keys.scheduled, delayed.id)));
     const empty = await cli(['jobs', name, '--state', 'completed', '--json']);
     expect(empty.stdout).to.equal('');

@@ -60,6 +60,10 @@ describe('CLI: workers, pel worker names, oldest waiting age', function () {
     const listed = JSON.parse(one.stdout) as WorkerInfo[];
     expect(listed).to.have.length(1);
     expect(listed[0]).to.include({ host: hostname(), pid: pa.proc.pid, queue: a, concurrency: 4, running: 0 });
+    // the keys CLI.md names for workers --json (times on the server's clock)
+    expect(listed[0]).to.include.all.keys('queue', 'host', 'pid', 'concurrency', 'running', 'startedAt', 'lastSeen', 'version');
+    expect(listed[0].lastSeen).to.be.a('number').and.at.least(listed[0].startedAt);
+    expect(listed[0].version).to.be.a('string').and.not.equal('');
 
     const all = JSON.parse((await cli(['workers', '--json'])).stdout) as WorkerInfo[];
     expect(all.map((w) => [w.queue, w.pid])).to.deep.equal([[a, pa.proc.pid], [b, pb.proc.pid]].sort((x, y) => String(x[0]).localeCompare(String(y[0]))));
@@ -67,7 +71,7 @@ describe('CLI: workers, pel worker names, oldest waiting age', function () {
     const text = await cli(['workers']);
     expect(text.code).to.equal(0);
     // (a heading may wrap inside its column to fit 80: each of its words is there)
-    for (const head of ['host', 'pid', 'queue', 'conc', 'running', 'started', 'last', 'beat', 'version']) expect(text.stdout).to.contain(head);
+    for (const head of ['host', 'pid', 'queue', 'conc', 'running', 'started', 'last', 'seen', 'version']) expect(text.stdout).to.contain(head);
     expect(text.stdout).to.contain(String(pa.proc.pid)).and.contain(String(pb.proc.pid));
     expect(text.stdout).to.match(/2 workers, 0 of 5 slots busy/);
     expect(widest(text.stdout)).to.be.at.most(80);

@@ -43,11 +43,11 @@ describe('worker registry, oldest waiting age, failure stacks (real valkey-serve
       expect(rest).to.deep.equal([]);
       expect(info.id).to.equal(w.consumer); // the name its claims carry, so `pel` can name it
       expect(info).to.include({ host: hostname(), pid: process.pid, queue: name, concurrency: 3, running: 0, version: LIBRARY_PACKAGE_VERSION });
-      expect(info.lastBeat).to.be.at.least(info.startedAt);
-      expect(info.expiresAt).to.equal(info.lastBeat + 30_000);
+      expect(info.lastSeen).to.be.at.least(info.startedAt);
+      expect(info.expiresAt).to.equal(info.lastSeen + 30_000);
     });
 
-    it('refreshes lastBeat and running on its timer, keeping startedAt', async () => {
+    it('refreshes lastSeen and running on its timer, keeping startedAt', async () => {
       const name = uniqueQueue('beat');
       const q = h.queue(name);
       let release!: () => void;
@@ -59,7 +59,7 @@ describe('worker registry, oldest waiting age, failure stacks (real valkey-serve
       await waitFor(async () => (await q.getWorkers())[0]?.running === 1, 'the refresh to count the running job');
       const [later] = await q.getWorkers();
       expect(later.startedAt).to.equal(first.startedAt);
-      expect(later.lastBeat).to.be.above(first.lastBeat);
+      expect(later.lastSeen).to.be.above(first.lastSeen);
       release();
     });
 

@@ -1,21 +1,30 @@
-/** `glidemq check <what> <queue>`: health checks for cron and Kubernetes, exit 0 pass / 1 fail / 2 cannot check. */
+/**
+ * `glidemq check <what> [queue...]`: health checks for cron and Kubernetes, exit 0 pass / 1 fail /
+ * 2 cannot check. No queue named: every queue under the prefix. All queues are read over one
+ * connection (the engine's QueueSet).
+ */
 import type { Command } from 'commander';
+import { acquireClient, closeClient, settleTopology } from '../../engine/connection.js';
 import { parseDuration, parseInteger } from '../../engine/duration.js';
-import { checkBacklog, checkFailed, checkLatency, checkStuck, checkWorkers, type CheckResult, type StuckClaim } from '../../engine/health.js';
+import { checkBacklog, checkFailed, checkLatency, checkQueues, checkStuck, checkWorkers, type CheckName, type CheckReport, type CheckResult, type StuckClaim } from '../../engine/health.js';
 import { invalid } from '../../engine/errors.js';
+import { ensureLibrary } from '../../engine/library.js';
 import { DEFAULT_MAINTENANCE } from '../../engine/maintenance.js';
 import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../../engine/metrics.js';
 import type { Queue } from '../../engine/queue.js';
-import { action, withQueue } from '../context.js';
+import { QueueSet } from '../../engine/queue-set.js';
+import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { colour, ellipsis, formatDuration, plural, print, printJson } from '../output.js';
 
 const EXIT_CODES = `
-Exit code: 0 when the check passes, 1 when it fails, 2 when it cannot be made (bad flags, no
-server). One line says the figure read and the threshold; --json prints it as an object (check,
-queue, ok, actual, threshold, rule, details). Durations: ms, or 250ms, 5s, 2m, 1h.`;
+Queues: the ones named, or without any, every queue under the prefix (over one connection).
+Exit code: 0 when the check passes on every queue, 1 when it fails on any, 2 when it cannot be
+made (bad flags, no server). One line per queue says the figure read and the threshold; --json
+prints {check, ok, queues}, one object per queue (check, queue, ok, actual, threshold, rule,
+details). Durations: ms, or 250ms, 5s, 2m, 1h.`;
 
 interface Spec {
-  name: string;
+  name: CheckName;
   summary: string;
   /** required: commander refuses the command without it (exit 2). */
   options: [flags: string, description: string, fallback?: string, required?: boolean][];
@@ -33,7 +42,9 @@ const CHECKS: Spec[] = [
 
 Examples:
   $ glidemq check backlog emails --max 1000
-  $ glidemq check backlog emails --max 1000 --json | jq .actual`,
+  $ glidemq check backlog emails reports --max 1000
+  $ glidemq check backlog --max 1000                 every queue under the prefix
+  $ glidemq check backlog emails --max 1000 --json | jq '.queues[].actual'`,
     parse: (f) => {
       const max = parseInteger(f.max, '--max', 0);
       return (q) => checkBacklog(q, max);
@@ -64,7 +75,8 @@ the queue runs it, or \`glidemq reclaim\` does now.
 
 Examples:
   $ glidemq check stuck emails
-  $ glidemq check stuck emails --older 5m --json | jq '.details.claims[].jobId'`,
+  $ glidemq check stuck
+  $ glidemq check stuck emails --older 5m --json | jq '.queues[].details.claims[].jobId'`,
     parse: (f) => {
       const older = parseDuration(f.older, '--older');
       return (q) => checkStuck(q, older);
@@ -98,7 +110,8 @@ Examples:
 without closing drops out of it within its registry ttl (30s by default).
 
 Examples:
-  $ glidemq check workers emails --min 2`,
+  $ glidemq check workers emails --min 2
+  $ glidemq check workers --min 1                    every queue under the prefix`,
     parse: (f) => {
       const min = parseInteger(f.min, '--min', 0);
       return (q) => checkWorkers(q, min);
@@ -119,23 +132,43 @@ Examples:
   $ glidemq check latency emails --max 2m
   $ glidemq check stuck emails
   $ glidemq check failed emails --max 10 --since 15m
-  $ glidemq check workers emails --min 1`,
+  $ glidemq check workers emails --min 1
+  $ glidemq check stuck                    every queue under the prefix`,
     );
   for (const spec of CHECKS) {
-    const sub = check.command(`${spec.name} <queue>`).description(spec.summary);
+    const sub = check.command(`${spec.name} [queues...]`).description(spec.summary);
     for (const [flags, description, fallback, needed] of spec.options) {
       if (needed) sub.requiredOption(flags, description);
       else sub.option(flags, description, fallback);
     }
     sub.addHelpText('after', `\n${spec.help}\n${EXIT_CODES}`).action(
-      action(async (ctx, queue: string, flags: Record<string, string>) => {
+      action(async (ctx, queues: string[], flags: Record<string, string>) => {
         const run = spec.parse(flags);
-        const r = await withQueue(ctx, queue, run);
-        if (ctx.json) printJson(r);
-        else print(`${r.ok ? colour.green('pass') : colour.red('FAIL')}  ${r.check} ${queue}: ${describe(r)}`);
-        return r.ok ? 0 : 1;
+        const report = await checkAll(ctx, spec.name, queues, run);
+        if (ctx.json) printJson(report);
+        else if (report.queues.length === 0) print(colour.dim(`no queues under prefix "${ctx.prefix}" at ${ctx.where}: nothing to check`));
+        else for (const r of report.queues) print(`${r.ok ? colour.green('pass') : colour.red('FAIL')}  ${r.check} ${r.queue}: ${describe(r)}`);
+        return report.ok ? 0 : 1;
       }),
     );
+  }
+}
+
+/** Runs the check on the named queues (or every queue under the prefix) over one connection. */
+async function checkAll(ctx: CommandContext, name: CheckName, named: string[], run: (q: Queue) => Promise<CheckResult>): Promise<CheckReport> {
+  const acquired = acquireClient(ctx.connection);
+  try {
+    const client = await settleTopology(acquired); // a plain URL naming a cluster node scans every primary
+    await ensureLibrary(client);
+    const set = new QueueSet(client, ctx.prefix, named);
+    try {
+      (await set.missing()).forEach((q) => warnUnknownQueue(ctx, q));
+      return await checkQueues(set, name, run);
+    } finally {
+      await set.close();
+    }
+  } finally {
+    await closeClient(acquired.client);
   }
 }
 

@@ -32,10 +32,11 @@ export function register(program: Command): void {
       'after',
       `
 Each line: time, event, job id, and the event's details. --json prints one JSON object per line
-(id, time, event, jobId, details); the id is what --since takes. The server keeps about the last
-1000 events. The per-job events active, completed, retries-exhausted and drained are written only
-while someone listens (a QueueEvents, or this command with --follow); failed, retrying, stalled,
-added, progress, removed, paused and resumed are always written.
+(id, ts, event, jobId, details; ts: ms since the epoch, by the server's clock); the id is what
+--since takes. The server keeps about the last 1000 events. The per-job events active,
+completed, retries-exhausted and drained are written only while someone listens (a QueueEvents,
+or this command with --follow); failed, retrying, stalled, added, progress, removed, paused and
+resumed are always written.
 
 Examples:
   $ glidemq events emails                      the last 50 events
@@ -75,7 +76,7 @@ Examples:
 
 /** One line that fits outputWidth(): time, event, job id, then the details (key=value) cut to fit. */
 function describe(e: EventRecord): string {
-  const time = formatTime(e.time);
+  const time = formatTime(e.ts);
   const name = (EVENT_COLOURS[e.event] ?? ((s: string) => s))(padCell(e.event, 17));
   const job = e.jobId ? padCell(e.jobId, Math.max(8, e.jobId.length)) : colour.dim(padCell('-', 8));
   const used = time.length + 2 + 17 + 1 + Math.max(8, e.jobId.length) + 1;

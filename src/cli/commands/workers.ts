@@ -25,7 +25,7 @@ async function allWorkers(ctx: CommandContext): Promise<WorkersReading> {
 export function register(program: Command): void {
   program
     .command('workers [queue]')
-    .description('the live workers of a queue (or of every queue): host, pid, concurrency, running jobs, started, last heartbeat, version')
+    .description('the live workers of a queue (or of every queue): host, pid, concurrency, running jobs, started, last seen, version')
     .addHelpText(
       'after',
       `
@@ -53,8 +53,8 @@ Examples:
         const ago = (ms: number) => `${formatDuration(Math.max(0, now - ms))} ago`;
         print(
           table({
-            head: ['host', 'pid', 'queue', 'conc', 'running', 'started', 'last beat', 'version'],
-            rows: workers.map((w) => [w.host, w.pid, w.queue, w.concurrency, w.running, ago(w.startedAt), ago(w.lastBeat), w.version]),
+            head: ['host', 'pid', 'queue', 'conc', 'running', 'started', 'last seen', 'version'],
+            rows: workers.map((w) => [w.host, w.pid, w.queue, w.concurrency, w.running, ago(w.startedAt), ago(w.lastSeen), w.version]),
             numeric: [1, 3, 4],
             wrap: [0, 2],
           }),
