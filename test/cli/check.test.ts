@@ -189,7 +189,7 @@ describe('CLI: check (health checks)', function () {
     expect(all.queues).to.have.length(2);
   });
 
-  it('no queue named: every queue under the prefix; none there passes with nothing to check', async () => {
+  it('no queue named: every queue under the prefix; none there passes with nothing to check (workers fails: none live)', async () => {
     const prefix = uniqueQueue('pfx');
     const [a, b] = [uniqueQueue('a'), uniqueQueue('b')].sort();
     const qa = new Queue(a, { connection: server().url, prefix });
@@ -209,11 +209,14 @@ describe('CLI: check (health checks)', function () {
         `pass  backlog ${a}: 1 job ready to run (max 3)`,
         `pass  backlog ${b}: 3 jobs ready to run (max 3)`,
       ]);
-      const empty = await report(['--prefix', uniqueQueue('none'), 'check', 'workers', '--min', '1']);
-      expect(empty).to.deep.equal({ check: 'workers', ok: true, queues: [] });
-      const emptyText = await cli(['--prefix', uniqueQueue('none'), 'check', 'workers']);
+      const empty = await report(['--prefix', uniqueQueue('none'), 'check', 'backlog', '--max', '0']);
+      expect(empty).to.deep.equal({ check: 'backlog', ok: true, queues: [] });
+      const emptyText = await cli(['--prefix', uniqueQueue('none'), 'check', 'latency', '--max', '1s']);
       expect(emptyText.code, emptyText.stderr).to.equal(0);
       expect(emptyText.stdout).to.match(/^no queues under prefix "none-[0-9a-f]+" at .*: nothing to check\n$/);
+      const noWorkers = await cli(['--prefix', uniqueQueue('none'), 'check', 'workers']);
+      expect(noWorkers.code, noWorkers.stderr).to.equal(1);
+      expect(noWorkers.stdout).to.match(/: no workers either\n$/);
     } finally {
       await Promise.all([qa.obliterate({ force: true }).catch(() => undefined), qb.obliterate({ force: true }).catch(() => undefined)]);
       await Promise.all([qa.close(), qb.close()]);

@@ -146,7 +146,10 @@ Examples:
         const run = spec.parse(flags);
         const report = await checkAll(ctx, spec.name, queues, run);
         if (ctx.json) printJson(report);
-        else if (report.queues.length === 0) print(colour.dim(`no queues under prefix "${ctx.prefix}" at ${ctx.where}: nothing to check`));
+        else if (report.queues.length === 0) {
+          const what = report.ok ? 'nothing to check' : 'no workers either';
+          print((report.ok ? colour.dim : colour.red)(`no queues under prefix "${ctx.prefix}" at ${ctx.where}: ${what}`));
+        }
         else for (const r of report.queues) print(`${r.ok ? colour.green('pass') : colour.red('FAIL')}  ${r.check} ${r.queue}: ${describe(r)}`);
         return report.ok ? 0 : 1;
       }),
