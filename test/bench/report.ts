@@ -2,6 +2,7 @@
 import Table from 'cli-table3';
 import { median } from './measure.js';
 import type { SystemName } from './systems.js';
+import { SCALE_ROWS } from './scale-rows.js';
 
 export interface Row {
   key: string;
@@ -9,7 +10,7 @@ export interface Row {
   unit: string;
   better: 'higher' | 'lower';
   /** Target on the ratio glidemq/BullMQ (>= for higher-is-better, <= for lower), or an absolute check. */
-  target?: { ratio?: number; max?: number; text: string };
+  target?: { ratio?: number; max?: number; min?: number; text: string };
   digits?: number;
 }
 
@@ -36,6 +37,7 @@ export const ROWS: Row[] = [
   { key: 'cli.one', label: 'one `glidemq enqueue` (vs BullMQ one-job script)', unit: 'ms', better: 'lower', target: { max: 200, text: '< 200 ms' } },
   { key: 'net.c10', label: 'process c=10 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher' },
   { key: 'net.c50', label: 'process c=50 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher' },
+  ...SCALE_ROWS,
 ];
 
 export type Results = Map<string, Record<SystemName, number[]>>;
@@ -73,6 +75,7 @@ export function verdicts(results: Results): Verdict[] {
     let met: boolean | undefined;
     if (row.target?.ratio !== undefined && Number.isFinite(ratio)) met = row.better === 'higher' ? ratio >= row.target.ratio : ratio <= row.target.ratio;
     if (row.target?.max !== undefined && Number.isFinite(g)) met = g <= row.target.max;
+    if (row.target?.min !== undefined && Number.isFinite(g)) met = g >= row.target.min;
     out.push({ row, glidemq: g, bullmq: b, ratio, met });
   }
   return out;

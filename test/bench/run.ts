@@ -15,6 +15,7 @@ import { bulkAdds, memoryPerJob, preload, processBacklog, processListened, seria
 import { median, sentCommands } from './measure.js';
 import { record, renderMarkdown, renderTable, ROWS, type Results } from './report.js';
 import { SYSTEMS, type System } from './systems.js';
+import { runScale, scaleWanted } from './scale.js';
 
 const FULL: Sizes = {
   serialMs: 1000, bulkJobs: 20_000, backlog: 20_000, processMaxMs: 4000, sideBacklog: 10_000, sideMaxMs: 2500,
@@ -184,6 +185,8 @@ async function main(): Promise<void> {
         break;
       }
     }
+    // once, not per round: its fills take minutes (test/bench/scale.ts)
+    if (scaleWanted(wanted)) notes.push(...(await runScale({ url: main.s.url, admin: main.admin, quick: args.quick, wanted, results, log })));
     console.log(renderTable(results, roundsRun));
     for (const [name, sent] of Object.entries(breakdown)) {
       const top = Object.entries(sent).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([c, n]) => `${c} ${n}`).join(', ');
