@@ -74,6 +74,13 @@ interface Run<D, R> {
   abort?: AbortController;
 }
 
+/**
+ * Delayed jobs made waiting per glidemq_promote call. The server runs nothing else during a call:
+ * 1,000 per call held it for about 14 ms when 100k jobs fell due at once (make bench, scale rows);
+ * 250 keep each call near 3 ms, and a full batch asks for the next one at once.
+ */
+const PROMOTE_BATCH = 250;
+
 /** A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we cannot see. */
 function readsArgumentsFreely(fn: Function): boolean {
   return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
@@ -710,10 +717,10 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private async promote(): Promise<void> {
     let next = this.settings.promotionInterval;
     try {
-      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [1000])) as number[];
+      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [PROMOTE_BATCH])) as number[];
       // r[1] is relative to the server's clock (ms until the next delayed job is due): waited
       // out on this process's timer, it is right whatever this machine's clock says.
-      if (r[0] >= 1000) next = 0;
+      if (r[0] >= PROMOTE_BATCH) next = 0;
       else if (r[1] >= 0) next = Math.min(next, r[1]);
       this.promotionTicks++;
       await this.maintenance.onPromotionTick(this.promotionTicks);
