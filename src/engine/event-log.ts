@@ -10,6 +10,7 @@
  * times some QueueEvents listened. The stream keeps about the last 1000 events.
  */
 import type { Redis } from 'ioredis';
+import { RetryWait } from './waiting.js';
 import {
   acquireClient, closeClient, duplicateClient, settleTopology, socketTimeoutOf, type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
@@ -56,8 +57,6 @@ export interface FollowOptions {
 }
 
 const READ_COUNT = 200;
-const RETRY_FIRST_MS = 100;
-const RETRY_MAX_MS = 5000;
 
 /** `'0'`, `'1700000000000'` or `'1700000000000-3'`: a stream id to read after. */
 export function checkEventId(id: string, what = 'event id'): string {
@@ -77,7 +76,7 @@ export class EventLog {
   private presence: Client | undefined;
   private presenceTimer: NodeJS.Timeout | undefined;
   private closed = false;
-  private wake: (() => void) | undefined;
+  private readonly retry = new RetryWait();
   private following: Promise<void> | undefined;
 
   constructor(
@@ -194,17 +193,16 @@ export class EventLog {
         renew(); // a restarted server may have lost the presence
       });
     }
-    let failures = 0;
     while (!this.closed) {
       let reply: [string, [string, string[]][]][] | null;
       try {
         reply = (await (blocker as Redis).xread(
           'COUNT', READ_COUNT, 'BLOCK', this.blockingTimeout, 'STREAMS', this.keys.events, position,
         )) as [string, [string, string[]][]][] | null;
-        failures = 0;
+        this.retry.reset();
       } catch {
         if (this.closed) break;
-        await this.sleep(Math.min(RETRY_FIRST_MS * 2 ** failures++, RETRY_MAX_MS));
+        await this.retry.next();
         continue;
       }
       if (this.closed) break;
@@ -216,23 +214,12 @@ export class EventLog {
     }
   }
 
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      this.wake = done;
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  }
-
   /** Stops following and closes the connections. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.presenceTimer);
-    this.wake?.();
+    this.retry.wake();
     this.blocker?.disconnect(); // ends a blocking read in progress
     await this.following?.catch(() => undefined);
     this.blocker?.disconnect(); // made while close() began

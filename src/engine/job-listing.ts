@@ -40,12 +40,6 @@ export function checkState(state: unknown, what = '--state'): ListableState {
   return state as ListableState;
 }
 
-/** The server's clock (TIME), in ms: the `now` every age and --since window is counted from. */
-export async function serverNow(q: Queue): Promise<number> {
-  await q.waitUntilReady();
-  const [s, us] = await q.client.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
 
 /** The time --since compares: when a finished job finished, when any other job was added. */
 export function recentTime(job: Job, state: ListableState): number {
@@ -101,7 +95,7 @@ export interface JobPage {
 
 /** Matches `offset`..`offset + limit - 1`, newest first, and whether there are more. */
 export async function listJobPage(q: Queue, filter: JobFilter, opts: { offset: number; limit: number }): Promise<JobPage> {
-  const now = await serverNow(q);
+  const now = await q.serverTime();
   const jobs: Job[] = [];
   let skipped = 0;
   let more = false;
@@ -131,7 +125,7 @@ async function withRunAt(q: Queue, state: ListableState, jobs: Job[]): Promise<L
 /** The ids of every job that passes the filter, newest first (what --all acts on). */
 export async function matchingIds(q: Queue, filter: JobFilter): Promise<string[]> {
   const ids: string[] = [];
-  for await (const job of matchingJobs(q, filter, await serverNow(q))) ids.push(job.id);
+  for await (const job of matchingJobs(q, filter, await q.serverTime())) ids.push(job.id);
   return ids;
 }
 
@@ -240,7 +234,7 @@ export function envelopeOf(job: Job, opts: { now: number; runAt?: number; keepId
  * next to run, first), so that importing them queues them in the same order.
  */
 export async function* exportEnvelopes(q: Queue, filter: JobFilter, opts: { keepIds?: boolean } = {}): AsyncGenerator<Envelope> {
-  const now = await serverNow(q);
+  const now = await q.serverTime();
   let batch: Job[] = [];
   const flush = async function* () {
     for (const { job, runAt } of await withRunAt(q, filter.state, batch)) yield envelopeOf(job, { now, runAt, keepIds: opts.keepIds });

@@ -23,6 +23,7 @@
  * in vain.
  */
 import type { Redis } from 'ioredis';
+import { RetryWait } from './waiting.js';
 import {
   acquireClient, closeClient, duplicateClient, settleTopology, socketTimeoutOf, type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
@@ -82,9 +83,6 @@ export const DEFAULT_BLOCKING_TIMEOUT = 10_000;
 export const DEFAULT_PRESENCE_TTL = 30_000;
 /** Entries taken per XREAD. */
 const READ_COUNT = 200;
-/** The read loop's backoff after a failed read, ms (doubling from the first to the last). */
-const RETRY_FIRST_MS = 100;
-const RETRY_MAX_MS = 5000;
 
 /** A job.waitUntilFinished in progress. */
 interface Waiter {
@@ -126,8 +124,8 @@ export class QueueEvents<R = any> extends SafeEmitter {
   private closing: Promise<void> | undefined;
   private loopDone: Promise<void> | undefined;
   private presenceTimer: NodeJS.Timeout | undefined;
-  /** Ends the backoff sleep of the read loop (close). */
-  private wakeLoop: (() => void) | undefined;
+  /** The read loop's back-off after a failed read (close() ends it). */
+  private readonly retry = new RetryWait();
   private reads = 0;
   private readonly waiters = new Map<string, Set<Waiter>>();
   private catchUps: CatchUp[] = [];
@@ -259,7 +257,6 @@ export class QueueEvents<R = any> extends SafeEmitter {
   };
 
   private async readLoop(): Promise<void> {
-    let failures = 0;
     while (!this.closing) {
       const read = ++this.reads;
       let reply: [string, [string, string[]][]][] | null;
@@ -267,11 +264,11 @@ export class QueueEvents<R = any> extends SafeEmitter {
         reply = (await (this.blocker as Redis).xread(
           'COUNT', READ_COUNT, 'BLOCK', this.blockingTimeout, 'STREAMS', this.keys.events, this.position,
         )) as [string, [string, string[]][]][] | null;
-        failures = 0;
+        this.retry.reset();
       } catch (err) {
         if (this.closing) break;
         this.emitError(err);
-        await this.pause(Math.min(RETRY_FIRST_MS * 2 ** failures++, RETRY_MAX_MS));
+        await this.retry.next();
         continue;
       }
       if (this.closing) break;
@@ -279,18 +276,6 @@ export class QueueEvents<R = any> extends SafeEmitter {
       if (entries.length > 0) await this.deliver(entries);
       this.caughtUp(entries.length === 0 ? read : undefined);
     }
-  }
-
-  /** Sleeps `ms` unless close() wakes it. */
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      this.wakeLoop = done;
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
   }
 
   /** Turns stream entries into events, in order (one pipelined lookup for `added` events that need one). */
@@ -531,7 +516,7 @@ export class QueueEvents<R = any> extends SafeEmitter {
     this.closing ??= (async () => {
       clearInterval(this.presenceTimer);
       this.client.off('ready', this.onReconnect);
-      this.wakeLoop?.();
+      this.retry.wake();
       // a read in progress ends with the connection; nothing is sent on it again
       this.blocker?.disconnect();
       await this.loopDone?.catch(() => undefined);

@@ -549,8 +549,8 @@ export class Queue extends SafeEmitter {
     return describeRecord(parseRecord(String(stored)));
   }
 
-  /** The server's clock (TIME), in ms. */
-  private async serverTime(): Promise<number> {
+  /** The server's clock (TIME), in ms: the `now` of anything this queue compares with a stored time. */
+  async serverTime(): Promise<number> {
     await this.waitUntilReady();
     const [s, us] = await this.client.time();
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);

@@ -20,3 +20,35 @@ export const CLOSE_CALL_MS = 2000;
 export function monotonic(): number {
   return performance.now();
 }
+
+/**
+ * The wait of a reading loop between attempts while its server does not answer: 100 ms after the
+ * first failure, doubling to at most 5 s; close() cuts it short with wake().
+ */
+export class RetryWait {
+  private failures = 0;
+  private wakeUp: (() => void) | undefined;
+
+  /** Waits the next back-off (counting one more failure), or until wake(). */
+  next(): Promise<void> {
+    const ms = Math.min(100 * 2 ** this.failures++, 5000);
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      this.wakeUp = done;
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  }
+
+  /** The server answered: the next failure waits the shortest again. */
+  reset(): void {
+    this.failures = 0;
+  }
+
+  /** Ends the current wait at once (closing). */
+  wake(): void {
+    this.wakeUp?.();
+  }
+}
