@@ -1,11 +1,13 @@
 /**
- * The widest outputs (audit, schedulers, metrics, job) fit the width they are given: with stdout
- * not a terminal, $COLUMNS (80 and 120 here); no line is wider, and the wider width is used.
+ * The widest outputs (audit, schedulers, metrics, job, queues, stats, jobs) fit the width they are
+ * given: with stdout not a terminal, $COLUMNS (80 and 120 here); in a pseudo-terminal, its own
+ * width; no line is wider, and the wider width is used.
  */
 import { expect } from 'chai';
 import { formatClock, formatDuration, formatRelative, formatTime, sameDay, timeZoneLabel, useUtcTimes, wrapText } from '../../src/cli/output.js';
 import { Queue } from '../../src/engine/queue.js';
-import { runCli } from '../helpers/cli.js';
+import { GLIDEMQ_BIN, NO_PROFILE, runCli } from '../helpers/cli.js';
+import { runInPty } from '../helpers/pty.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { valkeyFixture } from '../helpers/fixtures.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
@@ -69,6 +71,25 @@ describe('CLI output fits the terminal width', function () {
       }
     });
   }
+
+  // On a real terminal (a pty whose size stty sets): the terminal's own width, with colour on
+  it('in a terminal of 80 and of 120 columns no line is wider (colour codes not counted)', async () => {
+    const more: [string, string[], number][] = [
+      ['queues', ['queues'], 0],
+      ['stats', ['stats', queue], 0],
+      ['jobs', ['jobs', queue, '--state', 'completed'], 0],
+    ];
+    for (const columns of WIDTHS) {
+      for (const [what, args, code] of [...commands(), ...more]) {
+        const cli = [process.execPath, GLIDEMQ_BIN, ...args, '-u', server().url].map((a) => `'${a}'`).join(' ');
+        const r = await runInPty(['sh', '-c', `stty cols ${columns} rows 40; ${cli}`], 'no such prompt: never typed', '', { COLUMNS: undefined, NO_COLOR: undefined, ...NO_PROFILE });
+        expect(r.code, `${what}: ${r.output}`).to.equal(code);
+        const shown = r.output.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '').replace(/\r/g, '');
+        expect(shown.trim(), what).to.not.equal('');
+        expect(tooWide(shown, columns), `${what} in a terminal of ${columns}`).to.deep.equal([]);
+      }
+    }
+  });
 
   it('uses the room it has: at 120 columns audit advice and the sparklines are wider than at 80', async () => {
     for (const args of [['audit'], ['metrics', queue]]) {
