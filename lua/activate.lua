@@ -10,6 +10,13 @@
   delivery paths will write (the fetch part of a call, a claim release, a requeue).
   Events: a claim writes 'active' only while a QueueEvents listens (`listening`, lua/events.lua);
   fetchNext says when it found nothing left waiting, for the 'drained' event of lua/finish.lua.
+  Claims handed out ahead (a worker's prefetch: `ahead` in fetchNext) are marked not started: the
+  hash field `ns` holds the claim's fence until the worker reports that a processor took it
+  (lua/finish.lua, started). Stalled recovery gives such a claim back without counting a stall
+  (lua/reclaim.lua), once per attempt: the attempt that was given back so carries `nsr`, and its
+  next claims are not marked, so a job that kills its worker before the start is reported still
+  counts its stalls from the next crash on. A finish clears both fields; any other end of a claim
+  leaves `ns` naming a fence that is no longer the job's, which no reclaim takes for a mark.
 ]]
 -- Shared with the function files; the other locals stay inside the block below (the main chunk
 -- may hold at most 200 locals, lua/ORDER).
@@ -37,18 +44,20 @@ listening = function(k, now, m)
 end
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
-local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true }
+local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true,
+  ns = true, nsr = true }
 -- Fields every job has (opts: most), sent by position in a claim reply rather than by name.
 local CLAIM_REPLY_SLOTS = { name = 3, data = 4, ts = 5, opts = 6 }
 
 -- One pass over a job's HGETALL reply: the claim reply (src/engine/job.ts, decodeClaim): id,
 -- fence (filled in by claimJob), name, data, ts, opts (false: none) by position, then the job's
 -- other stored fields as name/value pairs without the bookkeeping ones; and the job's current
--- fence, state, sid and owner, which the caller decides on. The reply carries no string the
--- worker already knows: every string in it costs the server and the client.
+-- fence, state, sid and owner, which the caller decides on, and whether this attempt was given
+-- back unstarted once (nsr, see the header). The reply carries no string the worker already
+-- knows: every string in it costs the server and the client.
 claimReply = function(id, fields)
   local out = { id, '', false, false, false, false }
-  local n, fence, state, sid, owner = 6, 0, nil, nil, nil
+  local n, fence, state, sid, owner, returned = 6, 0, nil, nil, nil, false
   for i = 1, #fields, 2 do
     local f, v = fields[i], fields[i + 1]
     local slot = CLAIM_REPLY_SLOTS[f]
@@ -65,19 +74,26 @@ claimReply = function(id, fields)
       sid = v
     elseif f == 'owner' then
       owner = v
+    elseif f == 'nsr' then
+      returned = true
     end
   end
-  return out, fence, state, sid, owner
+  return out, fence, state, sid, owner, returned
 end
 
 -- Claims a job for `consumer` given the claim reply and fence claimReply made of its hash (read
 -- by the caller, which checked it), and returns the reply. The hash is read once and written
 -- once. The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
--- the calling function.
-local function claimJob(k, id, jk, out, fence, consumer, now, src)
+-- the calling function. `ahead`: the claim is marked not started (see the header) unless this
+-- attempt was given back unstarted before (`returned`, from claimReply).
+local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
   fence = tostring(fence + 1)
   out[2] = fence
-  redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
+  if ahead and not returned then
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now, 'ns', fence)
+  else
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
+  end
   if src ~= 's' then listClaim(k, id) end
   -- best effort, as readJob's 'skipped': the claim is made, and an events key of another type
   -- (checked by no caller: only a listened queue writes it here) must not fail the call after it
@@ -112,16 +128,17 @@ end
 
 -- Marks a group job popped by takeGroupJob active for `consumer` and returns its claim reply, or
 -- nil when its key holds another type (left as it is; group.lua heals the slot it took).
-local function activateGroupJob(k, id, consumer, now)
+local function activateGroupJob(k, id, consumer, now, ahead)
   local jk = jobKey(k, id)
   local fields = readJob(k, id, jk)
   if not fields then return nil end
-  local out, fence = claimReply(id, fields)
-  return claimJob(k, id, jk, out, fence, consumer, now, 'g')
+  local out, fence, _, _, _, returned = claimReply(id, fields)
+  return claimJob(k, id, jk, out, fence, consumer, now, 'g', ahead, returned)
 end
 
--- Pops one priority job, else one LIFO job, else one group job, and activates it. Returns fields or nil.
-popListJob = function(k, consumer, now)
+-- Pops one priority job, else one LIFO job, else one group job, and activates it (marked not
+-- started when `ahead`). Returns fields or nil.
+popListJob = function(k, consumer, now, ahead)
   while true do
     local id, src
     local top = redis.call('ZPOPMIN', k.prioritized)
@@ -132,7 +149,7 @@ popListJob = function(k, consumer, now)
       if not id then
         id = takeGroupJob(k, consumer, now)
         if not id then return nil end
-        return activateGroupJob(k, id, consumer, now)
+        return activateGroupJob(k, id, consumer, now, ahead)
       end
       src = 'l'
     end
@@ -140,16 +157,17 @@ popListJob = function(k, consumer, now)
     local jk = jobKey(k, id)
     local fields = readJob(k, id, jk)
     if fields and fields[1] then
-      local out, fence = claimReply(id, fields)
-      return claimJob(k, id, jk, out, fence, consumer, now, src)
+      local out, fence, _, _, _, returned = claimReply(id, fields)
+      return claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
     end
   end
 end
 
--- Activates one stream entry delivered to `consumer`; returns fields, or nil for a leftover entry.
-activateEntry = function(k, sid, id, consumer, now)
+-- Activates one stream entry delivered to `consumer` (marked not started when `ahead`); returns
+-- fields, or nil for a leftover entry.
+activateEntry = function(k, sid, id, consumer, now, ahead)
   local jk = jobKey(k, id)
-  local out, fence, state, esid, owner = claimReply(id, readJob(k, id, jk) or {})
+  local out, fence, state, esid, owner, returned = claimReply(id, readJob(k, id, jk) or {})
   if state == 'active' and esid == sid then
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
     -- Claimed by this same consumer means a call repeated after its reply was lost on the way
@@ -165,7 +183,7 @@ activateEntry = function(k, sid, id, consumer, now)
     redis.call('XDEL', k.stream, sid)
     return nil
   end
-  return claimJob(k, id, jk, out, fence, consumer, now, 's')
+  return claimJob(k, id, jk, out, fence, consumer, now, 's', ahead, returned)
 end
 
 -- Gives a delivered but not activated entry back to the queue (paused, or no global slot).
@@ -241,11 +259,12 @@ end
 -- Fetches up to `count` jobs: priority first, then LIFO, then the stream. Obeys pause, the
 -- global limit and the rate limiter. `m`: the meta fields RATE.META the caller read in this call;
 -- `lists`: what checkFetch returned (the caller ran it before its first write). `now` is the
--- server's time. Returns a list of claim replies; whether it got fewer than it wanted because
+-- server's time; `ahead`: the claims are a worker's prefetch, marked not started (see the header).
+-- Returns a list of claim replies; whether it got fewer than it wanted because
 -- nothing was left waiting (no stream entry, priority, LIFO or group job): told only while a
 -- QueueEvents listens (`listening`), false otherwise; and the ms until the rate limiter lets a job
 -- start when it is what kept the call from getting all it wanted (0 otherwise).
-fetchNext = function(k, consumer, now, count, m, lists)
+fetchNext = function(k, consumer, now, count, m, lists, ahead)
   local out = {}
   if count <= 0 or m[1] == '1' then return out, false, 0 end
   local wanted = count
@@ -259,7 +278,7 @@ fetchNext = function(k, consumer, now, count, m, lists)
   -- one EXISTS answers for the lists and the groups in the common case where none holds a job
   if count > 0 and lists ~= false and redis.call('EXISTS', k.prioritized, k.lifo, k.readyGroups, k.timedGroups) > 0 then
     while #out < count do
-      local job = popListJob(k, consumer, now)
+      local job = popListJob(k, consumer, now, ahead)
       if not job then break end
       out[#out + 1] = job
     end
@@ -290,7 +309,7 @@ fetchNext = function(k, consumer, now, count, m, lists)
       local sid, f = e[1], e[2]
       local id = f and f[2]
       if id then
-        local job = activateEntry(k, sid, id, consumer, now)
+        local job = activateEntry(k, sid, id, consumer, now, ahead)
         if job then out[#out + 1] = job end
       else
         redis.call('XACK', k.stream, GROUP, sid)

@@ -24,6 +24,8 @@
            finished within MS ms | 'agecount:MS:N' keep those that satisfy both (N newest, within
            MS ms). At most 100 jobs are removed per finish.
   ARGV[9]  durationMs: processing time (ms), counted in the per-minute metrics (lua/metrics.lua).
+  ARGV[10] ahead: '1' marks the next jobs not started (a worker's prefetch, lua/activate.lua),
+           '0' does not.
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
@@ -40,7 +42,12 @@
   ARGV[1]  consumer: the worker's consumer name.
   ARGV[2]  count: the number of jobs (0..10000).
   ARGV[3]  fetchCount: next jobs wanted for the whole batch (0..10000).
-  ARGV[4..]  `count` groups of 7 arguments, one per job, each as for glidemq_finish:
+  ARGV[4]  ahead: '1' marks the next jobs not started (a worker's prefetch), '0' does not.
+  ARGV[5]  started: the claims this worker's processors took since its last call, that were
+           handed out marked not started: job id and fence pairs joined by spaces ('' for
+           none). Each mark is cleared while it is the claim's (a reclaim then counts a stall
+           for it); a pair whose claim moved on, or whose job is gone, changes nothing.
+  ARGV[6..]  `count` groups of 7 arguments, one per job, each as for glidemq_finish:
     group.jobId: the job the worker ran.
     group.fence: the fence of its claim.
     group.outcome: 'completed', 'failed', or 'failed:' followed by the error's stack.
@@ -123,7 +130,7 @@ local function settle(k, jk, id, setKey, keep, now, made, state, field, value)
     redis.call('DEL', jk, jk .. ':logs')
     return
   end
-  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
+  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
   redis.call('HSET', jk, 'attemptsMade', made, 'state', state, field, value, 'finishedOn', now)
   redis.call('ZADD', setKey, now, id)
   retain(k, setKey, keep, now, id)
@@ -146,10 +153,26 @@ local OUTCOME = kind("'completed', 'failed', or 'failed:' and a stack of at most
   if string.sub(v, 1, 7) == 'failed:' and #v <= 7 + MAX_STACK_BYTES then return v end
   return nil
 end)
+-- Claims reported started: '' or 'id fence id fence ...' (a job id holds no whitespace), decoded
+-- into a list of { id, fence } (at most MAX_COUNT).
+local STARTED = kind("'' or job id and fence pairs joined by spaces", function(v)
+  local out = {}
+  if v == '' then return out end
+  local words = {}
+  for w in string.gmatch(v, '%S+') do words[#words + 1] = w end
+  if #words % 2 ~= 0 or #words > 2 * MAX_COUNT then return nil end
+  for i = 1, #words, 2 do
+    local id, fence = ARG.jobId.check(words[i]), ARG.fence.check(words[i + 1])
+    if not id or not fence then return nil end
+    out[#out + 1] = { id, words[i + 1] }
+  end
+  return out
+end)
 local FINISH_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty,
   'outcome', OUTCOME, 'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT),
-  'fetchCount', ARG.count, 'keep', KEEP_RULE, 'durationMs', ARG.ms }
-local FINISH_MANY_HEAD = { 'consumer', ARG.nonEmpty, 'count', ARG.count, 'fetchCount', ARG.count }
+  'fetchCount', ARG.count, 'keep', KEEP_RULE, 'durationMs', ARG.ms, 'ahead', ARG.flag }
+local FINISH_MANY_HEAD = { 'consumer', ARG.nonEmpty, 'count', ARG.count, 'fetchCount', ARG.count,
+  'ahead', ARG.flag, 'started', STARTED }
 local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', OUTCOME,
   'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'keep', KEEP_RULE, 'durationMs', ARG.ms }
 -- The keys each outcome writes besides the claim's own (activate.lua requireReleaseTypes).
@@ -218,6 +241,19 @@ local function planFinish(k, j, consumer, seen, announce)
     seen[id] = ((status == 'completed' or status == 'failed') and keep == '0') and 'missing' or 'stale'
   end
   return status, jk, src, sid, made, lists
+end
+
+-- The job keys whose not-started mark (lua/activate.lua) the reported claims `started` clear: those
+-- whose `ns` still holds the reported fence. Read in the check phase; a job key of another type is
+-- skipped (never written).
+local function startedMarks(k, started)
+  local marks = {}
+  for _, c in ipairs(started) do
+    local jk = jobKey(k, c[1])
+    local ns = redis.pcall('HGET', jk, 'ns')
+    if ns == c[2] then marks[#marks + 1] = jk end
+  end
+  return marks
 end
 
 -- Whether a job id appears twice in `jobs` (then planFinish needs its `seen` table). A batch
@@ -307,7 +343,7 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
     if exhausted then emit(k, 'retries-exhausted', id, 'attemptsMade', made) end
     return
   end
-  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src')
+  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
   if status == 'delayed' then
     redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed')
     redis.call('ZADD', k.scheduled, now + j.retryDelay, id)
@@ -342,7 +378,7 @@ register('glidemq_finish', function(keys, args)
     if acked then redis.call('XDEL', k.stream, sid) end
     recordMetrics(k, now, status == 'completed', a.durationMs)
   end
-  local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists)
+  local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   table.insert(out, 1, status)
   return out
@@ -386,6 +422,7 @@ register('glidemq_finishMany', function(keys, args)
     end
   end
   if anyCompleted or anyFailed then checkMetrics(k, now, anyCompleted, anyFailed) end
+  local marks = startedMarks(k, a.started)
   -- the XACK that opens the write phase raises on a stream of another type before any write
   if #acks > 0 then rawset(k, STREAM_TYPES, true) end
   lists = checkFetch(k, a.fetchCount, m, lists)
@@ -408,7 +445,8 @@ register('glidemq_finishMany', function(keys, args)
   if #acks > 0 then dropAcked(k, acks) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
-  local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists)
+  for _, jk in ipairs(marks) do redis.call('HDEL', jk, 'ns') end
+  local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   for _, job in ipairs(nextJobs) do statuses[#statuses + 1] = job end
   return statuses

@@ -15,6 +15,10 @@
   server has served for minIdle nothing is stalled, so an outage or a failover shorter than the
   lock never takes a live worker's job (each function records the epoch in meta, epochId and
   epochAt, unless it is a dry run).
+  A claim still marked not started (`ns` holds its fence: a worker's prefetch no processor took
+  yet, lua/activate.lua) is given back without a stall: its stalledCount stays, the attempt is
+  marked `nsr` (its next claims are not marked, so it gets this once), no 'stalled' event is
+  written, and its id is listed under `returned` instead.
   Both functions read everything they decide on (pending entries, job hashes) before the first
   write, and check the type of every queue key they may write, so a refused call writes nothing.
 
@@ -27,7 +31,7 @@
     ARGV[5]  dryRun: '1' changes nothing and reports what would be done, '0' reclaims.
     ARGV[6]  cursor: where the walk resumes: the previous call's nextCursor ('0-0' for the start).
     Returns  {'paused'} or {'ok', {redispatched ids}, {failed ids}, consumersRemoved, nextCursor,
-             dropped}: at most RECLAIM_MAX_PAGES pages of RECLAIM_PAGE entries are claimed per call
+             dropped, {returned ids}}: at most RECLAIM_MAX_PAGES pages of RECLAIM_PAGE entries are claimed per call
              through XAUTOCLAIM (claims pass through `consumer` for the length of the call; the
              server's idle time decides), then acked and deleted: a claim's job is redispatched or
              failed, any other entry just goes. nextCursor '0-0' means the walk wrapped, anything
@@ -52,7 +56,8 @@
     after a failover to a server whose clock is behind) counts as age 0, and (not in a dry run) is
     set to the server's TIME: the claim is then reclaimed minIdle later unless its worker heartbeats.
     So a skewed clock can neither get a live claim reclaimed nor make a dead one immune forever.
-    Returns  {'paused'} or {'ok', {redispatched ids}, {failed ids}, source ('set'|'scan'), scanSteps}.
+    Returns  {'paused'} or {'ok', {redispatched ids}, {failed ids}, source ('set'|'scan'), scanSteps,
+             {returned ids}}.
 
   Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 ]]
@@ -93,6 +98,19 @@ local function stallJob(k, id, jk, now, n, maxStalled, fence)
   return false
 end
 
+-- Gives back a claim that no processor took (see the header): requeued with its stalledCount as it
+-- was, this attempt marked as given back once.
+local function returnUnstarted(k, id, jk)
+  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'sid', 'ns')
+  redis.call('HSET', jk, 'nsr', '1')
+  requeue(k, id, jk)
+end
+
+-- Whether job fields `state`, `fence` and `ns` are those of a claim marked not started.
+local function unstarted(state, fence, ns)
+  return state == 'active' and ns ~= nil and ns ~= false and ns == fence
+end
+
 -- A job's stalledCount after one more stall (a field that is no whole number >= 0 counts as 0).
 local function stallsAfter(field)
   local n = tonumber(field)
@@ -118,7 +136,7 @@ local function streamCandidates(k, a, inclusive)
       c.id = streamEntryJobId(k, p[1])
       if c.id then
         c.jk = jobKey(k, c.id)
-        local f = jobFieldsOrNil(c.jk, 'state', 'sid', 'src', 'stalledCount', 'grp', 'fence')
+        local f = jobFieldsOrNil(c.jk, 'state', 'sid', 'src', 'stalledCount', 'grp', 'fence', 'ns')
         -- a claim: the job's current entry, delivered (waiting) or activated from the stream;
         -- anything else is a removed job or an entry a redispatch or hand-back already superseded
         if f and f[2] == p[1] and (f[1] == 'waiting' or (f[1] == 'active' and f[3] == 's')) then
@@ -126,6 +144,7 @@ local function streamCandidates(k, a, inclusive)
           c.stalls = stallsAfter(f[4])
           c.redispatch = c.stalls <= a.maxStalledCount
           c.fence = toInt(f[6], 0) + 1
+          c.unstarted = unstarted(f[1], f[6], f[7])
           if f[5] then groupRequireTypes(k, f[5]) end
         end
       end
@@ -148,6 +167,11 @@ local function reclaimEntry(k, a, c, now, out)
     out.dropped = out.dropped + 1
     return
   end
+  if c.unstarted then
+    if not a.dryRun then returnUnstarted(k, c.id, c.jk) end
+    out.returned[#out.returned + 1] = c.id
+    return
+  end
   local redispatch = c.redispatch
   if not a.dryRun then redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount, c.fence) end
   local into = redispatch and out.redispatched or out.failed
@@ -159,18 +183,18 @@ register('glidemq_reclaimStalled', function(keys, args)
   local a = decodeArgs('glidemq_reclaimStalled', args, RECLAIM_ARGS)
   requireTypes(k, RECLAIM_WRITES)
   if isPaused(k) then return { 'paused' } end
-  if redis.call('EXISTS', k.stream) == 0 then return { 'ok', {}, {}, 0, '0-0', 0 } end
+  if redis.call('EXISTS', k.stream) == 0 then return { 'ok', {}, {}, 0, '0-0', 0, {} } end
   local now = serverNow()
   -- time the server was down or not yet primary is no claim's idle time (lua/epoch.lua)
   local serving, epoch = servingFor(k.meta, now)
   if serving < a.minIdle then
     if not a.dryRun then recordEpoch(k.meta, epoch) end
-    return { 'ok', {}, {}, removeStaleConsumers(k, a.consumer, a.consumerIdleMs, a.dryRun), a.cursor, 0 }
+    return { 'ok', {}, {}, removeStaleConsumers(k, a.consumer, a.consumerIdleMs, a.dryRun), a.cursor, 0, {} }
   end
   -- (the read phase below may refuse: the epoch is recorded after it)
   local bySid, order, cursor, grouped = streamCandidates(k, a, not a.dryRun)
   if not a.dryRun then recordEpoch(k.meta, epoch) end
-  local out = { redispatched = {}, failed = {}, dropped = 0 }
+  local out = { redispatched = {}, failed = {}, dropped = 0, returned = {} }
   if a.dryRun then
     for _, sid in ipairs(order) do reclaimEntry(k, a, bySid[sid], now, out) end
   elseif grouped then
@@ -191,7 +215,7 @@ register('glidemq_reclaimStalled', function(keys, args)
     end
   end
   local removed = removeStaleConsumers(k, a.consumer, a.consumerIdleMs, a.dryRun)
-  return { 'ok', out.redispatched, out.failed, removed, cursor, out.dropped }
+  return { 'ok', out.redispatched, out.failed, removed, cursor, out.dropped, out.returned }
 end)
 
 register('glidemq_reclaimStalledListJobs', function(keys, args)
@@ -199,13 +223,13 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
   local a = decodeArgs('glidemq_reclaimStalledListJobs', args, RECLAIM_LIST_ARGS)
   requireTypes(k, RECLAIM_LIST_WRITES)
   if isPaused(k) then return { 'paused' } end
-  if redis.call('EXISTS', k.meta) == 0 then return { 'ok', {}, {}, 'set', 0 } end
+  if redis.call('EXISTS', k.meta) == 0 then return { 'ok', {}, {}, 'set', 0, {} } end
   local now = serverNow()
   -- time the server was down or not yet primary is no claim's lock age (lua/epoch.lua)
   local serving, epoch = servingFor(k.meta, now)
   if serving < a.minIdle then
     if not a.dryRun then recordEpoch(k.meta, epoch) end
-    return { 'ok', {}, {}, 'set', 0 }
+    return { 'ok', {}, {}, 'set', 0, {} }
   end
   local ids = redis.call('SMEMBERS', k.listActiveIds)
   local source, steps = 'set', 0
@@ -226,7 +250,7 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
   local stalled, future = {}, {}
   for _, id in ipairs(ids) do
     local jk = jobKey(k, id)
-    local f = jobFieldsOrNil(jk, 'state', 'src', 'lockedAt', 'stalledCount', 'grp', 'fence')
+    local f = jobFieldsOrNil(jk, 'state', 'src', 'lockedAt', 'stalledCount', 'grp', 'fence', 'ns')
     if f and isListClaim(f[1], f[2]) then
       local age, ahead = lockAge(f[3], now)
       if ahead then future[#future + 1] = jk end
@@ -234,20 +258,28 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
         if f[5] then groupRequireTypes(k, f[5]) end
         local stalls = stallsAfter(f[4])
         stalled[#stalled + 1] = { id = id, jk = jk, stalls = stalls, redispatch = stalls <= a.maxStalledCount,
-          fence = toInt(f[6], 0) + 1 }
+          fence = toInt(f[6], 0) + 1, unstarted = unstarted(f[1], f[6], f[7]) }
       end
     end
   end
   if not a.dryRun then recordEpoch(k.meta, epoch) end
-  local redispatched, failed = {}, {}
+  local redispatched, failed, returned = {}, {}, {}
   for _, c in ipairs(stalled) do
-    local redispatch = c.redispatch
-    if not a.dryRun then
-      listRelease(k, c.id)
-      redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount, c.fence)
+    if c.unstarted then
+      if not a.dryRun then
+        listRelease(k, c.id)
+        returnUnstarted(k, c.id, c.jk)
+      end
+      returned[#returned + 1] = c.id
+    else
+      local redispatch = c.redispatch
+      if not a.dryRun then
+        listRelease(k, c.id)
+        redispatch = stallJob(k, c.id, c.jk, now, c.stalls, a.maxStalledCount, c.fence)
+      end
+      local into = redispatch and redispatched or failed
+      into[#into + 1] = c.id
     end
-    local into = redispatch and redispatched or failed
-    into[#into + 1] = c.id
   end
   if not a.dryRun then
     -- a future lockedAt starts to age from now (a stalled one was just released instead)
@@ -255,6 +287,6 @@ register('glidemq_reclaimStalledListJobs', function(keys, args)
       if redis.call('HGET', jk, 'state') == 'active' then redis.call('HSET', jk, 'lockedAt', now) end
     end
   end
-  return { 'ok', redispatched, failed, source, steps }
+  return { 'ok', redispatched, failed, source, steps, returned }
 end)
 end

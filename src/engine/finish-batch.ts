@@ -12,6 +12,12 @@
  * reply arrives (before its jobs run); with one batch in flight everything ready goes at once;
  * with two, results wait for the next reply. (Both halves at once would not overlap: the server
  * reads them together and answers both together.)
+ *
+ * Prefetched claims come marked not started (`ahead`, lua/activate.lua): the worker reports each
+ * one its processors took (report), and the report rides with the next results sent; a report
+ * whose job's own result is sent first is dropped (the finish clears the mark). Only when no
+ * result is waiting does a report go alone, in a glidemq_finishMany of no jobs. The batcher also
+ * keeps the round trip of its calls (rttMs), which sizes the worker's prefetch.
  */
 import type { Client } from './connection.js';
 import { callFunction } from './library.js';
@@ -29,6 +35,8 @@ export interface FinishRequest {
   /** The retention rule for this outcome (encodeRetention of removeOnComplete or removeOnFail). */
   keep: string;
   durationMs: number;
+  /** The next jobs are a prefetch: marked not started until reported (see above). */
+  ahead: boolean;
 }
 
 interface Pending {
@@ -42,10 +50,17 @@ const MAX_BATCH = 100;
 /** Calls kept in flight at once (see above). */
 const MAX_IN_FLIGHT = 2;
 
+/** Weight of the newest round trip in rttMs. */
+const RTT_WEIGHT = 0.1;
+
 export class FinishBatcher {
   private pending: Pending[] = [];
   private scheduled = false;
   private inFlight = 0;
+  /** Marked claims whose start is not reported yet: job id to fence. */
+  private started = new Map<string, string>();
+  /** The round trip of a finish call, ms (an average weighted to the recent; 0 until one returned). */
+  rttMs = 0;
 
   constructor(
     private readonly client: () => Client,
@@ -55,48 +70,80 @@ export class FinishBatcher {
 
   /** Resolves to `[status, ...nextJobs]`, as a glidemq_finish call for this one job would. */
   finish(req: FinishRequest): Promise<unknown[]> {
+    this.started.delete(req.id);
     return new Promise((resolve, reject) => {
       this.pending.push({ req, resolve, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flush());
-      }
+      this.schedule();
     });
+  }
+
+  /** A processor took the marked claim `fence` of job `id`: the server hears it with the next call. */
+  report(id: string, fence: string): void {
+    this.started.set(id, fence);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
   }
 
   private flush(): void {
     this.scheduled = false;
-    if (this.inFlight >= MAX_IN_FLIGHT || this.pending.length === 0) return;
+    if (this.inFlight >= MAX_IN_FLIGHT) return;
     const all = this.pending;
+    if (all.length === 0) {
+      if (this.started.size > 0) void this.send([]);
+      return;
+    }
     // nothing in flight: send half, keep the rest for when this call's reply arrives
     const take = this.inFlight === 0 && all.length > 1 ? Math.ceil(all.length / 2) : all.length;
     this.pending = all.slice(take);
     for (let i = 0; i < take; i += MAX_BATCH) void this.send(all.slice(i, Math.min(take, i + MAX_BATCH)));
   }
 
+  /** The reports not sent yet, as glidemq_finishMany's `started` argument ('' for none). */
+  private takeReports(): string {
+    if (this.started.size === 0) return '';
+    const words: string[] = [];
+    for (const [id, fence] of this.started) words.push(id, fence);
+    this.started.clear();
+    return words.join(' ');
+  }
+
   private async send(batch: Pending[]): Promise<void> {
     this.inFlight++;
+    const sentAt = performance.now();
     let settled = false;
     // the reply is in: send what waits before running this batch's next jobs (see above)
     const done = () => {
       if (settled) return;
       settled = true;
       this.inFlight--;
+      const rtt = performance.now() - sentAt;
+      this.rttMs = this.rttMs === 0 ? rtt : this.rttMs + RTT_WEIGHT * (rtt - this.rttMs);
       this.flush();
     };
     try {
-      if (batch.length === 1) {
+      const reports = this.takeReports();
+      if (batch.length === 1 && reports === '') {
         const r = batch[0].req;
         const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
-          r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs,
+          r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs, r.ahead ? '1' : '0',
         ])) as unknown[];
         done();
         batch[0].resolve(reply);
         return;
       }
       let fetchCount = 0;
-      for (const { req } of batch) fetchCount += req.fetchCount;
-      const args: (string | number)[] = [this.consumer, batch.length, fetchCount];
+      let ahead = false;
+      for (const { req } of batch) {
+        fetchCount += req.fetchCount;
+        if (req.ahead) ahead = true;
+      }
+      const args: (string | number)[] = [this.consumer, batch.length, fetchCount, ahead ? '1' : '0', reports];
       for (const { req: r } of batch) {
         args.push(r.id, r.fence, outcomeArg(r), r.value, r.retryDelay, r.keep, r.durationMs);
       }

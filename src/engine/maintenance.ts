@@ -28,6 +28,8 @@ export const DEFAULT_MAINTENANCE: MaintenanceSettings = {
 export interface ReclaimResult {
   redispatched: string[];
   failed: string[];
+  /** Claims no processor had taken (a worker's prefetch): given back with no stall counted. */
+  returned: string[];
   consumersRemoved: number;
 }
 
@@ -148,12 +150,13 @@ export class Maintenance {
     const s = this.settings;
     const opts = { minIdle: s.lockDuration, maxStalledCount: s.maxStalledCount, dryRun: false, consumerIdleMs: this.consumerIdleThreshold };
     const stream = await this.reclaimStreamPage(consumer, this.streamCursor, opts);
-    if (stream.paused) return { redispatched: [], failed: [], consumersRemoved: 0 };
+    if (stream.paused) return { redispatched: [], failed: [], returned: [], consumersRemoved: 0 };
     this.streamCursor = stream.cursor;
     const list = await this.reclaimListJobs(opts);
     return {
       redispatched: [...stream.redispatched, ...list.redispatched],
       failed: [...stream.failed, ...list.failed],
+      returned: [...stream.returned, ...list.returned],
       consumersRemoved: stream.consumersRemoved,
     };
   }
@@ -166,7 +169,7 @@ export class Maintenance {
   async reclaim(opts: ReclaimOptions = {}): Promise<ReclaimReport> {
     const o = this.reclaimDefaults(opts);
     const consumer = `glidemq-reclaim:${hostname()}:${process.pid}`;
-    const report: ReclaimReport = { redispatched: [], failed: [], consumersRemoved: 0, paused: false, dropped: 0, dryRun: o.dryRun };
+    const report: ReclaimReport = { redispatched: [], failed: [], returned: [], consumersRemoved: 0, paused: false, dropped: 0, dryRun: o.dryRun };
     try {
       let cursor = '0-0';
       for (let calls = 0; calls < MAX_WALK_CALLS; calls++) {
@@ -174,6 +177,7 @@ export class Maintenance {
         if (page.paused) return { ...report, paused: true };
         report.redispatched.push(...page.redispatched);
         report.failed.push(...page.failed);
+        report.returned.push(...page.returned);
         report.consumersRemoved += page.consumersRemoved;
         report.dropped += page.dropped;
         cursor = page.cursor;
@@ -183,6 +187,7 @@ export class Maintenance {
       if (list.paused) return { ...report, paused: true };
       report.redispatched.push(...list.redispatched);
       report.failed.push(...list.failed);
+      report.returned.push(...list.returned);
       return report;
     } finally {
       if (!o.dryRun) await this.removeOwnConsumer(consumer).catch(() => undefined);
@@ -207,11 +212,12 @@ export class Maintenance {
       o.dryRun ? '1' : '0',
       cursor,
     ])) as unknown[];
-    if (r[0] === 'paused') return { paused: true, redispatched: [], failed: [], consumersRemoved: 0, cursor, dropped: 0 };
+    if (r[0] === 'paused') return { paused: true, redispatched: [], failed: [], returned: [], consumersRemoved: 0, cursor, dropped: 0 };
     return {
       paused: false,
       redispatched: (r[1] as string[]).map(String),
       failed: (r[2] as string[]).map(String),
+      returned: ((r[6] ?? []) as string[]).map(String),
       consumersRemoved: Number(r[3]),
       cursor: String(r[4]),
       dropped: Number(r[5]),
@@ -224,8 +230,14 @@ export class Maintenance {
       o.maxStalledCount,
       o.dryRun ? '1' : '0',
     ])) as unknown[];
-    if (r[0] === 'paused') return { paused: true, redispatched: [] as string[], failed: [] as string[] };
-    return { paused: false, redispatched: (r[1] as string[]).map(String), failed: (r[2] as string[]).map(String), source: String(r[3]) };
+    if (r[0] === 'paused') return { paused: true, redispatched: [] as string[], failed: [] as string[], returned: [] as string[] };
+    return {
+      paused: false,
+      redispatched: (r[1] as string[]).map(String),
+      failed: (r[2] as string[]).map(String),
+      returned: ((r[5] ?? []) as string[]).map(String),
+      source: String(r[3]),
+    };
   }
 
   /**

@@ -11,7 +11,11 @@ export interface WorkerOptions {
   connection?: ConnectionInput;
   prefix?: string;
   concurrency?: number;
-  /** Jobs claimed ahead beyond concurrency, so a free slot starts at once (default 0). */
+  /**
+   * Jobs claimed ahead beyond concurrency, so a free slot starts one at once. By default the worker
+   * sizes it itself (see Worker): as many as run during one round trip to the server, at most
+   * concurrency, none for jobs that run longer than a round trip per slot.
+   */
   prefetch?: number;
   /** A claim idle this long counts as stalled (ms). Running jobs heartbeat at half of it. */
   lockDuration?: number;
@@ -49,7 +53,8 @@ export interface WorkerOptions {
 
 export interface Settings extends MaintenanceSettings {
   concurrency: number;
-  prefetch: number;
+  /** A fixed prefetch, or undefined: adaptive (Worker.prefetchNow). */
+  prefetch: number | undefined;
   blockTimeout: number;
   globalConcurrency: number;
   limiter: RateLimiterOptions | undefined;
@@ -67,7 +72,7 @@ export function resolveSettings(o: WorkerOptions): Settings {
   const blockTimeout = o.blockTimeout ?? 5_000;
   return {
     concurrency: positive(o.concurrency ?? 1, 'concurrency'),
-    prefetch: wholeCount(o.prefetch ?? 0, 'prefetch'),
+    prefetch: o.prefetch === undefined ? undefined : wholeCount(o.prefetch, 'prefetch'),
     lockDuration: positive(lockDuration, 'lockDuration'),
     stalledInterval: positive(stalledInterval, 'stalledInterval'),
     maxStalledCount: wholeCount(o.maxStalledCount ?? 1, 'maxStalledCount'),

@@ -81,6 +81,13 @@ interface Run<D, R> {
  */
 const PROMOTE_BATCH = 250;
 
+/**
+ * The adaptive prefetch holds at most this many jobs per slot. A slot's next job starts when its
+ * result leaves, and the claims in a worker then circulate once per round trip: to be k times
+ * faster than a worker that keeps one call in flight per slot, k slots' worth must circulate.
+ */
+const PREFETCH_CAP = 2;
+
 /** A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we cannot see. */
 function readsArgumentsFreely(fn: Function): boolean {
   return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
@@ -97,6 +104,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private readerReserved = 0;
   /** Prefetched claims waiting for a slot (heartbeated like running jobs, given back at close). */
   private readonly buffered: Job<D, R>[] = [];
+  /** Claims that came marked not started (lua/activate.lua): their start is reported when it runs. */
+  private readonly marked = new WeakSet<Job<D, R>>();
+  /** Runs in `active` whose finish is on its way: their slot already runs the next job. */
+  private finishingRuns = 0;
+  /** Next jobs asked for by finishes whose replies have not come back yet. */
+  private inbound = 0;
+  /** How long a processor run takes, ms (an average weighted to the recent; sizes the prefetch). */
+  private runMs = 0;
   private readerRunning = false;
   private running = false;
   /** run()'s start-up, once run() was called. */
@@ -173,7 +188,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.changes = new ChangeWaiter(this.keys);
     this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
       concurrency: this.settings.concurrency,
-      running: this.active.size,
+      running: this.processing(),
     }));
     this.recovery = new ClaimRecovery({
       client: () => this.client,
@@ -193,8 +208,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return this.acquired.client;
   }
 
+  /** Jobs whose processor runs now (a run whose result is on its way to the server is done here). */
   get activeCount(): number {
-    return this.active.size;
+    return this.processing();
+  }
+
+  private processing(): number {
+    return this.active.size - this.finishingRuns;
   }
 
   isRunning(): boolean {
@@ -272,7 +292,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.emit('ready');
     let first: { status: string; jobs: ClaimReply[] };
     try {
-      first = await this.fetch(this.freeSlots());
+      first = await this.fetch(this.readerRoom());
     } catch (err) {
       // A queue the worker cannot read yet (a key of the wrong type...) is retried by the read loop
       // with backoff; the worker stays up and reports the error.
@@ -376,18 +396,19 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * Runs a claim, or keeps it for a free slot. (On the per-job path: one map lookup, and a scan
    * only of the prefetched jobs, which are few or none.)
    */
-  private dispatch(reply: ClaimReply): void {
+  private dispatch(reply: ClaimReply, marked = false): void {
     const id = String(reply[0]);
     const run = this.active.get(id);
     if (run) return this.claimAgain(run, reply);
-    const at = this.buffered.findIndex((j) => j.id === id);
+    const at = this.buffered.length === 0 ? -1 : this.buffered.findIndex((j) => j.id === id);
     // processedOn as this process saw the claim start (the stored one is the server's time)
     const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
+    if (marked) this.marked.add(job);
     this.hadWork = true;
     if (at >= 0) {
       // a prefetched job claimed again has not started: it waits under its newest claim
       if (newerFence(job.claim?.fence, this.buffered[at].claim?.fence)) this.buffered[at] = job;
-    } else if (this.active.size < this.settings.concurrency && !this.localPaused) this.startRun(job);
+    } else if (this.buffered.length === 0 && this.processing() < this.settings.concurrency && !this.localPaused) this.startRun(job);
     else this.buffered.push(job);
   }
 
@@ -409,26 +430,56 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private startRun(job: Job<D, R>): void {
     const run: Run<D, R> = { job, finishing: false, abort: this.takesSignal ? new AbortController() : undefined };
     this.active.set(job.id, run);
+    // a claim handed out marked not started: the server hears of its start with the next call
+    if (this.marked.has(job)) this.finisher.report(job.id, job.claim?.fence ?? '');
     void this.execute(run);
   }
 
   private startBuffered(): void {
-    while (this.active.size < this.settings.concurrency && this.buffered.length > 0 && !this.closing && !this.localPaused) {
+    while (this.processing() < this.settings.concurrency && this.buffered.length > 0 && !this.closing && !this.localPaused) {
       this.startRun(this.buffered.shift() as Job<D, R>);
     }
+  }
+
+  /**
+   * Jobs claimed ahead of the slots. The `prefetch` option fixes it; by default it is as many as
+   * the slots run during one round trip of a finish call (concurrency x round trip / run time),
+   * at most PREFETCH_CAP x concurrency: across a network a slot then starts its next job when its
+   * result leaves, not when the reply comes back. Jobs that run longer than a round trip per slot get none, so
+   * nothing is held back from other workers, and neither does a queue with a global limit or a
+   * rate limiter (a claim held ahead would count against them).
+   */
+  private prefetchNow(): number {
+    if (this.settings.prefetch !== undefined) return this.settings.prefetch;
+    const rtt = this.finisher.rttMs;
+    if (rtt === 0 || this.limited) return 0;
+    const c = this.settings.concurrency;
+    return Math.min(PREFETCH_CAP * c, Math.floor((c * rtt) / Math.max(this.runMs, 0.05)));
   }
 
   /** Claims this worker can still take: running slots plus the prefetch allowance. */
   private freeSlots(): number {
     if (this.localPaused) return 0;
-    const capacity = this.settings.concurrency + this.settings.prefetch;
-    return capacity - this.active.size - this.buffered.length - this.readerReserved;
+    const capacity = this.settings.concurrency + this.prefetchNow();
+    return capacity - this.processing() - this.buffered.length - this.inbound - this.readerReserved;
   }
 
-  /** How many jobs a finishing job asks for: its own slot, plus whatever prefetch room is free. */
+  /**
+   * Claims the blocking read and fetches may take: the free slots, and the prefetch room only
+   * when a fixed prefetch was asked for. An adaptive prefetch is filled by finishes alone, whose
+   * next jobs come in queue order (priority first): a read of the job stream that filled it
+   * would take FIFO jobs ahead of priority ones that arrive meanwhile.
+   */
+  private readerRoom(): number {
+    if (this.settings.prefetch !== undefined) return this.freeSlots();
+    if (this.localPaused) return 0;
+    return this.settings.concurrency - this.processing() - this.buffered.length - this.inbound - this.readerReserved;
+  }
+
+  /** How many jobs a finish asks for: what fills the slots and the prefetch room, less what is on its way. */
   private nextFetchCount(): number {
     if (this.closing || !this.running || this.localPaused) return 0;
-    return Math.max(1, this.freeSlots() + 1);
+    return Math.max(0, this.freeSlots());
   }
 
   private async execute(run: Run<D, R>): Promise<void> {
@@ -461,21 +512,35 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       }
     }
     if (job.moved) return this.afterMoved(job);
-    const durationMs = Math.max(0, Math.round(performance.now() - started));
+    const ranMs = performance.now() - started;
+    this.runMs = this.runMs === 0 ? ranMs : this.runMs + 0.1 * (ranMs - this.runMs);
+    const durationMs = Math.max(0, Math.round(ranMs));
+    // the slot runs the next prefetched job while this result is on its way
+    run.finishing = true;
+    this.finishingRuns++;
+    this.startBuffered();
+    const fetchCount = this.nextFetchCount();
     const request: FinishRequest = {
       id: job.id,
       fence: '',
       outcome,
       value,
       retryDelay,
-      fetchCount: this.nextFetchCount(),
+      fetchCount,
       keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete ?? this.settings.removeOnComplete : job.opts.removeOnFail ?? this.settings.removeOnFail),
       durationMs,
+      ahead: fetchCount > 0 && this.prefetchNow() > 0,
     };
     // a failed attempt keeps its error's stack (bounded: stacktrace.ts); a completion sends none
     if (error && outcome === 'failed') request.stack = boundedStack(error);
-    run.finishing = true;
-    const finished = await this.finishRun(run, request);
+    this.inbound += fetchCount;
+    let finished;
+    try {
+      finished = await this.finishRun(run, request);
+    } finally {
+      this.inbound -= fetchCount;
+      this.finishingRuns--;
+    }
     this.active.delete(job.id);
     if (!finished) {
       // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
@@ -503,7 +568,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     } else {
       this.emit('lost', job, status);
     }
-    for (const claim of next) this.dispatch(claim);
+    for (const claim of next) this.dispatch(claim, request.ahead);
     this.afterSlotFreed();
   }
 
@@ -589,14 +654,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   private kickReader(): void {
-    if (!this.closing && this.running && !this.readerRunning && this.freeSlots() > 0) void this.readLoop(false);
+    if (!this.closing && this.running && !this.readerRunning && this.readerRoom() > 0) void this.readLoop(false);
   }
 
   /**
    * Turns what a blocking read delivered into claims (glidemq_activate), at most `want`, and runs
    * them; the rest goes back to the queue. Pairs: (entry id, job id).
    */
-  private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.freeSlots())) {
+  private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.readerRoom())) {
     const args: (string | number)[] = [this.consumer, want, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
     const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
     this.limited = r.status === 'limited';
@@ -620,14 +685,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         if (paused) {
           await this.reader!.waitForEvent(this.settings.blockTimeout, this.pausedSince);
           if (this.closing || !this.running) break;
-          const r = await this.fetch(Math.max(0, this.freeSlots()));
+          const r = await this.fetch(Math.max(0, this.readerRoom()));
           paused = r.status === 'paused';
           this.limited = r.status === 'limited';
           r.jobs.forEach((f) => this.dispatch(f));
           this.readFailures = 0;
           continue;
         }
-        const want = this.freeSlots();
+        const want = this.readerRoom();
         if (want <= 0) break;
         if (this.limited) {
           paused = (await this.limitedStep(want)) === 'paused';
@@ -667,7 +732,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.readerRunning = false;
       this.changes.reset();
     }
-    if (this.running && !this.closing && (failed || (this.freeSlots() > 0 && !paused))) this.kickReader();
+    if (this.running && !this.closing && (failed || (this.readerRoom() > 0 && !paused))) this.kickReader();
   }
 
   /**

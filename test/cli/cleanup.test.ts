@@ -23,7 +23,7 @@ describe('CLI: drain, clean, obliterate, remove', function () {
       await q.add('x', {}, { priority: 1 });
       const r = (await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1)) as ClaimReply[];
       const { id, fence } = decodeClaim(r[1]);
-      await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c', outcome, outcome === 'failed' ? 'bad' : '1', -1, 0, '', 1);
+      await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c', outcome, outcome === 'failed' ? 'bad' : '1', -1, 0, '', 1, '0');
     }
   }
 

@@ -77,7 +77,7 @@ describe('glidemq pel / reclaim / heal (CLI)', function () {
       const r = await cli('reclaim', q.name, '--min-idle', '0', '--dry-run', '--json');
       expect(r.code, r.stderr).to.equal(0);
       const doc = JSON.parse(r.stdout);
-      expect(Object.keys(doc).sort()).to.deep.equal(['consumersRemoved', 'failed', 'redispatched']);
+      expect(Object.keys(doc).sort()).to.deep.equal(['consumersRemoved', 'failed', 'redispatched', 'returned']);
       expect(doc.redispatched.sort()).to.deep.equal([streamId, prioId].sort());
       expect(doc.failed).to.deep.equal([]);
       expect((await jobHash(q, streamId)).state).to.equal('active');
@@ -89,7 +89,7 @@ describe('glidemq pel / reclaim / heal (CLI)', function () {
     it('redispatches stalled claims; past --max-stalled-count they fail', async () => {
       const { q, streamId, prioId } = await abandoned();
       const fresh = await cli('reclaim', q.name, '--json'); // default min idle 30s: nothing yet
-      expect(JSON.parse(fresh.stdout)).to.deep.equal({ redispatched: [], failed: [], consumersRemoved: 0 });
+      expect(JSON.parse(fresh.stdout)).to.deep.equal({ redispatched: [], failed: [], returned: [], consumersRemoved: 0 });
       const r = await cli('reclaim', q.name, '--min-idle', '0', '--json');
       expect(r.code, r.stderr).to.equal(0);
       expect(JSON.parse(r.stdout).redispatched.sort()).to.deep.equal([streamId, prioId].sort());
@@ -110,7 +110,7 @@ describe('glidemq pel / reclaim / heal (CLI)', function () {
       await q.pause();
       const r = await cli('reclaim', q.name, '--min-idle', '0', '--json');
       expect(r.code).to.equal(0);
-      expect(JSON.parse(r.stdout)).to.deep.equal({ redispatched: [], failed: [], consumersRemoved: 0 });
+      expect(JSON.parse(r.stdout)).to.deep.equal({ redispatched: [], failed: [], returned: [], consumersRemoved: 0 });
       expect(r.stderr).to.include('paused');
       expect((await jobHash(q, streamId)).state).to.equal('active');
     });

@@ -103,6 +103,20 @@ export const TEMPLATES: Record<string, Template> = {
     const producer = rng.chance(0.5) ? ['fz-producer', String(rng.int(1, 4)), '1'] : ['', '0', '0'];
     return ['524288', ...producer, String(groups.length), ...groups.flat()];
   },
+  glidemq_addData: (_f, rng) => {
+    const datas = Array.from({ length: rng.int(0, 3) }, (_, i) => `{"n":${i}}`);
+    // the shared options: plain, delayed, prioritized, LIFO, or with attempts and stored options
+    const shared = rng.pick([
+      ['0', '0', '0', '1', ''],
+      [String(HOUR), '0', '0', '1', ''],
+      ['0', String(rng.int(1, 2097152)), '0', '1', ''],
+      ['0', '0', '1', '1', ''],
+      ['0', '0', '0', '3', '{"backoff":{"type":"fixed","delay":1000},"removeOnComplete":true}'],
+    ]);
+    // a producer of its own: a call number is one function's (glidemq_add's template has its own)
+    const producer = rng.chance(0.5) ? ['fz-producer-data', String(rng.int(1, 4)), '1'] : ['', '0', '0'];
+    return ['524288', ...producer, 'fz-add', ...shared, String(datas.length), ...datas];
+  },
   glidemq_upsertScheduler: (f, rng) => {
     const { name, rec } = scheduler(f, rng);
     const target = rng.chance(0.3) ? 'fz-new-scheduler' : name;
@@ -125,11 +139,12 @@ export const TEMPLATES: Record<string, Template> = {
   },
   glidemq_finish: (f, rng) => {
     const [id, fence, outcome, value, retryDelay, keep, durationMs] = finishGroup(rng, activeJob(f, rng));
-    return [id, fence, f.consumer, outcome, value, retryDelay, String(rng.int(0, 2)), keep, durationMs];
+    return [id, fence, f.consumer, outcome, value, retryDelay, String(rng.int(0, 2)), keep, durationMs, rng.pick(['0', '1'])];
   },
   glidemq_finishMany: (f, rng) => {
     const jobs = some(rng, f.active, 2);
-    return [f.consumer, String(jobs.length), String(rng.int(0, 2)), ...jobs.flatMap((j) => finishGroup(rng, j))];
+    const started = some(rng, f.active, 0).flatMap((j) => [j.id, j.fence]).join(' ');
+    return [f.consumer, String(jobs.length), String(rng.int(0, 2)), rng.pick(['0', '1']), started, ...jobs.flatMap((j) => finishGroup(rng, j))];
   },
   glidemq_promote: () => ['1000'],
   glidemq_moveToDelayed: (f, rng) => {

@@ -14,9 +14,27 @@ export async function claimAs(q: Queue, consumer: string, count = 1): Promise<{ 
   });
 }
 
+/**
+ * Takes up to `count` jobs as `consumer` the way a worker's prefetch does (the next jobs of a
+ * finish that asks for them ahead: marked not started), like a worker that then dies.
+ */
+export async function claimAheadAs(q: Queue, consumer: string, count = 1): Promise<{ id: string; fence: string }[]> {
+  await q.waitUntilReady();
+  const r = (await callFunction(q.client, 'glidemq_finishMany', q.keys.meta, [consumer, 0, count, '1', ''])) as unknown[];
+  return (r as ClaimReply[]).map((reply) => {
+    const h = decodeClaim(reply);
+    return { id: h.id, fence: h.fence };
+  });
+}
+
+/** Reports, as `consumer`'s next call would, that its processors took these marked claims. */
+export async function reportStarted(q: Queue, consumer: string, claims: { id: string; fence: string }[]): Promise<void> {
+  await callFunction(q.client, 'glidemq_finishMany', q.keys.meta, [consumer, 0, 0, '0', claims.flatMap((c) => [c.id, c.fence]).join(' ')]);
+}
+
 /** A finish call as the worker that held the claim would make it (returns the status). */
 export async function finishAs(q: Queue, consumer: string, id: string, fence: string, value = '"late"'): Promise<string> {
-  const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [id, fence, consumer, 'completed', value, -1, 0, '', 1])) as unknown[];
+  const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [id, fence, consumer, 'completed', value, -1, 0, '', 1, '0'])) as unknown[];
   return String(r[0]);
 }
 

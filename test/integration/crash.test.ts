@@ -83,6 +83,38 @@ describe('worker processes killed mid-job (real valkey-server)', function () {
     expect(await q.client.zscore(q.keys.failed, job.id)).to.not.equal(null);
   });
 
+  it('claims a killed worker prefetched and never started come back with no stall; the ones it ran count one', async () => {
+    const name = uniqueQueue('prefetch');
+    const q = h.queue(name);
+    // fast jobs teach the worker that a job takes less than a round trip: it claims ahead with its
+    // finishes; then held jobs fill its two slots, and more wait claimed in its prefetch when it dies
+    await q.addBulk(Array.from({ length: 40 }, () => ({ name: 'fast', data: {} })));
+    const held = await q.addBulk(Array.from({ length: 6 }, () => ({ name: 'held', data: { hold: true } })));
+    const victim = await spawnWorker(name, 'instant-or-hold.mjs', { concurrency: 2 });
+    const hashes = () => Promise.all(held.map((j) => jobHash(q, j.id)));
+    // two run (their start reported: no mark left), the others it holds wait marked not started
+    // (ns = their fence)
+    await waitFor(async () => {
+      const active = (await hashes()).filter((x) => x.state === 'active');
+      const marked = active.filter((x) => x.ns === x.fence).length;
+      return active.length - marked === 2 && marked > 0;
+    }, 'two held jobs running and more prefetched, marked not started');
+    const ran = held.filter((j) => victim.started.includes(j.id)).map((j) => j.id);
+    expect(ran).to.have.length(2);
+    await victim.kill();
+
+    const rescuer = h.worker(name, () => 'rescued', { ...FAST, concurrency: 4 });
+    await waitFor(async () => (await hashes()).every((x) => x.state === 'completed'), 'every held job completed by the rescuer', 30_000);
+    for (const j of held) {
+      const hash = await jobHash(q, j.id);
+      // the two the victim ran stalled once; the two it only held, and the two nobody claimed, never
+      expect(hash.stalledCount ?? '0', `job ${j.id}`).to.equal(ran.includes(j.id) ? '1' : '0');
+    }
+    expect(rescuer.finished.completed).to.equal(6);
+    const counts = await q.getJobCounts();
+    expect([counts.active, counts.waiting, counts.failed]).to.deep.equal([0, 0, 0]);
+  });
+
   it('200 jobs over 4 worker processes, two killed mid-run: every job completes, duplicates only from the killed ones', async () => {
     const name = uniqueQueue('fleet');
     const q = h.queue(name);

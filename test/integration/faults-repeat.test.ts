@@ -72,7 +72,7 @@ describe('faults: a call repeated after its reply was lost', function () {
     const [sid, id] = await delivered('w1');
     const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id])) as ClaimReply[];
     const { fence } = decodeClaim(act[1]);
-    const args = [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1];
+    const args = [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1, '0'];
     const first = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     expect(first[0]).to.equal('completed');
     const before = await queue.client.hgetall(queue.keys.job(id));
@@ -90,7 +90,7 @@ describe('faults: a call repeated after its reply was lost', function () {
     // maxStalledCount 0: the first stall fails the job
     const r = (await callFunction(queue.client, 'glidemq_reclaimStalled', queue.keys.meta, ['w2', 0, 0, 60000, 0, '0-0'])) as unknown[];
     expect(r[2]).to.deep.equal([id]);
-    const late = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1])) as unknown[];
+    const late = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1, '0'])) as unknown[];
     expect(late[0]).to.equal('stale');
     expect((await queue.client.hgetall(queue.keys.job(id))).state).to.equal('failed');
   });

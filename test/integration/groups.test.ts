@@ -31,7 +31,7 @@ class LibraryCalls {
   async finish(job: Fields, outcome: 'completed' | 'failed' = 'completed', retryDelay = -1, consumer = 'c1'): Promise<string> {
     const r = (await callFunction(this.client, 'glidemq_finish', this.q.keys.meta, [
       field(job, 'id')!, field(job, 'fence')!, consumer, outcome, outcome === 'completed' ? 'null' : 'boom',
-      retryDelay, 0, '', 0,
+      retryDelay, 0, '', 0, '0',
     ])) as unknown[];
     return String(r[0]);
   }

@@ -4,10 +4,11 @@
  * removed jobs, dry runs. Crashes of real worker processes are in crash.test.ts.
  */
 import { expect } from 'chai';
-import type { Job } from '../../src/engine/job.js';
+import { decodeClaim, type ClaimReply, type Job } from '../../src/engine/job.js';
+import { callFunction } from '../../src/engine/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { claimAs, finishAs, jobHash, STALLED_REASON, upkeep } from '../helpers/recovery.js';
+import { claimAheadAs, claimAs, finishAs, jobHash, reportStarted, STALLED_REASON, upkeep } from '../helpers/recovery.js';
 
 const LOCK = 300;
 
@@ -61,6 +62,77 @@ describe('stalled recovery (real valkey-server)', () => {
       expect(after.active + after.waiting + after.prioritized).to.equal(0);
     });
   }
+
+  for (const kind of ['stream', 'priority'] as const) {
+    const opts = kind === 'priority' ? { priority: 5 } : {};
+
+    it(`gives a prefetched ${kind} claim no processor took back without a stall, once per attempt`, async () => {
+      const q = h.queue(uniqueQueue());
+      const job = await q.add('work', { kind }, opts);
+      const m = upkeep(q, { lockDuration: LOCK });
+      const [first] = await claimAheadAs(q, 'dead-1');
+      expect(first.id).to.equal(job.id);
+      expect((await jobHash(q, job.id)).ns).to.equal(first.fence);
+      const r1 = await waitFor(async () => {
+        const r = await m.reclaimStalled('reclaimer');
+        return r.returned.length ? r : undefined;
+      }, 'the unstarted claim to be given back');
+      expect(r1).to.deep.include({ returned: [job.id], redispatched: [], failed: [] });
+      let hash = await jobHash(q, job.id);
+      expect(hash.state).to.equal(kind === 'priority' ? 'prioritized' : 'waiting');
+      expect(hash.stalledCount).to.equal(undefined);
+      expect(hash.owner).to.equal(undefined);
+      expect((await q.getJobCounts()).active).to.equal(0);
+
+      // the same attempt prefetched again is not marked: a job that kills its worker before the
+      // start is reported still counts its stalls
+      const [second] = await claimAheadAs(q, 'dead-2');
+      expect(second.id).to.equal(job.id);
+      expect((await jobHash(q, job.id)).ns).to.not.equal(second.fence);
+      const r2 = await waitFor(async () => {
+        const r = await m.reclaimStalled('reclaimer');
+        return r.redispatched.length ? r : undefined;
+      }, 'the second claim to count a stall');
+      expect(r2).to.deep.include({ returned: [], redispatched: [job.id] });
+      hash = await jobHash(q, job.id);
+      expect(hash.stalledCount).to.equal('1');
+    });
+  }
+
+  it('a prefetched claim whose start was reported counts a stall like any other', async () => {
+    const q = h.queue(uniqueQueue());
+    const job = await q.add('work', {});
+    const m = upkeep(q, { lockDuration: LOCK });
+    const [claim] = await claimAheadAs(q, 'dead-1');
+    // a report of an older fence changes nothing; the claim's own clears the mark
+    await reportStarted(q, 'dead-1', [{ id: job.id, fence: String(Number(claim.fence) - 1) }]);
+    expect((await jobHash(q, job.id)).ns).to.equal(claim.fence);
+    await reportStarted(q, 'dead-1', [claim]);
+    expect((await jobHash(q, job.id)).ns).to.equal(undefined);
+    const r = await waitFor(async () => {
+      const x = await m.reclaimStalled('reclaimer');
+      return x.redispatched.length ? x : undefined;
+    }, 'the started claim to be reclaimed');
+    expect(r).to.deep.include({ returned: [], redispatched: [job.id] });
+    expect((await jobHash(q, job.id)).stalledCount).to.equal('1');
+  });
+
+  it('a finish clears the marks: the next attempt of a job given back unstarted is marked again', async () => {
+    const q = h.queue(uniqueQueue());
+    const job = await q.add('work', {}, { attempts: 3 });
+    const m = upkeep(q, { lockDuration: LOCK });
+    await claimAheadAs(q, 'dead-1');
+    await waitFor(async () => (await m.reclaimStalled('reclaimer')).returned.length > 0, 'given back');
+    expect((await jobHash(q, job.id)).nsr).to.equal('1');
+    const [c] = await claimAs(q, 'w');
+    const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [job.id, c.fence, 'w', 'failed', 'boom', 0, 1, '', 1, '1'])) as unknown[];
+    expect(r[0]).to.equal('retried');
+    const next = decodeClaim(r[1] as ClaimReply);
+    expect(next.id).to.equal(job.id);
+    const hash = await jobHash(q, job.id);
+    expect(hash.nsr).to.equal(undefined);
+    expect(hash.ns).to.equal(next.fence);
+  });
 
   it('a late finish by the worker that lost the claim is a no-op it can see (stale)', async () => {
     const q = h.queue(uniqueQueue());
@@ -147,7 +219,7 @@ describe('stalled recovery (real valkey-server)', () => {
     await waitFor(idle, 'the claims to be idle past the lock duration');
     const r = await m.reclaim();
     expect(r.paused).to.equal(true);
-    expect(await m.reclaimStalled('reclaimer')).to.deep.equal({ redispatched: [], failed: [], consumersRemoved: 0 });
+    expect(await m.reclaimStalled('reclaimer')).to.deep.equal({ redispatched: [], failed: [], returned: [], consumersRemoved: 0 });
     // and a worker's scheduler leaves it alone too
     const w = h.worker(name, async () => 'ok', { lockDuration: LOCK, stalledInterval: 100 });
     let ticks = 0;

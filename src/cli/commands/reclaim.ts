@@ -45,16 +45,19 @@ Examples:
         );
         if (r.paused) notice(`${queue} is paused: stalled recovery does not run while a queue is paused (glidemq resume ${queue})`);
         if (ctx.json) {
-          printJson({ redispatched: r.redispatched, failed: r.failed, consumersRemoved: r.consumersRemoved });
+          printJson({ redispatched: r.redispatched, failed: r.failed, returned: r.returned, consumersRemoved: r.consumersRemoved });
           return 0;
         }
         if (r.paused) return 0;
         const would = dryRun ? 'would ' : '';
-        if (r.redispatched.length + r.failed.length + r.consumersRemoved === 0) {
+        if (r.redispatched.length + r.failed.length + r.returned.length + r.consumersRemoved === 0) {
           print(colour.dim(`nothing to reclaim in ${queue}: no claim idle for ${formatMs(minIdle)} or longer`));
         }
         if (r.redispatched.length > 0) {
           print(`${dryRun ? 'would redispatch' : 'redispatched'} ${jobs(r.redispatched.length)}: ${r.redispatched.join(' ')}`);
+        }
+        if (r.returned.length > 0) {
+          print(`${dryRun ? 'would give back' : 'gave back'} ${jobs(r.returned.length)} a worker had claimed ahead and never started (no stall counted): ${r.returned.join(' ')}`);
         }
         if (r.failed.length > 0) {
           print(`${would}${dryRun ? 'fail' : colour.red('failed')} ${jobs(r.failed.length)} (stalled more than ${maxStalledCount} times): ${r.failed.join(' ')}`);
