@@ -827,6 +827,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         const fence = sent.get(id);
         if (fence !== undefined && ((run && !run.finishing && run.job.claim?.fence === fence) || (!run && this.holds(id, fence)))) {
           run?.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
+          // a prefetched job whose claim was lost never starts here: it may run elsewhere already
+          if (!run) this.dropBuffered(id, fence);
           this.emit('lockLost', id);
         }
       }
@@ -896,6 +898,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.emit('closed');
     })();
     return this.closing;
+  }
+
+  private dropBuffered(id: string, fence: string): void {
+    const at = this.buffered.findIndex((j) => j.id === id && j.claim?.fence === fence);
+    if (at >= 0) this.buffered.splice(at, 1);
   }
 
   /** Prefetched jobs that will not run here go back to the queue for other workers. */

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import type { Job } from '../../src/engine/job.js';
+import { upkeep } from '../helpers/recovery.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 
@@ -291,5 +292,44 @@ describe('Worker (real valkey-server)', () => {
     const seen: string[] = [];
     h.worker(name, async (job: Job) => void seen.push(job.id));
     await waitFor(() => seen.length === 5, 'the rest processed by another worker');
+  });
+
+  it('a prefetched job whose claim was lost is dropped, never started under the lost claim', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    await q.addBulk(Array.from({ length: 3 }, (_, i) => ({ name: 'p', data: { i } })));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const runs: string[] = [];
+    const w = h.worker(
+      name,
+      async (job: Job) => {
+        runs.push(job.id);
+        if (runs.length === 1) await gate;
+      },
+      { concurrency: 1, prefetch: 2, lockDuration: 1000, stalledInterval: 60_000 },
+    );
+    await waitFor(() => runs.length === 1 && w.activeCount === 1, 'first job running');
+    await waitFor(async () => (await q.getJobCounts()).active === 3, 'two more prefetched');
+    // another worker's stalled recovery takes every claim (as after a long cut-off): the two
+    // prefetched ones go back to the queue, and the heartbeat tells this worker it lost them
+    const lost: string[] = [];
+    w.on('lockLost', (id: string) => lost.push(id));
+    await upkeep(q, { lockDuration: 0, maxStalledCount: 5 }).reclaimStalled('other');
+    await waitFor(() => lost.length === 3, 'the worker to learn it lost all three claims', 5_000);
+    // another worker runs them now; then the first one's slot frees
+    h.worker(name, async (job: Job) => void runs.push(job.id));
+    await waitFor(async () => (await q.getJobCounts()).completed === 3, 'every job completed by the other worker');
+    const stale: string[] = [];
+    w.on('lost', (job: Job) => stale.push(job.id));
+    release();
+    // its first job's finish comes back stale: by then its slot would have run a prefetched job
+    await waitFor(() => stale.length === 1 && w.activeCount === 0, 'the first run to end, stale');
+    await w.close();
+    // the prefetched two ran once each (the first may run again: it was running when its claim went)
+    const counts = new Map<string, number>();
+    for (const id of runs) counts.set(id, (counts.get(id) ?? 0) + 1);
+    expect(counts.size).to.equal(3);
+    for (const [id, n] of counts) if (id !== runs[0]) expect(n, `runs of prefetched job ${id}`).to.equal(1);
   });
 });
