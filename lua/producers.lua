@@ -1,13 +1,14 @@
 --[[ producers.lua — once-only adds (no registered functions here): producerCall, rememberReply.
   Why: a client re-sends a command whose reply it never got (ioredis does so on reconnect), and a
   resent glidemq_add that runs again stores a second copy of every job it adds. So each add call
-  carries the client's producer id (random, one per Queue object) and a call number that grows by
-  one per call, and the function keeps the reply of every call the client may still resend, in
-  one hash per producer in the queue's slot:
+  (glidemq_add or glidemq_addData, numbered together) carries the client's producer id (random,
+  one per Queue object) and a call number that grows by one per call, and the function keeps the
+  reply of every call the client may still resend, in one hash per producer in the queue's slot:
     <queue base>:producer:<producer id>   field <seq> = the call's reply; field 'low' = below
                                           it nothing is kept
   A call whose number is there is answered with the reply kept for it, and writes nothing: the
-  caller gets the ids of the jobs the first run stored. Each call also says `answeredBelow`: the
+  caller gets the ids of the jobs the first run stored (glidemq_addData's reply is a few numbers
+  however many jobs it added: its ids are kept as runs). Each call also says `answeredBelow`: the
   lowest call number whose reply the client is still waiting for. Calls below it will never be
   sent again, so their replies are dropped (a few per call). Memory is bounded three ways: a
   client's unanswered calls; at most MAX_KEPT replies per producer whatever the client says; and
@@ -23,7 +24,9 @@ local PRODUCER_TTL_MS = 3600000 -- one hour after a producer's last call
 -- The producer's hash, or nil for a call without a producer id ('': a caller that does not ask
 -- for once-only adds); then the reply kept for call `seq` (a list as the first run returned it),
 -- or nil; then the stored 'low' (nil for a new producer). Reads only; the hash's type is checked.
-producerCall = function(k, producer, seq)
+-- `numeric`: the reply is all numbers (glidemq_addData's); else ts, id1, created1, ... (ids are
+-- strings, the rest numbers).
+producerCall = function(k, producer, seq, numeric)
   if producer == '' then return nil end
   local pk = k.producerPrefix .. producer
   requireKeyType(pk, 'hash')
@@ -34,7 +37,7 @@ producerCall = function(k, producer, seq)
     kept = {}
     for word in string.gmatch(f[1], '%S+') do
       local i = #kept + 1
-      kept[i] = i % 2 == 1 and tonumber(word) or word
+      kept[i] = (numeric or i % 2 == 1) and tonumber(word) or word
     end
   end
   return pk, kept, f[2] and tonumber(f[2]) or nil

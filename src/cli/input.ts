@@ -39,14 +39,16 @@ export function parseNdjson(input: Buffer, envelope: boolean, defaults: { name: 
   const out: NdjsonLine[] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
-    const raw = lines[i].replace(/\r$/, '');
-    if (raw.trim() === '') continue;
+    // (no regex or trim per line: this loop runs once per job, and JSON.parse skips the
+    // whitespace around a value, a trailing \r included; a line it refuses may be blank)
+    const raw = lines[i];
     const lineNo = i + 1;
     let value: unknown;
     try {
       value = JSON.parse(raw);
     } catch (err) {
-      throw invalid(`line ${lineNo}: not valid JSON (${(err as Error).message})`);
+      if (raw.trim() === '') continue;
+      throw invalid(`line ${lineNo}: not valid JSON (${jsonError(raw.endsWith('\r') ? raw.slice(0, -1) : raw, err)})`);
     }
     if (!envelope) {
       out.push({ line: lineNo, name: defaults.name, data: value, opts: defaults.opts });
@@ -72,6 +74,16 @@ export function parseNdjson(input: Buffer, envelope: boolean, defaults: { name: 
     });
   }
   return out;
+}
+
+/** JSON.parse's message for `text` (which it refused as `err`): it quotes the text, so without the \r of a CRLF line. */
+function jsonError(text: string, err: unknown): string {
+  try {
+    JSON.parse(text);
+  } catch (e) {
+    return (e as Error).message;
+  }
+  return (err as Error).message;
 }
 
 function firstInvalidUtf8Line(buf: Buffer): number {

@@ -1,14 +1,14 @@
 /**
  * Call numbers for once-only adds (lua/producers.lua). A Queue is one producer: a random id, and
- * a number per glidemq_add call. ioredis re-sends a call whose reply it never got; the function
- * finds the number already run and answers with the first run's reply, so the jobs are stored once
+ * a number per add call (glidemq_add or glidemq_addData: one numbering for both). ioredis re-sends
+ * a call whose reply it never got; the function finds the number already run and answers with the first run's reply, so the jobs are stored once
  * and the caller gets their ids. Each call also tells the server the lowest number still waiting
  * for its reply: replies below it can never be asked for again, and the server drops them.
  */
 import { randomBytes } from 'node:crypto';
 
 export interface ProducerCall {
-  /** The head arguments glidemq_add takes after maxPayload: producer, seq, answeredBelow. */
+  /** The head arguments glidemq_add and glidemq_addData take after maxPayload: producer, seq, answeredBelow. */
   readonly args: [string, number, number];
   /** Call once the call settled (answered or failed for good): it will not be sent again. */
   done(): void;

@@ -22,7 +22,8 @@ import {
   type SchedulerTiming,
 } from './schedulers.js';
 import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
-import { DEFAULT_MAX_PAYLOAD, encodeBulk, encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
+import { DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
+import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from './bulk-add.js';
 import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
 import { SafeEmitter } from './safe-emitter.js';
@@ -60,9 +61,6 @@ function checkJobDefaults(d: QueueOptions['defaultJobOptions']): JobOptions | un
   }
   return { ...d };
 }
-
-/** Jobs per glidemq_add call in addBulk; calls are pipelined. */
-const BULK_CHUNK = 200;
 
 /** An event emitter as Worker is: a listener that throws arrives as `error` (see SafeEmitter). */
 export class Queue extends SafeEmitter {
@@ -128,26 +126,31 @@ export class Queue extends SafeEmitter {
     return reply.finally(call.done);
   }
 
-  /** Adds many jobs; validated all before any is written, then written in pipelined chunks. */
+  /**
+   * Adds many jobs; validated all before any is written, then written in pipelined calls
+   * (src/engine/bulk-add.ts). An invalid job throws with `index` (1-based) and `reason`.
+   */
   async addBulk(bulk: BulkJob[]): Promise<Job[]> {
-    const jobs = this.jobDefaults ? bulk.map((j) => ({ ...j, opts: withDefaults(this.jobDefaults, j.opts) })) : bulk;
-    const groups = encodeBulk(jobs, this.maxPayload);
+    const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
     await this.waitUntilReady();
-    const results: Job[] = [];
-    const pending: Promise<unknown>[] = [];
-    for (let start = 0; start < groups.length; start += BULK_CHUNK) {
-      pending.push(this.addCall(groups.slice(start, start + BULK_CHUNK)));
-    }
-    const replies = (await Promise.all(pending)) as (string | number)[][];
-    let i = 0;
-    for (const reply of replies) {
-      const ts = Number(reply[0]); // the server's time of that call
-      for (let r = 1; r + 1 < reply.length; r += 2, i++) {
-        const j = jobs[i];
-        results.push(this.describeAdded(String(reply[r]), j.name, String(groups[i][2]), j.opts ?? {}, ts, Number(reply[r + 1])));
-      }
-    }
-    return results;
+    const added = await addEncoded(this.addTarget(), enc);
+    return bulk.map((j, i) => this.describeAdded(added.ids[i], j.name, enc.datas[i], enc.opts[i], added.ts[i], added.codes[i]));
+  }
+
+  /**
+   * addBulk for callers that need only what happened to each job, not Job objects (the CLI's
+   * `enqueue --ndjson`): the ids and glidemq_add's codes (1 created, 0 a job with that custom id
+   * existed, 2 deduplicated, 3 debounced), in the order of `bulk`.
+   */
+  async addBulkIds(bulk: BulkJob[]): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
+    const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
+    await this.waitUntilReady();
+    const { ids, codes } = await addEncoded(this.addTarget(), enc);
+    return { ids, codes };
+  }
+
+  private addTarget(): AddTarget {
+    return { client: this.client, metaKey: this.keys.meta, producer: this.producer, maxPayload: this.maxPayload };
   }
 
   /**

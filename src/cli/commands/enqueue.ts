@@ -81,20 +81,22 @@ its number, and nothing is enqueued.`,
           if (data !== undefined) throw invalid('give either data or --ndjson input on stdin, not both');
           const lines = parseNdjson(await readStdin(), !!flags.envelope, { name: flags.name, opts });
           await withQueue(ctx, queue, async (q) => {
-            let jobs;
+            let added;
             try {
-              jobs = await q.addBulk(lines);
+              added = await q.addBulkIds(lines);
             } catch (err) {
               const index = (err as { index?: number }).index;
               if (index !== undefined) throw invalid(`line ${lines[index - 1].line}: ${(err as { reason?: string }).reason}`);
               throw err;
             }
-            const out = jobs.map((j) =>
-              ctx.json ? JSON.stringify({ id: j.id, queue, name: j.name, created: j.created, ...dedupField(j) }) : j.id,
-            );
+            // codes: 1 created, 0 the job id existed, 2 deduplicated, 3 debounced (Queue.addBulkIds)
+            const { ids, codes } = added;
+            const out = ctx.json
+              ? ids.map((id, i) => JSON.stringify({ id, queue, name: lines[i].name, created: codes[i] === 1, ...dedupField({ deduplicated: DEDUP_CODES[codes[i]] }) }))
+              : ids;
             for (let i = 0; i < out.length; i += 10_000) printLines(out.slice(i, i + 10_000));
-            const existed = jobs.filter((j) => j.created === false && !j.deduplicated).length;
-            info(`enqueued ${plural(jobs.length - existed, 'job')} to ${queue}`);
+            const existed = codes.filter((c) => c === 0).length;
+            info(`enqueued ${plural(ids.length - existed, 'job')} to ${queue}`);
             if (existed > 0 && !ctx.json) notice(`${plural(existed, 'job')} already existed (their job ids were taken): nothing added for ${existed === 1 ? 'it' : 'them'}`);
           }, { creates: true });
           return 0;
@@ -112,6 +114,8 @@ its number, and nothing is enqueued.`,
       }),
     );
 }
+
+const DEDUP_CODES: Record<number, string | undefined> = { 2: 'blocked', 3: 'debounced' };
 
 function dedupField(job: { deduplicated?: string }): { deduplicated?: string } {
   return job.deduplicated ? { deduplicated: job.deduplicated } : {};
