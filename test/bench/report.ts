@@ -17,14 +17,14 @@ export interface Row {
 export const ROWS: Row[] = [
   { key: 'add.serial', label: 'add, one at a time (awaited)', unit: 'jobs/s', better: 'higher' },
   { key: 'add.bulk', label: 'add, bulk (1,000 per call)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
-  { key: 'add.ndjson', label: 'glidemq enqueue --ndjson (vs BullMQ addBulk)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'add.ndjson', label: 'glidemq enqueue --ndjson (vs BullMQ addBulk)', unit: 'jobs/s', better: 'higher', target: { ratio: 2.5, text: '>= 2.5x' } },
   { key: 'proc.c1', label: 'process backlog, concurrency 1', unit: 'jobs/s', better: 'higher' },
-  { key: 'proc.c10', label: 'process backlog, concurrency 10', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'proc.c10', label: 'process backlog, concurrency 10', unit: 'jobs/s', better: 'higher', target: { ratio: 2.5, text: '>= 2.5x' } },
   { key: 'proc.c50', label: 'process backlog, concurrency 50', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
   { key: 'lat.p50', label: 'latency p50 at 500 jobs/s, c=10', unit: 'ms', better: 'lower', digits: 2 },
   { key: 'lat.p99', label: 'latency p99 at 500 jobs/s, c=10', unit: 'ms', better: 'lower', target: { ratio: 1, text: '<= 1x' }, digits: 2 },
   { key: 'cost.cmds', label: 'client commands per job (c=10)', unit: 'cmds', better: 'lower', target: { max: 1.05, text: '~1 (glidemq)' }, digits: 2 },
-  { key: 'cost.cpu', label: 'server CPU per job (c=10, INFO cpu)', unit: 'µs', better: 'lower', target: { ratio: 0.5, text: '<= 0.5x' }, digits: 1 },
+  { key: 'cost.cpu', label: 'server CPU per job (c=10, INFO cpu)', unit: 'µs', better: 'lower', target: { ratio: 0.45, text: '<= 0.45x' }, digits: 1 },
   { key: 'cost.client', label: 'client CPU per job (c=10, worker process)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'cost.script', label: 'function/script time per job (commandstats)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'cost.calls', label: 'server-side calls per job (incl. inside scripts)', unit: 'calls', better: 'lower', digits: 1 },
@@ -34,9 +34,17 @@ export const ROWS: Row[] = [
   { key: 'dur.always', label: 'process c=10, appendfsync always', unit: 'jobs/s', better: 'higher' },
   { key: 'dur.everysec', label: 'process c=10, appendfsync everysec', unit: 'jobs/s', better: 'higher' },
   { key: 'dur.off', label: 'process c=10, appendonly no', unit: 'jobs/s', better: 'higher' },
-  { key: 'cli.one', label: 'one `glidemq enqueue` (vs BullMQ one-job script)', unit: 'ms', better: 'lower', target: { max: 200, text: '< 200 ms' } },
-  { key: 'net.c10', label: 'process c=10 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher' },
-  { key: 'net.c50', label: 'process c=50 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher' },
+  // Node's own start varies a lot between machines (NODE_EXTRA_CA_CERTS, disk): the target is on
+  // what the program adds to a bare `node -e 0` timed right before it in the same round.
+  { key: 'cli.one', label: 'one `glidemq enqueue` minus a bare `node -e 0` (vs BullMQ one-job script)', unit: 'ms', better: 'lower', target: { max: 60, text: '<= 60 ms' } },
+  { key: 'cli.wall', label: 'one `glidemq enqueue`, wall time (vs BullMQ one-job script)', unit: 'ms', better: 'lower' },
+  // Through the bench's delay proxy (delay-proxy.ts), calibrated so that a PING round trip takes
+  // 2 × the delay longer than direct; the run's notes give the round trips it measured.
+  { key: 'net.c1', label: 'process c=1 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher', target: { ratio: 1.3, text: '>= 1.3x' } },
+  { key: 'net.c10', label: 'process c=10 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'net.c50', label: 'process c=50 via proxy (+0.5 ms each way)', unit: 'jobs/s', better: 'higher', target: { ratio: 2.5, text: '>= 2.5x' } },
+  { key: 'net.c10.near', label: 'process c=10 via proxy (+0.1 ms each way, same zone)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'tls.c10', label: 'process c=10 over TLS (rediss:// on loopback)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
   ...SCALE_ROWS,
 ];
 

@@ -5,16 +5,20 @@
  *
  * Each round runs every figure for both systems in turn (the order alternates between rounds),
  * with FLUSHALL before each; the table shows the medians of the rounds and glidemq/BullMQ.
+ * The net.* rows go through delay proxies in front of the main server (calibrated before the
+ * rounds, checked after them: see the notes), tls.c10 to a TLS-only server with fresh certificates.
  */
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
+import { hasOpenssl, makeCerts, TlsServer, type TestCerts } from '../helpers/tls.js';
 import { TestServer } from '../helpers/valkey.js';
 import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue, nodeStartMs } from './cli-figures.js';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
 import { bulkAdds, memoryPerJob, preload, processBacklog, processListened, serialAdds, steadyLatency, type Sizes } from './figures.js';
 import { median, sentCommands } from './measure.js';
+import { calibrateProxy, describeCalibration, measureProxy, type ProxyCalibration } from './net-probe.js';
 import { record, renderMarkdown, renderTable, ROWS, type Results } from './report.js';
-import { SYSTEMS, type System } from './systems.js';
+import { SYSTEMS, trustTlsCa, type System } from './systems.js';
 import { runScale, scaleWanted } from './scale.js';
 
 const FULL: Sizes = {
@@ -29,7 +33,11 @@ const QUICK: Sizes = {
 };
 /** A whole run stops starting rounds once another round would pass this (ms). */
 const BUDGET_MS = { full: 9 * 60_000, quick: 2 * 60_000 };
-const PROXY_DELAY_MS = 0.5;
+/** Added delay each way (ms) of the proxy rows: another zone's server, and one in the same zone. */
+const FAR_MS = 0.5;
+const NEAR_MS = 0.1;
+const FAR_ROWS = [1, 10, 50].map((c) => `net.c${c}`);
+const NEAR_ROW = 'net.c10.near';
 
 interface Args {
   quick: boolean;
@@ -73,7 +81,9 @@ async function main(): Promise<void> {
   const breakdown: Record<string, Record<string, number>> = {};
   const started: TestServer[] = [];
   const admins: Redis[] = [];
-  let proxy: DelayProxy | undefined;
+  const proxies: { proxy: DelayProxy; cal: ProxyCalibration }[] = [];
+  let tls: { s: TlsServer; admin: Redis } | undefined;
+  let certs: TestCerts | undefined;
   const nodeStarts: number[] = [];
   const server = async (persistence: 'none' | 'aof-everysec' | 'aof-always') => {
     const s = await new TestServer({ persistence }).start();
@@ -87,8 +97,28 @@ async function main(): Promise<void> {
     const main = await server('none');
     const everysec = wanted('dur.') ? await server('aof-everysec') : undefined;
     const always = wanted('dur.') ? await server('aof-always') : undefined;
-    if (wanted('net.')) proxy = await startDelayProxy(main.s.port, PROXY_DELAY_MS);
-    const cliWanted = wanted('add.ndjson') || wanted('cli.');
+    // Each proxy is calibrated once, before the rounds, so PING through it takes 2 × its delay longer.
+    const proxyFor = async (delayMs: number) => {
+      const proxy = await startDelayProxy(main.s.port, delayMs);
+      const cal = await calibrateProxy(proxy, main.s.url);
+      proxies.push({ proxy, cal });
+      return proxy;
+    };
+    const far = FAR_ROWS.some(wanted) ? await proxyFor(FAR_MS) : undefined;
+    const near = wanted(NEAR_ROW) ? await proxyFor(NEAR_MS) : undefined;
+    if (wanted('tls.')) {
+      if (!hasOpenssl()) notes.push('openssl is not installed: the TLS figure was skipped.');
+      else {
+        certs = makeCerts();
+        trustTlsCa(certs.caCert);
+        const s = await new TlsServer(certs).start();
+        const admin = s.client();
+        tls = { s, admin };
+        await admin.connect();
+        sentCommands.exclude(admin);
+      }
+    }
+    const cliWanted = ['add.ndjson', 'cli.one', 'cli.wall'].some(wanted);
     const cli = cliWanted && enqueueAvailable();
     if (cliWanted && !cli) notes.push('`glidemq enqueue --ndjson` is not on this build yet: the NDJSON and CLI figures were skipped.');
 
@@ -164,18 +194,32 @@ async function main(): Promise<void> {
       }
       if (cli) {
         await each('cli.one', main, async (sys) => {
+          // A bare Node start right before, so the figure is what the program adds to it.
+          const bare = await nodeStartMs(sizes.cliRuns);
+          nodeStarts.push(bare);
           const v = sys.name === 'glidemq' ? await glidemqOneEnqueue(main.s.url, sizes.cliRuns) : await bullmqOneEnqueue(main.s.url, sizes.cliRuns);
-          put('cli.one', sys, v, 'ms');
+          put('cli.one', sys, v - bare, `ms over a bare node start (${bare.toFixed(0)} ms)`);
+          put('cli.wall', sys, v, 'ms');
         });
-        nodeStarts.push(await nodeStartMs(sizes.cliRuns));
       }
-      if (proxy) {
-        for (const c of [10, 50]) {
-          await each(`net.c${c}`, main, async (sys) => {
-            await preload(sys, main.s.url, side.backlog);
-            put(`net.c${c}`, sys, (await processBacklog(sys, proxy!.url, c, side)).rate, 'jobs/s via proxy');
-          });
-        }
+      // Processing through the delay proxies: preloaded directly, processed through the proxy.
+      const netRows: [string, number, DelayProxy | undefined][] = [
+        ...FAR_ROWS.map((key) => [key, Number(key.slice('net.c'.length)), far] as [string, number, DelayProxy | undefined]),
+        [NEAR_ROW, 10, near],
+      ];
+      for (const [key, c, proxy] of netRows) {
+        if (!proxy) continue;
+        await each(key, main, async (sys) => {
+          await preload(sys, main.s.url, side.backlog);
+          put(key, sys, (await processBacklog(sys, proxy.url, c, side)).rate, `jobs/s via proxy +${proxy.delayMs} ms`);
+        });
+      }
+      if (tls) {
+        const t = tls;
+        await each('tls.c10', t, async (sys) => {
+          await preload(sys, t.s.url, side.backlog);
+          put('tls.c10', sys, (await processBacklog(sys, t.s.url, 10, side)).rate, 'jobs/s over TLS');
+        });
       }
       roundsRun = round;
       const took = Date.now() - roundStart;
@@ -194,13 +238,22 @@ async function main(): Promise<void> {
     }
     if (nodeStarts.length > 0) {
       const ca = process.env.NODE_EXTRA_CA_CERTS ? 'set, so Node parses that CA file at every start' : 'not set';
-      notes.push(`a bare \`node -e 0\` took ${median(nodeStarts).toFixed(0)} ms here (median over the rounds; NODE_EXTRA_CA_CERTS ${ca}): that much of each one-job figure is Node's own start.`);
+      notes.push(`a bare \`node -e 0\` took ${median(nodeStarts).toFixed(0)} ms here (median over the rounds; NODE_EXTRA_CA_CERTS ${ca}): that much of each one-job wall time is Node's own start, and the one-job row takes off the bare start timed just before it.`);
+    }
+    for (const { proxy, cal } of proxies) {
+      notes.push(describeCalibration(cal, 'calibrated before the rounds'));
+      notes.push(describeCalibration(await measureProxy(proxy, main.s.url, cal.holdMs), 'measured again after them'));
     }
     for (const n of notes) console.log(`note: ${n}`);
     if (args.markdown) console.log('\n' + renderMarkdown(results));
     if (args.json) writeFileSync(args.json, JSON.stringify({ sizes, rounds: roundsRun, results: Object.fromEntries(results), breakdown, notes }, null, 2));
   } finally {
-    await proxy?.stop();
+    for (const { proxy } of proxies) await proxy.stop();
+    if (tls) {
+      tls.admin.disconnect();
+      await tls.s.stop();
+    }
+    if (certs) rmSync(certs.dir, { recursive: true, force: true });
     for (const a of admins) a.disconnect();
     for (const s of started) await s.stop();
   }

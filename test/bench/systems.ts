@@ -2,6 +2,7 @@
  * The two queues under test behind one small interface, so every figure runs the same workload
  * against glidemq and against BullMQ. Each side uses its library the way its documentation shows.
  */
+import { readFileSync } from 'node:fs';
 import { Queue as BullQueue, QueueEvents as BullQueueEvents, Worker as BullWorker } from 'bullmq';
 import { Queue, QueueEvents, Worker } from '../../src/index.js';
 
@@ -33,9 +34,28 @@ export interface System {
   listen(url: string, queue: string): Promise<RunningWorker>;
 }
 
-function hostPort(url: string): { host: string; port: number } {
+let tlsCaPath: string | undefined;
+let tlsCaPem: Buffer | undefined;
+
+/**
+ * The certificate authority both systems trust for rediss:// URLs (the bench's TLS server uses
+ * certificates it makes at start). glidemq takes the file; BullMQ takes ioredis `tls` options.
+ */
+export function trustTlsCa(path: string): void {
+  tlsCaPath = path;
+  tlsCaPem = readFileSync(path);
+}
+
+/** glidemq's connection option for a bench URL. */
+function glidemqConnection(url: string): string | { url: string; tlsCa?: string } {
+  return url.startsWith('rediss:') ? { url, tlsCa: tlsCaPath } : url;
+}
+
+/** BullMQ's connection option (ioredis options) for a bench URL. */
+function hostPort(url: string): { host: string; port: number; tls?: { ca?: Buffer[] } } {
   const u = new URL(url);
-  return { host: u.hostname, port: Number(u.port) };
+  const tls = u.protocol === 'rediss:' ? { tls: tlsCaPem ? { ca: [tlsCaPem] } : {} } : {};
+  return { host: u.hostname, port: Number(u.port), ...tls };
 }
 
 const noop = async () => null;
@@ -43,7 +63,7 @@ const noop = async () => null;
 export const glidemq: System = {
   name: 'glidemq',
   async producer(url, queue) {
-    const q = new Queue(queue, { connection: url });
+    const q = new Queue(queue, { connection: glidemqConnection(url) });
     await q.waitUntilReady();
     return {
       addOne: (j) => q.add(j.name, j.data, j.opts),
@@ -52,14 +72,14 @@ export const glidemq: System = {
     };
   },
   async worker(url, queue, concurrency, onCompleted) {
-    const w = new Worker(queue, noop, { connection: url, concurrency, autorun: false });
+    const w = new Worker(queue, noop, { connection: glidemqConnection(url), concurrency, autorun: false });
     w.on('completed', (job) => onCompleted(job.data));
     w.on('error', (err) => console.error(`glidemq worker error: ${String(err)}`));
     await w.run();
     return { close: () => w.close() };
   },
   async listen(url, queue) {
-    const qe = new QueueEvents(queue, { connection: url });
+    const qe = new QueueEvents(queue, { connection: glidemqConnection(url) });
     let completed = 0;
     qe.on('completed', () => void completed++);
     qe.on('error', (err) => console.error(`glidemq QueueEvents error: ${String(err)}`));
