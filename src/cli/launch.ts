@@ -3,8 +3,8 @@
  * `npm run build`), compiled with the V8 code cache `bundle.cjs.cache` that the build writes next
  * to it, so a short command such as one `glidemq enqueue` neither resolves a module tree nor
  * parses half a megabyte of JavaScript. A cache from another Node version is rejected by V8 and the
- * bundle is compiled as usual; without a bundle, or with one older than the modules (tsc run
- * alone), the CLI starts from the modules.
+ * bundle is compiled as usual; without a bundle, or in a checkout with one older than the modules
+ * (tsc run alone), the CLI starts from the modules.
  */
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -14,6 +14,8 @@ import vm from 'node:vm';
 const BUNDLE = fileURLToPath(new URL('bundle.cjs', import.meta.url));
 const CACHE = `${BUNDLE}.cache`;
 const MODULES_ENTRY = fileURLToPath(new URL('main.js', import.meta.url));
+/** Only a checkout has it (the package does not ship it). */
+const CHECKOUT_MARK = fileURLToPath(new URL('../../../tsconfig.json', import.meta.url));
 
 interface Entry {
   main: (argv: string[]) => Promise<void>;
@@ -28,23 +30,30 @@ interface Bundle {
 
 const mtime = (file: string) => statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? -1;
 
+/**
+ * The bundle is one function of the CommonJS module's arguments (bin/build-cli.mjs wraps it), kept
+ * ASCII, where latin1 reads the same text as UTF-8 without decoding it: the file is compiled as it
+ * is read.
+ */
 function loadBundle(cachedData?: Buffer): Bundle {
-  const code = readFileSync(BUNDLE, 'utf8');
-  const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${code}\n})`, {
-    filename: BUNDLE,
-    cachedData,
-  });
+  const script = new vm.Script(readFileSync(BUNDLE, 'latin1'), { filename: BUNDLE, cachedData });
   const module = { exports: {} as Entry };
   script.runInThisContext()(module.exports, createRequire(BUNDLE), module, BUNDLE, fileURLToPath(new URL('.', import.meta.url)));
   return { script, entry: module.exports };
 }
 
 export async function launch(argv: string[]): Promise<void> {
-  if (mtime(BUNDLE) < mtime(MODULES_ENTRY)) {
+  // In a checkout, a bundle older than the modules is stale (tsc run alone), and so is a cache older
+  // than the bundle. An installed package holds one build whose files are dated by when npm
+  // unpacked them, in no set order: there the times say nothing, and the bundle is used.
+  const bundled = mtime(BUNDLE);
+  const checkout = mtime(CHECKOUT_MARK) >= 0;
+  if (bundled < 0 || (checkout && bundled < mtime(MODULES_ENTRY))) {
     const { main } = (await import(new URL('main.js', import.meta.url).href)) as Entry;
     return main(argv);
   }
-  const cache = mtime(CACHE) >= mtime(BUNDLE) ? readFileSync(CACHE) : undefined; // -1: no cache
+  const cached = mtime(CACHE); // -1: no cache
+  const cache = cached >= 0 && (!checkout || cached >= bundled) ? readFileSync(CACHE) : undefined;
   const { entry } = loadBundle(cache);
   entry.useModuleImporter((url) => import(url)); // processor scripts (see load-processor.ts)
   return entry.main(argv);
@@ -58,4 +67,20 @@ export function writeCodeCache(): void {
   const bundle = loadBundle();
   bundle.entry.buildProgram();
   writeFileSync(CACHE, bundle.script.createCachedData());
+}
+
+/**
+ * Build step, given a server (bin/build-cli.mjs starts a throwaway one): runs the command `args`
+ * from the bundle, and as the process ends with code 0 writes the code cache, which then also
+ * holds what connecting, checking the library, one call and closing compile (some 6 ms of a
+ * one-job `glidemq enqueue`, and of every command that connects). Any other end leaves the cache
+ * writeCodeCache wrote.
+ */
+export async function writeCodeCacheAfter(args: string[]): Promise<void> {
+  const bundle = loadBundle();
+  process.once('exit', (code) => {
+    if (code === 0) writeFileSync(CACHE, bundle.script.createCachedData());
+  });
+  bundle.entry.useModuleImporter((url) => import(url));
+  await bundle.entry.main([process.execPath, 'glidemq', ...args]);
 }

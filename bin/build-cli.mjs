@@ -1,0 +1,91 @@
+#!/usr/bin/env node
+/**
+ * The build after tsc (`npm run build`): bundles the CLI into one file, dist/src/cli/bundle.cjs,
+ * then writes what makes a short command start fast: the assembled Lua library
+ * (library.ts writeLibrarySnapshot) and the bundle's V8 code cache (launch.ts).
+ */
+import { spawnSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = new URL('../', import.meta.url);
+
+/**
+ * ioredis adds its ~600 command methods one at a time to a class prototype. V8 keeps a prototype
+ * in fast mode while it grows and copies its property descriptors at each addition: some 9 ms of
+ * every CLI start. Two properties added and deleted first put the prototype in dictionary mode,
+ * where an addition is cheap; V8 makes it fast again when it is first used as a prototype, so
+ * nothing else changes. Should ioredis's text change, the bundle is built without this and the
+ * build says so.
+ */
+const ioredisPrototype = {
+  name: 'ioredis-prototype',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]ioredis[\\/]built[\\/]utils[\\/]Commander\.js$/ }, async ({ path }) => {
+      const text = await readFile(path, 'utf8');
+      const anchor = '\nconst commands = commands_1.list.filter(';
+      if (!text.includes(anchor)) {
+        console.warn(`build-cli: ${path} has changed: ioredis's command methods are added to a fast-mode prototype (slower CLI start)`);
+        return undefined;
+      }
+      const setup = 'Commander.prototype.__glidemqA = 0; Commander.prototype.__glidemqB = 0; delete Commander.prototype.__glidemqA; delete Commander.prototype.__glidemqB;';
+      return { contents: text.replace(anchor, `\n${setup}${anchor}`), loader: 'js' };
+    });
+  },
+};
+
+await build({
+  absWorkingDir: fileURLToPath(root),
+  entryPoints: ['dist/src/cli/main.js'],
+  outfile: 'dist/src/cli/bundle.cjs',
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  minifyWhitespace: true,
+  minifySyntax: true,
+  sourcemap: true,
+  charset: 'ascii', // launch.ts reads the bundle as latin1
+  logLevel: 'warning',
+  // The bundle is CommonJS: import.meta.url is its own file's URL (library.ts finds lua/ from it).
+  define: { 'import.meta.url': '__glidemqUrl' },
+  // One function of the CommonJS module's arguments, which launch.ts compiles as the file is: a
+  // wrapper added at run time would copy the 750 KB of text again at every start.
+  banner: { js: "(function (exports, require, module, __filename, __dirname) {const __glidemqUrl = require('node:url').pathToFileURL(__filename).href;" },
+  footer: { js: '})' },
+  plugins: [ioredisPrototype],
+});
+
+const nonAscii = /[^\x00-\x7f]/.exec(await readFile(new URL('dist/src/cli/bundle.cjs', root), 'latin1'));
+if (nonAscii) throw new Error(`build-cli: the bundle holds a non-ASCII character at ${nonAscii.index}, and launch.ts reads it as latin1`);
+(await import(new URL('dist/src/engine/library.js', root).href)).writeLibrarySnapshot();
+(await import(new URL('dist/src/cli/launch.js', root).href)).writeCodeCache();
+await warmCodeCache().catch((err) => console.warn(`build-cli: no warm-up of the code cache: ${err instanceof Error ? err.message : err}`));
+
+/**
+ * Where valkey-server is installed (as for the tests), the code cache is written again after one
+ * `glidemq enqueue` against a throwaway server (the test helpers' TestServer), in a process of its
+ * own: the cache then also holds what a command that connects compiles. Without a server, or if
+ * anything fails, the cache writeCodeCache wrote stays, and the build says why.
+ */
+async function warmCodeCache() {
+  const { SERVER_BIN, TestServer } = await import(new URL('dist/test/helpers/valkey.js', root).href);
+  if (spawnSync('sh', ['-c', `command -v ${SERVER_BIN}`]).status !== 0) {
+    console.warn(`build-cli: no ${SERVER_BIN}: the code cache holds the commands' setup only (a slower first call to a server)`);
+    return;
+  }
+  const server = await new TestServer().start();
+  try {
+    const args = ['enqueue', 'build-warm-up', '{}', '--url', server.url];
+    const script = `(await import(${JSON.stringify(new URL('dist/src/cli/launch.js', root).href)})).writeCodeCacheAfter(${JSON.stringify(args)})`;
+    // none of the builder's glidemq settings (a password, a profile) reaches the throwaway server
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GLIDEMQ_')));
+    env.GLIDEMQ_CONFIG = join(server.dir, 'no-profiles.json');
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000, env });
+    if (run.status !== 0) console.warn(`build-cli: the warm-up enqueue failed (${run.status ?? run.signal}): ${run.stderr.trim()}; the code cache holds the commands' setup only`);
+  } finally {
+    await server.stop();
+  }
+}
