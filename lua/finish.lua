@@ -427,7 +427,7 @@ register('glidemq_finishMany', function(keys, args)
   if #acks > 0 then rawset(k, STREAM_TYPES, true) end
   lists = checkFetch(k, a.fetchCount, m, lists)
   -- write phase
-  if #acks > 0 then redis.call('XACK', k.stream, GROUP, unpack(acks)) end
+  local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   for i, j in ipairs(jobs) do
     local jk = j.jk
@@ -442,7 +442,7 @@ register('glidemq_finishMany', function(keys, args)
       end
     end
   end
-  if #acks > 0 then dropAcked(k, acks) end
+  if acked then dropAcked(k, acks, acked) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
   for _, jk in ipairs(marks) do redis.call('HDEL', jk, 'ns') end

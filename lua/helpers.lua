@@ -248,18 +248,63 @@ local function releaseClaim(k, id, src, sid)
   end
 end
 
--- Deletes the job stream entries `sids`, just acked. Every entry older than the oldest pending
--- one was delivered (deliveries go in stream order) and is no longer pending, so it was acked,
--- and glidemq deletes what it acks in the same call: one exact XTRIM MINID therefore deletes
--- exactly those of `sids` older than it, walking the stream's first node once, where XDEL walks
--- it again for every id (its cost grows with the node's deleted entries). The count it answers
--- tells whether all of them were: in the steady state they were, and no id is compared here.
--- Otherwise (some are newer than a claim still held, or nothing is pending) XDEL takes them all;
--- an id the trim already deleted is a no-op for it.
-local function dropAcked(k, sids)
+-- (Its helpers stay inside the block: the main chunk may hold at most 200 locals, lua/ORDER.)
+local dropAcked
+do
+-- The stream entry id just after `sid` (<ms>-<seq>, as XADD makes them), or nil past the last one.
+local function nextStreamId(sid)
+  local ms, seq = string.match(sid, '^(%d+)%-(%d+)$')
+  if not ms then return nil end
+  if seq ~= '18446744073709551615' then
+    -- decimal increment of the sequence (a 64-bit number: Lua's doubles would round it)
+    local i = #seq
+    while i > 0 and string.byte(seq, i) == 57 do i = i - 1 end -- trailing '9's
+    if i == 0 then return ms .. '-1' .. string.rep('0', #seq) end
+    return ms .. '-' .. string.sub(seq, 1, i - 1) .. string.char(string.byte(seq, i) + 1) .. string.rep('0', #seq - i)
+  end
+  if ms == '18446744073709551615' then return nil end
+  local i = #ms
+  while i > 0 and string.byte(ms, i) == 57 do i = i - 1 end
+  if i == 0 then return '1' .. string.rep('0', #ms) .. '-0' end
+  return string.sub(ms, 1, i - 1) .. string.char(string.byte(ms, i) + 1) .. string.rep('0', #ms - i) .. '-0'
+end
+
+-- Whether stream entry id `a` is newer than `b` (both as XADD makes them: no leading zeros).
+local function newerStreamId(a, b)
+  local ams, aseq = string.match(a, '^(%d+)%-(%d+)$')
+  local bms, bseq = string.match(b, '^(%d+)%-(%d+)$')
+  if ams ~= bms then
+    if #ams ~= #bms then return #ams > #bms end
+    return ams > bms
+  end
+  if #aseq ~= #bseq then return #aseq > #bseq end
+  return aseq > bseq
+end
+
+-- Deletes the job stream entries `sids`, just acked (`acked`: how many of them the XACK found
+-- pending). Every entry older than the oldest pending one was delivered (deliveries go in stream
+-- order) and is no longer pending, so it was acked, and glidemq deletes what it acks in the same
+-- call: one exact XTRIM MINID therefore deletes exactly those of `sids` older than it, walking the
+-- stream's first node once, where XDEL walks it again for every id (its cost grows with the node's
+-- deleted entries). With nothing pending, when every one of `sids` was pending in this group
+-- until the XACK (so the group delivered every entry up to the newest of them), the same holds
+-- for every entry up to that newest one: the trim goes just past it. The count XTRIM answers
+-- tells whether all of `sids` were deleted: in the steady state they were, and no id is compared
+-- here. Otherwise (some are newer than a claim still held) XDEL takes them all; an id the trim
+-- already deleted is a no-op for it.
+dropAcked = function(k, sids, acked)
   local oldest = redis.call('XPENDING', k.stream, GROUP, '-', '+', 1)[1]
-  if oldest and redis.call('XTRIM', k.stream, 'MINID', oldest[1]) >= #sids then return end
+  local minId = oldest and oldest[1]
+  if not minId and acked == #sids and #sids > 1 then -- (one id: XDEL costs what the trim would)
+    local newest = sids[1]
+    for i = 2, #sids do
+      if newerStreamId(sids[i], newest) then newest = sids[i] end
+    end
+    minId = nextStreamId(newest)
+  end
+  if minId and redis.call('XTRIM', k.stream, 'MINID', minId) >= #sids then return end
   redis.call('XDEL', k.stream, unpack(sids))
+end
 end
 
 -- Takes a job out of active delivery state (stream entry acked and deleted, or list claim released).
