@@ -2,22 +2,21 @@
  * The queue's event stream as a log (`glidemq events`): its entries as they are stored
  * (lua/helpers.lua emit: `event`, `jobId`, then the event's own fields), not translated into
  * BullMQ's events as QueueEvents does. `recent` reads the newest entries (or those after an id);
- * `follow` then reads live with a blocking XREAD on a connection of its own until close().
+ * `follow` then reads live until close(), through a QueueEvents (its onEntry hands over each entry
+ * as stored): one read loop for both.
  *
  * While it follows, an EventLog registers its presence as a QueueEvents does
  * (glidemq_listenEvents, lua/events.lua), so the per-job events (`active`, `completed`,
  * `retries-exhausted`, `drained`) are written too; before it started, those appear only for the
  * times some QueueEvents listened. The stream keeps about the last 1000 events.
  */
-import type { Redis } from 'ioredis';
-import { RetryWait } from './waiting.js';
 import {
-  acquireClient, closeClient, duplicateClient, settleTopology, socketTimeoutOf, type Acquired, type Client, type ConnectionInput,
+  acquireClient, closeClient, duplicateClient, settleTopology, type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
 import { invalid } from './errors.js';
 import { DEFAULT_PREFIX, QueueKeys } from './keys.js';
-import { callFunction, ensureLibrary } from './library.js';
-import { compareIds } from './queue-events.js';
+import { ensureLibrary } from './library.js';
+import { QueueEvents, listenEvents } from './queue-events.js';
 
 export interface EventRecord {
   /** The stream entry id (`<ms>-<seq>`): pass it as `since` to read what came after. */
@@ -56,8 +55,6 @@ export interface FollowOptions {
   onConnection?: (state: 'lost' | 'back') => void;
 }
 
-const READ_COUNT = 200;
-
 /** `'0'`, `'1700000000000'` or `'1700000000000-3'`: a stream id to read after. */
 export function checkEventId(id: string, what = 'event id'): string {
   if (typeof id !== 'string' || !/^\d+(-\d+)?$/.test(id)) {
@@ -66,17 +63,20 @@ export function checkEventId(id: string, what = 'event id'): string {
   return id;
 }
 
+/** A follow is a service: its connections reconnect for as long as it runs (a CLI's give up after a few tries). */
+const LASTING = { maxRetriesPerRequest: null, retryStrategy: (n: number) => Math.min(n * 200, 2000) };
+
 export class EventLog {
   readonly keys: QueueKeys;
   private readonly acquired: Acquired;
   private readonly blockingTimeout: number;
   private readonly presenceTtl: number;
   private ready: Promise<Client> | undefined;
-  private blocker: Client | undefined;
-  private presence: Client | undefined;
-  private presenceTimer: NodeJS.Timeout | undefined;
+  /** The live reader, made by follow(). */
+  private events: QueueEvents | undefined;
+  /** The connection given to `events` when this EventLog was given a client (it is ours to close). */
+  private lasting: Client | undefined;
   private closed = false;
-  private readonly retry = new RetryWait();
   private following: Promise<void> | undefined;
 
   constructor(
@@ -135,7 +135,8 @@ export class EventLog {
    */
   async recentThenFollow(limit: number, opts: Omit<FollowOptions, 'since'>): Promise<void> {
     const c = await this.connect();
-    const tail = await this.announce(c);
+    // the presence is registered with the tail read, so every per-job event after it is written
+    const { last: tail } = await listenEvents(c, this.keys, this.presenceTtl, true);
     if (limit > 0 && tail !== '0-0') {
       const entries = (await c.xrevrange(this.keys.events, tail, '-', 'COUNT', limit)) as [string, string[]][];
       for (const e of entries.reverse()) opts.onEvent(decode(e));
@@ -144,86 +145,59 @@ export class EventLog {
   }
 
   /**
-   * Registers (renews) the listening presence on `c`; the id of the newest event ('0-0': none).
-   * Only on a queue that exists: the presence is a field of its meta hash, and reading the events
-   * of a queue nothing used must not make it (a later renewal registers once the queue is there;
-   * an obliterate in the instant between the two calls would leave the meta hash behind).
+   * A QueueEvents that listens (registering its presence only on a queue that exists, see
+   * listenEvents) and hands each entry to onEvent; runs until close().
    */
-  private async announce(c: Client): Promise<string> {
-    if ((await c.exists(this.keys.meta)) === 1) {
-      const r = (await callFunction(c, 'glidemq_listenEvents', this.keys.meta, [this.presenceTtl])) as [string, number];
-      return String(r[0]);
-    }
-    const last = (await c.xrevrange(this.keys.events, '+', '-', 'COUNT', 1)) as [string, string[]][];
-    return last[0]?.[0] ?? '0-0';
+  private async readLive(opts: FollowOptions): Promise<void> {
+    await this.connect(); // an unreachable server fails here, with the first connection's short patience
+    if (this.closed) return;
+    // set until onEvent throws: the follow then ends with that error, and nothing more is handed over
+    let fail: ((err: unknown) => void) | undefined;
+    const threw = new Promise<never>((_, reject) => (fail = reject));
+    const events = new QueueEvents(this.name, {
+      connection: this.lastingConnection(),
+      prefix: this.keys.prefix,
+      autorun: false,
+      lastEventId: opts.since ?? '$',
+      blockingTimeout: this.blockingTimeout,
+      presenceTtl: this.presenceTtl,
+      presenceIfExists: true,
+      onConnection: opts.onConnection,
+      onEntry: (id, fields) => {
+        if (!fail) return;
+        try {
+          opts.onEvent(decode([id, fields]));
+        } catch (err) {
+          fail(err);
+          fail = undefined;
+        }
+      },
+    });
+    this.events = events;
+    // a read or renewal that failed is retried by the QueueEvents: not the follower's news
+    events.on('error', () => undefined);
+    await Promise.race([events.run(), threw]);
   }
 
-  private async readLive(opts: FollowOptions): Promise<void> {
-    const c = await this.connect();
-    let position = opts.since ?? (await this.announce(c));
-    if (this.closed) return;
-    // Connections of their own that reconnect for as long as it follows, whatever the first
-    // connection's settings (a CLI's give up after a few tries): a follow is a service.
-    const lasting = { maxRetriesPerRequest: null, retryStrategy: (n: number) => Math.min(n * 200, 2000) };
-    this.presence = duplicateClient(this.acquired, lasting);
-    const presence = this.presence;
-    let renewing = false;
-    const renew = () => {
-      if (renewing || this.closed) return;
-      renewing = true;
-      this.announce(presence).catch(() => undefined).finally(() => (renewing = false));
-    };
-    renew();
-    this.presenceTimer = setInterval(renew, Math.floor(this.presenceTtl / 3));
-    const blocker = duplicateClient(this.acquired, {
-      ...lasting,
-      // a blocking read is silent for up to blockingTimeout by design
-      socketTimeout: this.blockingTimeout + socketTimeoutOf(this.acquired),
-    });
-    this.blocker = blocker;
-    if (opts.onConnection) {
-      let lost = false;
-      blocker.on('close', () => {
-        if (!lost && !this.closed) opts.onConnection?.('lost');
-        lost = true;
-      });
-      blocker.on('ready', () => {
-        if (lost && !this.closed) opts.onConnection?.('back');
-        lost = false;
-        renew(); // a restarted server may have lost the presence
-      });
-    }
-    while (!this.closed) {
-      let reply: [string, [string, string[]][]][] | null;
-      try {
-        reply = (await (blocker as Redis).xread(
-          'COUNT', READ_COUNT, 'BLOCK', this.blockingTimeout, 'STREAMS', this.keys.events, position,
-        )) as [string, [string, string[]][]][] | null;
-        this.retry.reset();
-      } catch {
-        if (this.closed) break;
-        await this.retry.next();
-        continue;
-      }
-      if (this.closed) break;
-      for (const entry of reply?.[0]?.[1] ?? []) {
-        if (compareIds(entry[0], position) <= 0) continue;
-        position = entry[0];
-        opts.onEvent(decode(entry));
-      }
-    }
+  /**
+   * The connection for the QueueEvents, reconnecting as long as it follows: from the settings
+   * (a cluster's blocking connection then gets its longer socket timeout too), or a duplicate of
+   * the client this EventLog was given.
+   */
+  private lastingConnection(): ConnectionInput {
+    const s = this.acquired.settings;
+    if (s) return { ...s, options: { ...s.options, ...LASTING } };
+    this.lasting = duplicateClient(this.acquired, LASTING);
+    return this.lasting;
   }
 
   /** Stops following and closes the connections. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.presenceTimer);
-    this.retry.wake();
-    this.blocker?.disconnect(); // ends a blocking read in progress
+    await this.events?.close(); // ends the blocking read in progress
     await this.following?.catch(() => undefined);
-    this.blocker?.disconnect(); // made while close() began
-    if (this.presence) await closeClient(this.presence, 500);
+    if (this.lasting) await closeClient(this.lasting, 500);
     await this.ready?.catch(() => undefined);
     if (this.acquired.owned) await closeClient(this.acquired.client);
   }

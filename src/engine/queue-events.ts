@@ -30,7 +30,7 @@ import {
 import { GlideMQError, JobNotFoundError, invalid } from './errors.js';
 import { DEFAULT_PREFIX, QueueKeys } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
-import { SafeEmitter } from './safe-emitter.js';
+import { ListenerError, SafeEmitter } from './safe-emitter.js';
 
 export interface QueueEventsOptions {
   connection?: ConnectionInput;
@@ -47,6 +47,21 @@ export interface QueueEventsOptions {
    * after the last QueueEvents of the queue closed (see the module comment).
    */
   presenceTtl?: number;
+  /**
+   * glidemq: register the presence only while the queue exists (its meta hash is there), so that
+   * listening to a queue nothing used does not make it; a renewal registers once it is there.
+   * Default false: the presence is registered at once (`glidemq events --follow` sets it).
+   */
+  presenceIfExists?: boolean;
+  /**
+   * glidemq: every stream entry as it is stored (its id, then field, value, ... as lua/helpers.lua
+   * emit writes them: `event`, `jobId`, the event's own fields), in order, before it is turned into
+   * the events below. For a reader of the log itself (EventLog); what it throws becomes an `error`
+   * event (a ListenerError for 'entry') and the read goes on.
+   */
+  onEntry?: (id: string, fields: string[]) => void;
+  /** glidemq: the blocking read's connection was lost ('lost': it reconnects on its own), or is back ('back'). */
+  onConnection?: (state: 'lost' | 'back') => void;
 }
 
 /** The events and their arguments (BullMQ's QueueEventsListener, plus glidemq's `retrying` and `debounced`). */
@@ -116,6 +131,9 @@ export class QueueEvents<R = any> extends SafeEmitter {
   private readonly acquired: Acquired;
   private readonly blockingTimeout: number;
   private readonly presenceTtl: number;
+  private readonly presenceIfExists: boolean;
+  private readonly onEntry: ((id: string, fields: string[]) => void) | undefined;
+  private readonly onConnection: ((state: 'lost' | 'back') => void) | undefined;
   /** The connection that blocks; made by run(). */
   private blocker: Client | undefined;
   /** Where the next read starts: the id of the last event delivered (or the start id). */
@@ -142,6 +160,9 @@ export class QueueEvents<R = any> extends SafeEmitter {
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.blockingTimeout = wholeMs(opts.blockingTimeout, DEFAULT_BLOCKING_TIMEOUT, 1, 'blockingTimeout');
     this.presenceTtl = wholeMs(opts.presenceTtl, DEFAULT_PRESENCE_TTL, 1000, 'presenceTtl', 86_400_000);
+    this.presenceIfExists = opts.presenceIfExists === true;
+    this.onEntry = opts.onEntry;
+    this.onConnection = opts.onConnection;
     const last = opts.lastEventId ?? '$';
     if (typeof last !== 'string' || !/^(\$|\d+(-\d+)?)$/.test(last)) {
       throw invalid(`QueueEvents lastEventId must be '$' or a stream id such as '0' or '1700000000000-0', got ${JSON.stringify(last)}`);
@@ -218,6 +239,7 @@ export class QueueEvents<R = any> extends SafeEmitter {
         // a blocking read is silent for up to blockingTimeout by design
         socketTimeout: this.blockingTimeout + socketTimeoutOf(this.acquired),
       });
+      if (this.onConnection) this.watchBlocker(this.blocker, this.onConnection);
       this.presenceTimer = setInterval(() => void this.renew(), Math.floor(this.presenceTtl / 3));
       this.client.on('ready', this.onReconnect);
     } catch (err) {
@@ -236,9 +258,22 @@ export class QueueEvents<R = any> extends SafeEmitter {
    * have gone unwritten, so every waiter re-reads its job.
    */
   private async announce(first = false): Promise<string> {
-    const r = (await callFunction(this.client, 'glidemq_listenEvents', this.keys.meta, [this.presenceTtl])) as [string, number];
-    if (!first && Number(r[1]) === 1) this.recheckAll();
-    return String(r[0]);
+    const { last, lapsed } = await listenEvents(this.client, this.keys, this.presenceTtl, this.presenceIfExists);
+    if (!first && lapsed) this.recheckAll();
+    return last;
+  }
+
+  /** Tells onConnection when the blocking connection drops and when it is back (once each). */
+  private watchBlocker(blocker: Client, onConnection: (state: 'lost' | 'back') => void): void {
+    let lost = false;
+    (blocker as Redis).on('close', () => {
+      if (!lost && !this.closing) onConnection('lost');
+      lost = true;
+    });
+    (blocker as Redis).on('ready', () => {
+      if (lost && !this.closing) onConnection('back');
+      lost = false;
+    });
   }
 
   private async renew(): Promise<void> {
@@ -280,12 +315,22 @@ export class QueueEvents<R = any> extends SafeEmitter {
 
   /** Turns stream entries into events, in order (one pipelined lookup for `added` events that need one). */
   private async deliver(entries: [string, string[]][]): Promise<void> {
-    const raws = entries.map(([id, fields]) => ({ id, f: record(fields) }));
+    const raws = entries.map(([id, fields]) => ({ id, fields, f: record(fields) }));
     const lookups = await this.lookupAdded(raws);
     for (const raw of raws) {
       this.position = raw.id;
+      if (this.onEntry) this.handOver(this.onEntry, raw.id, raw.fields);
       this.settleWaiters(raw.f);
       this.translate(raw.id, raw.f, lookups.get(raw.id));
+    }
+  }
+
+  /** onEntry is the application's, as a listener is: what it throws must not stop the read. */
+  private handOver(onEntry: (id: string, fields: string[]) => void, id: string, fields: string[]): void {
+    try {
+      onEntry(id, fields);
+    } catch (err) {
+      this.emit('error', new ListenerError('entry', err));
     }
   }
 
@@ -566,6 +611,22 @@ function parse(text: string | undefined): unknown {
 /** The server time (ms) a stream entry id was made at. */
 function entryMs(id: string): number {
   return Number(id.split('-')[0]);
+}
+
+/**
+ * glidemq_listenEvents (lua/events.lua) on `client`: registers (renews) a reader's presence for
+ * `ttl` ms; `last` is the id of the newest event ('0-0': none), `lapsed` whether no reader was
+ * present right before. `ifExists`: only on a queue that exists, since the presence is a field of
+ * its meta hash and listening to a queue nothing used must not make it (an obliterate in the
+ * instant between the two calls would leave the meta hash behind); otherwise only the newest id.
+ */
+export async function listenEvents(client: Client, keys: QueueKeys, ttl: number, ifExists = false): Promise<{ last: string; lapsed: boolean }> {
+  if (ifExists && (await client.exists(keys.meta)) !== 1) {
+    const newest = (await client.xrevrange(keys.events, '+', '-', 'COUNT', 1)) as [string, string[]][];
+    return { last: newest[0]?.[0] ?? '0-0', lapsed: false };
+  }
+  const r = (await callFunction(client, 'glidemq_listenEvents', keys.meta, [ttl])) as [string, number];
+  return { last: String(r[0]), lapsed: Number(r[1]) === 1 };
 }
 
 /** Orders two stream ids (`<ms>-<seq>`, the seq optional). */

@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import { CONSUMER_GROUP } from '../../src/engine/keys.js';
 import { Queue } from '../../src/engine/queue.js';
 import { runCli } from '../helpers/cli.js';
-import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { freePort, useServer, waitFor } from '../helpers/valkey.js';
+import { useCliSuite } from '../helpers/cli-suite.js';
+import { uniqueQueue } from '../helpers/engine.js';
+import { freePort, waitFor } from '../helpers/valkey.js';
 
 /** One queue's result, an entry of the report's `queues`. */
 interface CheckJson {
@@ -25,8 +26,9 @@ interface ReportJson {
 
 describe('CLI: check (health checks)', function () {
   this.timeout(60000);
-  const server = useServer();
-  const cli = (args: string[]) => runCli(['-u', server().url, ...args]);
+  let q: Queue;
+  let name: string;
+  const { server, cli, harness } = useCliSuite('chk', (made) => ({ q, name } = made));
   /** The --json report of `args` (['check', what, ...]), its exit code and ok checked. */
   const report = async (args: string[]) => {
     const r = await cli(['--json', ...args]);
@@ -45,14 +47,6 @@ describe('CLI: check (health checks)', function () {
     expect(r.queues).to.have.length(1);
     return r.queues[0];
   };
-  const harness = new Harness(server);
-  let q: Queue;
-  let name: string;
-  beforeEach(() => {
-    name = uniqueQueue('chk');
-    q = harness.queue(name);
-  });
-  afterEach(() => harness.cleanup());
 
   /** One line, saying the actual figure and the threshold. */
   const oneLine = (r: { stdout: string }, re: RegExp) => {

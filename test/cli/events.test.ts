@@ -1,9 +1,10 @@
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue.js';
 import { EventLog } from '../../src/engine/event-log.js';
-import { runCli, startCli } from '../helpers/cli.js';
-import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { freePort, useServer, waitFor } from '../helpers/valkey.js';
+import { runCli } from '../helpers/cli.js';
+import { useCliSuite } from '../helpers/cli-suite.js';
+import { uniqueQueue } from '../helpers/engine.js';
+import { freePort, waitFor } from '../helpers/valkey.js';
 
 interface Line {
   id: string;
@@ -21,16 +22,9 @@ const ndjson = (text: string): Line[] =>
 
 describe('CLI: events', function () {
   this.timeout(60000);
-  const server = useServer();
-  const cli = (args: string[]) => runCli(['-u', server().url, ...args]);
-  const harness = new Harness(server);
   let q: Queue;
   let name: string;
-  beforeEach(() => {
-    name = uniqueQueue('ev');
-    q = harness.queue(name);
-  });
-  afterEach(() => harness.cleanup());
+  const { server, cli, start, harness } = useCliSuite('ev', (made) => ({ q, name } = made));
 
   it('prints the recent events in order as lines, and as NDJSON with --json', async () => {
     await q.add('mail', { n: 1 });
@@ -73,7 +67,7 @@ describe('CLI: events', function () {
 
   it('--follow prints the recent events, then new ones live (per-job events too), until SIGTERM: exit 0', async () => {
     await q.add('first', {});
-    const follow = startCli(['-u', server().url, 'events', name, '--follow', '--json']);
+    const follow = start(['events', name, '--follow', '--json']);
     try {
       await waitFor(() => follow.stdout().includes('"jobId":"1"'), 'the recent event');
       // it listens: the per-job events (active, completed) are written from now on
@@ -96,7 +90,7 @@ describe('CLI: events', function () {
 
   it('--follow --limit 0 prints only new events; SIGINT stops it with exit 0', async () => {
     await q.add('old', {});
-    const follow = startCli(['-u', server().url, 'events', name, '-f', '--limit', '0']);
+    const follow = start(['events', name, '-f', '--limit', '0']);
     try {
       await waitFor(async () => (await q.client.hget(q.keys.meta, 'eventsUntil')) !== null, 'the presence of the follow');
       await q.add('new', {}, { jobId: 'fresh' });
@@ -112,7 +106,7 @@ describe('CLI: events', function () {
     await q.add('a', {});
     await q.add('b', {});
     const first = ndjson((await cli(['events', name, '--json'])).stdout)[0];
-    const follow = startCli(['-u', server().url, 'events', name, '-f', '--since', first.id, '--json']);
+    const follow = start(['events', name, '-f', '--since', first.id, '--json']);
     try {
       await waitFor(() => ndjson(follow.stdout()).some((e) => e.jobId === '2'), 'the event after the id');
     } finally {
@@ -129,7 +123,7 @@ describe('CLI: events', function () {
     expect(r.stderr).to.match(new RegExp(`queue "${ghost}" does not exist`));
     expect(await q.client.keys(`glide:{${ghost}}:*`)).to.deep.equal([]);
     // following it writes nothing either (no listening presence on a queue that is not there)
-    const follow = startCli(['-u', server().url, 'events', ghost, '--follow']);
+    const follow = start(['events', ghost, '--follow']);
     try {
       await waitFor(async () => /cmd=xread\s/.test(String(await q.client.client('LIST'))), 'the follow blocking on the stream');
       expect(await q.client.keys(`glide:{${ghost}}:*`)).to.deep.equal([]);

@@ -2,9 +2,10 @@ import { expect } from 'chai';
 import { createServer } from 'node:net';
 import { Queue } from '../../src/engine/queue.js';
 import { renderPrometheus } from '../../src/engine/prometheus.js';
-import { runCli, startCli, type RunningCli } from '../helpers/cli.js';
-import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { freePort, useServer, waitFor } from '../helpers/valkey.js';
+import { runCli, type RunningCli } from '../helpers/cli.js';
+import { useCliSuite } from '../helpers/cli-suite.js';
+import { uniqueQueue } from '../helpers/engine.js';
+import { freePort, waitFor } from '../helpers/valkey.js';
 
 /** `name{labels} value` lines of a scrape, keyed by name and labels as written. */
 function samples(text: string): Map<string, number> {
@@ -26,16 +27,9 @@ async function started(exporter: RunningCli): Promise<string> {
 
 describe('CLI: exporter (Prometheus metrics)', function () {
   this.timeout(60000);
-  const server = useServer();
-  const cli = (args: string[]) => runCli(['-u', server().url, ...args]);
-  const harness = new Harness(server);
   let q: Queue;
   let name: string;
-  beforeEach(() => {
-    name = uniqueQueue('prom');
-    q = harness.queue(name);
-  });
-  afterEach(() => harness.cleanup());
+  const { server, cli, start, harness } = useCliSuite('prom', (made) => ({ q, name } = made));
 
   /** Jobs in every state: 2 completed, 1 failed, 2 waiting, 1 prioritized, 1 delayed; a live worker stays. */
   async function populate(): Promise<void> {
@@ -57,7 +51,7 @@ describe('CLI: exporter (Prometheus metrics)', function () {
 
   it('serves /metrics: the numbers match `stats --json` and `metrics --json`; other paths 404; SIGTERM exits 0', async () => {
     await populate();
-    const exporter = startCli(['-u', server().url, '--json', 'exporter', '--port', '0', name]);
+    const exporter = start(['--json', 'exporter', '--port', '0', name]);
     try {
       const url = await started(exporter);
       const res = await fetch(url);
@@ -98,7 +92,7 @@ describe('CLI: exporter (Prometheus metrics)', function () {
     const b = new Queue('beta', { connection: server().url, prefix });
     try {
       await a.add('x', {});
-      const exporter = startCli(['-u', server().url, '--prefix', prefix, '--json', 'exporter', '-p', '0']);
+      const exporter = start(['--prefix', prefix, '--json', 'exporter', '-p', '0']);
       try {
         const url = await started(exporter);
         const first = samples(await (await fetch(url)).text());
@@ -121,7 +115,7 @@ describe('CLI: exporter (Prometheus metrics)', function () {
   it('the text line without --json names where it listens; a named queue never used is warned about', async () => {
     await q.add('a', {});
     const ghost = uniqueQueue('ghost');
-    const exporter = startCli(['-u', server().url, 'exporter', '--port', '0', name, ghost]);
+    const exporter = start(['exporter', '--port', '0', name, ghost]);
     try {
       const line = (await waitFor(() => exporter.stdout().split('\n').find((l) => l.startsWith('serving')), 'the start line')) as string;
       expect(line).to.match(new RegExp(`^serving 2 queues of prefix "glide" at redis://127\\.0\\.0\\.1:\\d+ on http://127\\.0\\.0\\.1:\\d+/metrics$`));

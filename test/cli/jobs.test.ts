@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue.js';
 import type { Job } from '../../src/engine/job.js';
-import { runCli } from '../helpers/cli.js';
-import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
+import { useCliSuite } from '../helpers/cli-suite.js';
+import { uniqueQueue } from '../helpers/engine.js';
+import { waitFor } from '../helpers/valkey.js';
 
 /** Every line of `text` fits `width` columns. */
 function expectFits(text: string, width: number): void {
@@ -20,17 +20,9 @@ function idsOf(table: string): string[] {
 
 describe('CLI: jobs, retry, promote, export', function () {
   this.timeout(60000);
-  const server = useServer();
-  const h = new Harness(server);
-  const cli = (args: string[], opts: { input?: string; env?: Record<string, string> } = {}) =>
-    runCli(['-u', server().url, ...args], { input: opts.input, env: { TZ: 'UTC', ...opts.env } });
   let name: string;
   let q: Queue;
-  beforeEach(() => {
-    name = uniqueQueue('jobs');
-    q = h.queue(name);
-  });
-  afterEach(() => h.cleanup());
+  const { cli, harness: h } = useCliSuite('jobs', (made) => ({ q, name } = made), { env: { TZ: 'UTC' } });
 
   /** Adds `n` jobs named by `names` (cycled) and lets a worker fail each with `reason(data)`. */
   async function failJobs(n: number, names: string[] = ['default'], reason = (i: number) => `boom ${i}`): Promise<Job[]> {
