@@ -1,6 +1,8 @@
 --[[ pause.lua — glidemq_pause, glidemq_resume
   Pause is a flag every delivery and reclaim path reads (fetch, activate, finish's fetch, both
-  stalled-reclaim functions). Resume wakes blocked workers so they do not wait out a block timeout.
+  stalled-reclaim functions). Both wake blocked workers (an entry on the wake stream), so an idle
+  worker hears of a pause or a resume at once (its queuePaused / queueResumed) instead of when its
+  block timeout runs out.
   Both check the type of every key they write before the first write.
 
   glidemq_pause
@@ -30,6 +32,7 @@ register('glidemq_pause', function(keys, args)
   if isPaused(k) then return 0 end
   redis.call('HSET', k.meta, 'paused', '1')
   emit(k, 'paused', '')
+  wakeWorkers(k)
   return 1
 end)
 

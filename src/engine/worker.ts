@@ -18,7 +18,7 @@
  * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id),
  * connectionLost (why) and connectionRestored (ms down): the command connection closed while running
  * and is back (connection-watch.ts), queuePaused and queueResumed: a fetch found the queue paused
- * (Queue.pause: noticed when the worker next looks for a job) or running again. After
+ * (Queue.pause wakes an idle worker, which hears of it at once) or running again. After
  * `completed` and `failed` the job is up to date: attemptsMade counts the attempt just made,
  * finishedOn - processedOn is its run time (this process's clock), and after a failure `state` says
  * whether it runs again ('waiting' or 'delayed') or not ('failed'). A listener that throws never

@@ -294,6 +294,24 @@ describe('Worker (real valkey-server)', () => {
     await waitFor(() => seen.length === 5, 'the rest processed by another worker');
   });
 
+  it('an idle worker hears of a pause and a resume at once, not when its blocking read times out', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    await q.waitUntilReady();
+    const heard: string[] = [];
+    const w = h.worker(name, async () => null, { blockTimeout: 30_000 });
+    w.on('queuePaused', () => heard.push('paused'));
+    w.on('queueResumed', () => heard.push('resumed'));
+    await w.waitUntilReady();
+    // (the safety nets below are far shorter than the block timeout: only a wake-up passes)
+    await q.pause();
+    await waitFor(() => heard.includes('paused'), 'the idle worker to hear of the pause', 5_000);
+    await q.resume();
+    await waitFor(() => heard.includes('resumed'), 'the worker to hear of the resume', 5_000);
+    const job = await q.add('after', {});
+    await waitFor(async () => (await q.getJob(job.id))?.state === 'completed', 'a job added after the resume to run', 5_000);
+  });
+
   it('a prefetched job whose claim was lost is dropped, never started under the lost claim', async () => {
     const name = uniqueQueue();
     const q = h.queue(name);
