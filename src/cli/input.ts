@@ -69,7 +69,8 @@ export function parseNdjson(input: Buffer, envelope: boolean, defaults: { name: 
     out.push({
       line: lineNo,
       name: (env.name as string | undefined) ?? defaults.name,
-      data: env.data ?? {},
+      // no "data": {} as for an add without data; a null is the job's data (export writes it so)
+      data: env.data === undefined ? {} : env.data,
       opts: { ...defaults.opts, ...(env.opts as JobOptions | undefined) },
     });
   }

@@ -118,6 +118,10 @@ describe('NDJSON input', () => {
     const jobs = parseNdjson(Buffer.from('{"a":1}\n\n{"a":2}\r\n'), false, defaults);
     expect(jobs.map((j) => [j.line, j.data])).to.deep.equal([[1, { a: 1 }], [3, { a: 2 }]]);
   });
+  it('an envelope keeps null data as null; one without data gets {}', () => {
+    const jobs = parseNdjson(Buffer.from('{"name":"a","data":null}\n{"name":"b"}\n'), true, defaults);
+    expect(jobs.map((j) => [j.name, j.data])).to.deep.equal([['a', null], ['b', {}]]);
+  });
   it('names the bad line', () => {
     expect(() => parseNdjson(Buffer.from('{"a":1}\n{x\n'), false, defaults)).to.throw(/line 2/);
     expect(() => parseNdjson(Buffer.from('{"data":1}\n[1]\n'), true, defaults)).to.throw(/line 2: an envelope/);
