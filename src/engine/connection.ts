@@ -451,6 +451,18 @@ export function settingsFrom(input: ConnectionInput | undefined): ClientSettings
   };
 }
 
+/**
+ * Ends a closing Cluster client's periodic slot refresh for good. ioredis re-arms that timer from
+ * the callback of every refresh, also of one in flight when the client closes (it answers "Cluster
+ * is disconnected" and arms the next round, cluster/index.js nextRound): a closed client would
+ * then keep a timer alive, and its process, forever. A closed client needs no slots: its refresh
+ * becomes a no-op, so at most one armed round fires, once.
+ */
+export function stopSlotRefresh(c: Cluster): void {
+  c.refreshSlotsCache = () => undefined;
+  (c as unknown as { clearNodesRefreshInterval?: () => void }).clearNodesRefreshInterval?.();
+}
+
 export function isCluster(c: Client): c is Cluster {
   // `isCluster` is ioredis's own flag (true on Cluster, false on Redis), set by versions 5 and 6 alike.
   return c instanceof Cluster || (c as { isCluster?: unknown }).isCluster === true;
@@ -701,6 +713,7 @@ export function duplicateClient(a: Acquired, extra: RedisOptions = {}): Client {
 
 /** QUIT, or a plain disconnect when the server does not answer soon (a cluster still reconnecting). */
 export async function closeClient(c: Client, graceMs = 2000): Promise<void> {
+  if (isCluster(c)) stopSlotRefresh(c);
   let timer: NodeJS.Timeout | undefined;
   try {
     const gaveUp = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
