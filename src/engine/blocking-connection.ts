@@ -7,7 +7,7 @@
  */
 import type { Redis } from 'ioredis';
 import {
-  connectionFor, duplicateClient, isCluster, sameServer, socketTimeoutOf, waitReady, type Acquired, type Client,
+  connectionFor, disconnectClient, duplicateClient, isCluster, sameServer, socketTimeoutOf, waitReady, type Acquired, type Client,
 } from './connection.js';
 
 export class BlockingConnection {
@@ -59,6 +59,6 @@ export class BlockingConnection {
   }
 
   close(): void {
-    this.client.disconnect();
+    disconnectClient(this.client);
   }
 }

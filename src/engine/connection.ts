@@ -463,6 +463,12 @@ export function stopSlotRefresh(c: Cluster): void {
   (c as unknown as { clearNodesRefreshInterval?: () => void }).clearNodesRefreshInterval?.();
 }
 
+/** Drops a client's connections at once (no QUIT), a Cluster's slot refresh with them. */
+export function disconnectClient(c: Client): void {
+  if (isCluster(c)) stopSlotRefresh(c);
+  c.disconnect();
+}
+
 export function isCluster(c: Client): c is Cluster {
   // `isCluster` is ioredis's own flag (true on Cluster, false on Redis), set by versions 5 and 6 alike.
   return c instanceof Cluster || (c as { isCluster?: unknown }).isCluster === true;

@@ -7,7 +7,7 @@
  * time is measured by the server's clock inside the functions (README "Clocks").
  */
 import { hostname } from 'node:os';
-import { acquireClient, closeClient, isCluster, settleTopology, stopSlotRefresh, waitReady, type Client, type ClientSettings } from './connection.js';
+import { acquireClient, closeClient, disconnectClient, isCluster, settleTopology, waitReady, type Client, type ClientSettings } from './connection.js';
 import { QueueKeys } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
 
@@ -366,8 +366,7 @@ export class MaintenanceSession {
       await ensureLibrary(client);
       return new MaintenanceSession(client, prefix);
     } catch (err) {
-      if (isCluster(acquired.client)) stopSlotRefresh(acquired.client);
-      acquired.client.disconnect();
+      disconnectClient(acquired.client);
       throw err;
     }
   }

@@ -25,7 +25,7 @@
 import type { Redis } from 'ioredis';
 import { RetryWait } from './waiting.js';
 import {
-  acquireClient, closeClient, duplicateClient, settleTopology, socketTimeoutOf, type Acquired, type Client, type ConnectionInput,
+  acquireClient, closeClient, disconnectClient, duplicateClient, settleTopology, socketTimeoutOf, type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
 import { GlideMQError, JobNotFoundError, invalid } from './errors.js';
 import { DEFAULT_PREFIX, QueueKeys } from './keys.js';
@@ -563,11 +563,11 @@ export class QueueEvents<R = any> extends SafeEmitter {
       this.client.off('ready', this.onReconnect);
       this.retry.wake();
       // a read in progress ends with the connection; nothing is sent on it again
-      this.blocker?.disconnect();
+      if (this.blocker) disconnectClient(this.blocker);
       await this.loopDone?.catch(() => undefined);
       // again: a start that was under way made them after the lines above ran
       clearInterval(this.presenceTimer);
-      this.blocker?.disconnect();
+      if (this.blocker) disconnectClient(this.blocker);
       for (const set of [...this.waiters.values()]) for (const w of [...set]) this.settle(w, undefined, closedError(this.name, w.jobId));
       this.catchUps = [];
       await this.ready?.catch(() => undefined); // a Cluster client being set up is closed too

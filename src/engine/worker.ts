@@ -292,6 +292,12 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     }
     this.reader = new BlockingReader(this.acquired, this.keys, this.consumer, this.settings.blockTimeout);
     await this.reader.start();
+    if (this.closing) {
+      // close() ran while this start-up waited: it found no reader and no timers to end, so none
+      // may be made now (they would keep the process alive after its close)
+      this.reader.close();
+      return;
+    }
     this.recovery.watch(this.client);
     this.recovery.watch(this.reader.client);
     this.client.on('close', this.onClientClose);
