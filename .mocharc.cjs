@@ -13,7 +13,8 @@ module.exports = {
   spec: named ? [] : SUITE,
   timeout: 30000,
   slow: 2000,
-  // Still forced: one timer outlives the suite (a Cluster client's slot refresh, it seems). To
+  // Still forced: after the suite one Cluster client is still refreshing its slots (the timers
+  // of ioredis's refresh connections), one that some test or path drops without closeClient. To
   // find leaks, run with the guard instead of this: `npx mocha --no-exit --require
   // dist/test/helpers/leak-guard.js` names what is open 10 s after the last test and exits 3.
   exit: true,
