@@ -325,24 +325,3 @@ export interface BulkJob {
   opts?: JobOptions;
 }
 
-/**
- * Validates and encodes every job of a bulk before anything is written. An error names the job by
- * its 1-based position (`index` on the error), so callers can map it to a line of their input.
- */
-export function encodeBulk(jobs: BulkJob[], maxPayload: number): (string | number)[][] {
-  return jobs.map((j, i) => {
-    try {
-      const group = encodeJob(j.name, j.data, j.opts);
-      const size = Buffer.byteLength(String(group[2]));
-      if (maxPayload > 0 && size > maxPayload) {
-        throw invalid(`payload is ${size} bytes, over the limit of ${maxPayload} bytes; store large data elsewhere and enqueue a reference`);
-      }
-      return group;
-    } catch (err) {
-      const e = invalid(`job ${i + 1}: ${(err as Error).message}`) as Error & { index?: number; reason?: string };
-      e.index = i + 1;
-      e.reason = (err as Error).message;
-      throw e;
-    }
-  });
-}

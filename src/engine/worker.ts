@@ -423,7 +423,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     const id = String(reply[0]);
     const run = this.active.get(id);
     if (run) return this.claimAgain(run, reply);
-    const waiting = this.buffered.size === 0 ? undefined : this.buffered.get(id);
+    const waiting = this.buffered.get(id);
     // processedOn as this process saw the claim start (the stored one is the server's time)
     const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
     if (marked) this.marked.add(job);
@@ -488,9 +488,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   /** Claims this worker can still take: running slots plus the prefetch allowance. */
   private freeSlots(): number {
-    if (this.localPaused) return 0;
-    const capacity = this.settings.concurrency + this.prefetchNow();
-    return capacity - this.processing() - this.buffered.size - this.inbound - this.readerReserved;
+    return this.room(this.prefetchNow());
   }
 
   /**
@@ -500,9 +498,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * would take FIFO jobs ahead of priority ones that arrive meanwhile.
    */
   private readerRoom(): number {
-    if (this.settings.prefetch !== undefined) return this.freeSlots();
+    return this.room(this.settings.prefetch ?? 0);
+  }
+
+  /** Claims that fill the slots and `ahead` more, less those held, running or on their way. */
+  private room(ahead: number): number {
     if (this.localPaused) return 0;
-    return this.settings.concurrency - this.processing() - this.buffered.size - this.inbound - this.readerReserved;
+    return this.settings.concurrency + ahead - this.processing() - this.buffered.size - this.inbound - this.readerReserved;
   }
 
   /** How many jobs a finish asks for: what fills the slots and the prefetch room, less what is on its way. */

@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import { hostname } from 'node:os';
 import type { Job } from '../../src/engine/job.js';
+import type { Queue } from '../../src/engine/queue.js';
 import { callFunction, LIBRARY_PACKAGE_VERSION } from '../../src/engine/library.js';
 import { MAX_STACK_BYTES, MAX_STACKS } from '../../src/engine/stacktrace.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
@@ -15,12 +16,8 @@ import { processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 const SHORT = { registryTtl: 300 };
 
 /** Waits until the server's clock reads at least `ms`. */
-async function serverPassed(q: { client: { time(): Promise<(string | number)[]> } }, ms: number): Promise<void> {
-  const now = async () => {
-    const [s, us] = await q.client.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  };
-  await waitFor(async () => (await now()) >= ms, 'the server clock to pass the mark', 5000, 50);
+async function serverPassed(q: Queue, ms: number): Promise<void> {
+  await waitFor(async () => (await q.serverTime()) >= ms, 'the server clock to pass the mark', 5000, 50);
 }
 
 describe('worker registry, oldest waiting age, failure stacks (real valkey-server)', function () {

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { parseDuration, parseInteger } from '../../src/engine/duration.js';
 import { InvalidArgumentError } from '../../src/engine/errors.js';
 import { QueueKeys, queueFromKey, validateQueueName } from '../../src/engine/keys.js';
-import { backoffDelay, encodeBulk, encodeJob, encodeRetention, parseBackoff } from '../../src/engine/options.js';
+import { backoffDelay, encodeJob, encodeRetention, parseBackoff } from '../../src/engine/options.js';
+import { encodeBulkJobs } from '../../src/engine/bulk-add.js';
 import { parseUrl, redactUrl } from '../../src/engine/connection.js';
 import { compareVersions, LIBRARY_CODE, LIBRARY_VERSION } from '../../src/engine/library.js';
 import { parseNdjson } from '../../src/cli/input.js';
@@ -59,7 +60,7 @@ describe('job options', () => {
   });
   it('a bulk error names the 1-based position', () => {
     try {
-      encodeBulk([{ name: 'a', data: {} }, { name: 'b', data: {}, opts: { attempts: -1 } }], 1000);
+      encodeBulkJobs([{ name: 'a', data: {} }, { name: 'b', data: {}, opts: { attempts: -1 } }], undefined, 1000);
       expect.fail('should throw');
     } catch (err) {
       expect((err as { index: number }).index).to.equal(2);
