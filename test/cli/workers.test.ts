@@ -11,7 +11,7 @@ import type { WorkerInfo } from '../../src/engine/worker-registry.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
-import { processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
+import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 
 /** Every line of `text` at most `width` characters (the tables fit the terminal). */
 function widest(text: string): number {
@@ -25,12 +25,11 @@ describe('CLI: workers, pel worker names, oldest waiting age', function () {
   let prefix: string;
   const queues: Queue[] = [];
   const workers: Worker[] = [];
-  const procs: WorkerProcess[] = [];
+  const procs = killedAfterEach();
   beforeEach(() => {
     prefix = uniqueQueue('wp');
   });
   afterEach(async () => {
-    await Promise.all(procs.splice(0).map((p) => p.kill()));
     await Promise.all(workers.splice(0).map((w) => w.close(true)));
     await Promise.all(queues.splice(0).map((q) => q.close()));
   });

@@ -7,6 +7,18 @@ import { waitFor } from './valkey.js';
 
 const ENTRY = fileURLToPath(new URL('./worker-process.js', import.meta.url));
 
+/**
+ * Worker processes a test file starts: push each into the returned list; after each test they
+ * are killed (SIGKILL), before the test's other cleanup.
+ */
+export function killedAfterEach(): WorkerProcess[] {
+  const procs: WorkerProcess[] = [];
+  afterEach(async () => {
+    await Promise.all(procs.splice(0).map((p) => p.kill()));
+  });
+  return procs;
+}
+
 /** Path of a processor in fixtures/processors/. */
 export function processorPath(file: string): string {
   return fixturePath('processors', file);

@@ -9,7 +9,7 @@ import type { Queue } from '../../src/engine/queue.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { jobHash, STALLED_REASON } from '../helpers/recovery.js';
-import { processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
+import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 
 // short enough for fast tests, long enough that a healthy worker's heartbeat (every 500 ms) is never late on a busy machine
 const FAST = { lockDuration: 1000, stalledInterval: 500, blockTimeout: 1000 };
@@ -18,11 +18,8 @@ describe('worker processes killed mid-job (real valkey-server)', function () {
   this.timeout(60_000);
   const server = useServer();
   const h = new Harness(server);
-  const procs: WorkerProcess[] = [];
-  afterEach(async () => {
-    await Promise.all(procs.splice(0).map((p) => p.kill()));
-    await h.cleanup();
-  });
+  const procs = killedAfterEach();
+  afterEach(() => h.cleanup());
 
   function launch(queue: string, processor: string, options: object = {}): WorkerProcess {
     const p = new WorkerProcess({ url: server().url, queue, processor: processorPath(processor), options: { ...FAST, ...options } });

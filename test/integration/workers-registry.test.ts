@@ -10,7 +10,7 @@ import { callFunction, LIBRARY_PACKAGE_VERSION } from '../../src/engine/library.
 import { MAX_STACK_BYTES, MAX_STACKS } from '../../src/engine/stacktrace.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
+import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 
 /** A short registry expiry (refreshed every 100 ms) keeps the expiry tests fast. */
 const SHORT = { registryTtl: 300 };
@@ -24,11 +24,8 @@ describe('worker registry, oldest waiting age, failure stacks (real valkey-serve
   this.timeout(30_000);
   const server = useServer();
   const h = new Harness(server);
-  const procs: WorkerProcess[] = [];
-  afterEach(async () => {
-    await Promise.all(procs.splice(0).map((p) => p.kill()));
-    await h.cleanup();
-  });
+  const procs = killedAfterEach();
+  afterEach(() => h.cleanup());
 
   describe('getWorkers', () => {
     it('lists a running worker with its consumer name, host, pid, concurrency and version', async () => {
