@@ -287,14 +287,7 @@ register('glidemq_addData', function(keys, args)
       for i = 1, math.min(EXISTS_BATCH, n - b) do jks[i] = k.jobPrefix .. (first + b + i - 1) end
       if redis.call('EXISTS', unpack(jks)) > 0 then taken = true; break end
     end
-    -- jobs that wait in the stream (no delay, priority or LIFO) are written here directly: the
-    -- same entry, hash and event as insertJob writes for them (lua/jobs.lua), without the
-    -- general form's per-job tables, which cost the server about a fifth of the call
-    local direct = a.delay == 0 and a.priority == 0 and not a.lifo
-    local extra = {}
-    if a.attempts > 1 then extra[#extra + 1], extra[#extra + 2] = 'attempts', a.attempts end
-    if a.opts ~= '' then extra[#extra + 1], extra[#extra + 2] = 'opts', a.opts end
-    local stream, events, prefix, name = k.stream, k.events, k.jobPrefix, a.name
+    local name = a.name
     local id = first
     local from, to = nil, nil
     for _, job in ipairs(jobs) do
@@ -305,13 +298,7 @@ register('glidemq_addData', function(keys, args)
         this = tonumber(sid)
       end
       id = id + 1
-      if direct then
-        local entry = redis.call('XADD', stream, '*', 'id', sid)
-        redis.call('HSET', prefix .. sid, 'name', name, 'data', job.data, 'ts', now, 'sid', entry, 'state', 'waiting', unpack(extra))
-        redis.call('XADD', events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', 'added', 'jobId', sid)
-      else
-        insertJob(k, now, sid, name, job.data, a.delay, a.priority, a.lifo, a.attempts, a.opts, nil)
-      end
+      insertJob(k, now, sid, name, job.data, a.delay, a.priority, a.lifo, a.attempts, a.opts, nil)
       if from and this == to + 1 then
         to = this
       else
