@@ -17,12 +17,37 @@
   next claims are not marked, so a job that kills its worker before the start is reported still
   counts its stalls from the next crash on. A finish clears both fields; any other end of a claim
   leaves `ns` naming a fence that is no longer the job's, which no reclaim takes for a mark.
+  Terms: a claim records, in the HSET that makes it, the lock duration and maxStalledCount of the
+  worker it is made for (hash field `terms`, '<lockMs>:<maxStalledCount>'; the claiming function
+  names them with claimTerms): stalled recovery judges the claim by them, not by the settings of
+  the worker that runs the check (lua/reclaim.lua). A claim handed over again keeps its terms.
+  Meta's `lockFloor` is the shortest lock any claim of the queue was made with: the stream check
+  reads pending entries idle at least that long (lua/reclaim.lua). It is read in the HMGET of
+  meta the claiming function makes anyway (RATE.META) and written only by a call whose lock is
+  shorter, so it costs the hot path nothing. It never rises (a claim's lock is not known without
+  reading it): a queue that once had a short-lock worker keeps checking entries idle that long.
 ]]
 -- Shared with the function files; the other locals stay inside the block below (the main chunk
 -- may hold at most 200 locals, lua/ORDER).
 local popListJob, activateEntry, handBack, freeSlots, fetchNext, checkFetch,
-  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply, handOverAgain, listening
+  requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply, handOverAgain, listening,
+  claimTerms
 do
+
+-- The key under which claimTerms keeps a call's terms on its key table (a table: no key name).
+local TERMS = {}
+-- The position of lockFloor in RATE.META (lua/rate-window.lua).
+local LOCK_FLOOR_AT = 7
+
+--[[ Sets the terms the claims of this call are made under (see the header): the worker's
+  lockDuration `lockMs` and `maxStalledCount`. `m`: the caller's HMGET of RATE.META, whose
+  lockFloor says whether this lock lowers the queue's floor (written with the call's first claim).
+  A function that claims calls it before its first claim; kept on `k`, the call's key table. ]]
+claimTerms = function(k, lockMs, maxStalledCount, m)
+  local floor = tonumber(m[LOCK_FLOOR_AT])
+  rawset(k, TERMS, { text = string.format('%.0f:%.0f', lockMs, maxStalledCount), lock = lockMs,
+    lowers = floor == nil or lockMs < floor })
+end
 
 -- The key under which `listening` keeps its answer on a call's key table (a table: no key name).
 local LISTENING = {}
@@ -45,7 +70,7 @@ end
 
 -- Hash fields a worker has no use for (delivery bookkeeping), or that a claim sets anew.
 local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = true, state = true, fence = true, processedOn = true,
-  ns = true, nsr = true }
+  ns = true, nsr = true, terms = true }
 -- Fields every job has (opts: most), sent by position in a claim reply rather than by name.
 local CLAIM_REPLY_SLOTS = { name = 3, data = 4, ts = 5, opts = 6 }
 
@@ -83,16 +108,24 @@ end
 
 -- Claims a job for `consumer` given the claim reply and fence claimReply made of its hash (read
 -- by the caller, which checked it), and returns the reply. The hash is read once and written
--- once. The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
+-- once, with the call's terms (claimTerms). The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
 -- the calling function. `ahead`: the claim is marked not started (see the header) unless this
 -- attempt was given back unstarted before (`returned`, from claimReply).
 local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
   fence = tostring(fence + 1)
   out[2] = fence
+  -- (a function that claims without naming its terms is a bug: it raises here, before any write of this claim)
+  local terms = rawget(k, TERMS) or error('claimJob: the calling function set no claim terms (claimTerms)')
   if ahead and not returned then
-    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now, 'ns', fence)
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now,
+      'terms', terms.text, 'ns', fence)
   else
-    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now)
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now,
+      'terms', terms.text)
+  end
+  if terms.lowers then
+    redis.call('HSET', k.meta, 'lockFloor', terms.lock)
+    terms.lowers = false
   end
   if src ~= 's' then listClaim(k, id) end
   -- best effort, as readJob's 'skipped': the claim is made, and an events key of another type

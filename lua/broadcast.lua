@@ -10,7 +10,12 @@
   exact), whether or not a subscription has read them. A subscription's claim on a message is its
   pending entry; per-(subscription, message) state is the hash `<stream>:sub:<subscription>` with
   fields n:<entryId> (fence, +1 at every claim), a:<entryId> (attempts made), s:<entryId> (stalls),
-  deleted when the message is done. A failed attempt with attempts left stays pending and waits in
+  l:<entryId> (the claim's terms: '<lockMs>:<maxStalledCount>' of the worker it was made for),
+  deleted when the message is done; and lockFloor, the shortest lock any claim of the subscription
+  was made with (it only falls). A claim is judged stalled by its own terms (glidemq_bcReclaim),
+  never by the settings of the worker that checks. A message given up on, by its processor's last
+  failed attempt or by a stalled check, goes through one path (bcGiveUp: acked, its state
+  dropped, recorded in the dead-letter stream with its reason). A failed attempt with attempts left stays pending and waits in
   `<stream>:sub:<s>:retry` (zset, due ms); a message given up on is acked and recorded in the
   capped stream `<stream>:sub:<s>:dead`. Nothing here touches another subscription's group or keys.
   Once-only publish: a client re-sends a call whose reply it lost (ioredis does so on reconnect),
@@ -58,7 +63,9 @@
     KEYS[1]  meta key of the broadcast.
     ARGV[1]  subscription: the subscription's name.
     ARGV[2]  consumer: the worker's consumer name in the subscription's group.
-    ARGV[3]  count: how many entries follow (0..10000), each as two arguments:
+    ARGV[3]  lockMs: the worker's lockDuration in ms, recorded with each claim (its terms).
+    ARGV[4]  maxStalledCount: the worker's maxStalledCount, recorded with each claim.
+    ARGV[5]  count: how many entries follow (0..10000), each as two arguments:
       group.entryId: a stream entry id delivered to the consumer.
       group.run: '1' to run it (a new fence is taken), '0' to skip it (acked, its state dropped).
     Returns  per entry to run that is still pending for this consumer: {id, fence, attemptsMade,
@@ -83,6 +90,8 @@
     ARGV[1]  subscription: the subscription's name.
     ARGV[2]  consumer: the worker's consumer name (it takes the claims).
     ARGV[3]  count: most retries to claim (0..10000; at most 100 are looked at per call).
+    ARGV[4]  lockMs: the worker's lockDuration in ms, recorded with each claim (its terms).
+    ARGV[5]  maxStalledCount: the worker's maxStalledCount, recorded with each claim.
     Returns  {nextDueIn, entry1, ...}: nextDueIn is how many ms from the server's now the earliest
              waiting retry is due (0 = now, -1 = none); entry = {id, fence, attemptsMade,
              stalledCount, subject, data, ts}.
@@ -92,13 +101,17 @@
     KEYS[1]  meta key of the broadcast.
     ARGV[1]  subscription: the subscription's name.
     ARGV[2]  consumer: the worker's consumer name (it takes the claims).
-    ARGV[3]  minIdle: ms a claim must be idle (the server's idle time) to count as stalled.
-    ARGV[4]  maxStalledCount: stalls a message may have and still run again (>= 0).
+    ARGV[3]  minIdle: the worker's lockDuration in ms: the terms of the claims this call makes,
+             and the lock of a claim that has none recorded (made by an older glidemq).
+    ARGV[4]  maxStalledCount: the worker's maxStalledCount, used the same two ways (>= 0).
     ARGV[5]  count: most entries to take per call (0..10000).
-             XAUTOCLAIMs entries idle longer than minIdle; each is a stall: run again by this
-             consumer, or given up once stalls exceed maxStalledCount. Nothing is stalled until
-             the server has served minIdle since its start or promotion (lua/epoch.lua: the epoch
-             is recorded in the meta hash), so an outage is never counted against a claim.
+             Looks at up to BC.reclaimScan pending entries from where the last call stopped, those
+             idle at least the subscription's lockFloor (or minIdle if shorter); an entry whose
+             idle time (the server's) reached its own claim's lock, and that is not waiting out a
+             retry backoff, is a stall: XCLAIMed by this consumer and run again, or given up once
+             its stalls exceed its claim's maxStalledCount. Nothing is stalled until the server
+             has served that lock since its start or promotion (lua/epoch.lua: the epoch is
+             recorded in the meta hash), so an outage is never counted against a claim.
     Returns  {entries, failedIds} with entries shaped as for bcRetries.
     Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION.
 
@@ -143,7 +156,7 @@ do
 -- Limits, and the argument kinds only broadcasts use (see args.lua for the others).
 -- lagScan: entries glidemq_bcSubscriptions counts one by one at most (when the numbers cannot be
 -- trusted); maxCallSeq: 14 digits, so Lua writes a call number exactly as a hash field name.
-local BC = { deadMaxlen = 1000, retryScan = 100, lagScan = 1000, maxCallSeq = 99999999999999 }
+local BC = { deadMaxlen = 1000, retryScan = 100, reclaimScan = 1000, lagScan = 1000, maxCallSeq = 99999999999999 }
 -- a run of digits within an unsigned 64-bit number (a part of a stream id)
 -- an entry id as XADD makes them: <ms>-<seq>, each part a 64-bit unsigned number
 BC.subscription = kind('a subscription name (1 to 600 bytes, no "{", "}", ":", "*", "?", "[", "]", ' ..
@@ -185,12 +198,14 @@ end)
 local BC_PUBLISH_ARGS = { 'maxMessages', ARG.int(0, MAX_SAFE_INT), 'producer', BC.producer,
   'seq', ARG.int(0, BC.maxCallSeq), 'answeredBelow', ARG.int(0, BC.maxCallSeq), 'subject', BC.subject, 'data', ARG.any }
 local BC_SUBSCRIBE_ARGS = { 'subscription', BC.subscription, 'start', BC.start, 'subjects', BC.subjects }
-local BC_ACTIVATE_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
+local BC_ACTIVATE_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'lockMs', ARG.ms,
+  'maxStalledCount', ARG.int(0, MAX_SAFE_INT), 'count', ARG.count }
 local BC_ACTIVATE_ENTRY = { 'entryId', ARG.streamId, 'run', ARG.flag }
 local BC_FINISH_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'entryId', ARG.streamId,
   'fence', ARG.fence, 'outcome', ARG.oneOf('completed', 'failed'), 'reason', ARG.any,
   'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'maxAttempts', ARG.int(1, MAX_SAFE_INT) }
-local BC_RETRIES_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
+local BC_RETRIES_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count,
+  'lockMs', ARG.ms, 'maxStalledCount', ARG.int(0, MAX_SAFE_INT) }
 local BC_RECLAIM_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'minIdle', ARG.ms,
   'maxStalledCount', ARG.int(0, MAX_SAFE_INT), 'count', ARG.count }
 local BC_EXTEND_HEAD = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty, 'count', ARG.count }
@@ -211,7 +226,7 @@ local function bcKeys(metaKey, sub)
 end
 
 local function bcForget(b, sid)
-  redis.call('HDEL', b.sub, 'n:' .. sid, 'a:' .. sid, 's:' .. sid)
+  redis.call('HDEL', b.sub, 'n:' .. sid, 'a:' .. sid, 's:' .. sid, 'l:' .. sid)
   redis.call('ZREM', b.retry, sid)
 end
 
@@ -252,6 +267,33 @@ local function bcGiveUp(b, group, sid, reason, made)
   redis.call('XACK', b.stream, group, sid)
   bcForget(b, sid)
   redis.call('XADD', b.dead, 'MAXLEN', '~', BC.deadMaxlen, '*', 'id', sid, 'subject', subject, 'reason', reason, 'attempts', made)
+end
+
+-- Records the terms of the claims `sids` this call made (see the header) for a worker with lock
+-- `lockMs` and `maxStalledCount`, in one HSET per call (a field per claim), and lowers lockFloor.
+local function bcRecordTerms(b, sids, lockMs, maxStalledCount)
+  if #sids == 0 then return end
+  local text = string.format('%.0f:%.0f', lockMs, maxStalledCount)
+  local fields = {}
+  local floor = tonumber(redis.call('HGET', b.sub, 'lockFloor'))
+  if not floor or lockMs < floor then fields[1], fields[2] = 'lockFloor', lockMs end
+  for _, sid in ipairs(sids) do
+    fields[#fields + 1], fields[#fields + 2] = 'l:' .. sid, text
+    -- (unpack has a limit: a large call writes in parts)
+    if #fields >= 1000 then
+      redis.call('HSET', b.sub, unpack(fields))
+      fields = {}
+    end
+  end
+  if #fields > 0 then redis.call('HSET', b.sub, unpack(fields)) end
+end
+
+-- The lock and maxStalledCount of the claim on `sid` (its terms), or `lockMs` and
+-- `maxStalledCount` (the caller's) for a claim with none recorded.
+local function bcTermsOf(b, sid, lockMs, maxStalledCount)
+  local lock, max = string.match(redis.call('HGET', b.sub, 'l:' .. sid) or '', '^(%d+):(%d+)$')
+  if lock then return tonumber(lock), tonumber(max) end
+  return lockMs, maxStalledCount
 end
 
 -- Whether the subscription's consumer group exists (an XPENDING of no entries: O(1)).
@@ -410,18 +452,20 @@ register('glidemq_bcActivate', function(keys, args)
     mine[i] = not seen[e.entryId] and bcOwner(b, group, e.entryId) == a.consumer
     seen[e.entryId] = true
   end
-  local out = {}
+  local out, claimed = {}, {}
   for i, e in ipairs(entries) do
     if mine[i] then
       if e.run then
         local fence, made, stalled = bcClaimed(b, e.entryId)
         out[#out + 1] = { e.entryId, fence, made, stalled }
+        claimed[#claimed + 1] = e.entryId
       else
         redis.call('XACK', b.stream, group, e.entryId)
         bcForget(b, e.entryId)
       end
     end
   end
+  bcRecordTerms(b, claimed, a.lockMs, a.maxStalledCount)
   return out
 end)
 
@@ -454,7 +498,7 @@ register('glidemq_bcRetries', function(keys, args)
   local b = bcKeys(keys[1], group)
   bcRequire('glidemq_bcRetries', b, group, false)
   local now = serverNow()
-  local out = { -1 }
+  local out, claimed = { -1 }, {}
   if a.count > 0 then
     local due = redis.call('ZRANGEBYSCORE', b.retry, '-inf', now, 'LIMIT', 0, math.min(a.count, BC.retryScan))
     for _, sid in ipairs(due) do
@@ -462,11 +506,13 @@ register('glidemq_bcRetries', function(keys, args)
       local got = redis.call('XCLAIM', b.stream, group, a.consumer, 0, sid)
       if got[1] and got[1][2] then
         out[#out + 1] = bcEntry(b, sid, got[1][2])
+        claimed[#claimed + 1] = sid
       else
         bcForget(b, sid) -- trimmed by maxMessages while it waited: nothing left to run
       end
     end
   end
+  bcRecordTerms(b, claimed, a.lockMs, a.maxStalledCount)
   local nxt = redis.call('ZRANGE', b.retry, 0, 0, 'WITHSCORES')
   if nxt[2] then out[1] = math.max(0, toInt(nxt[2], now) - now) end
   return out
@@ -483,32 +529,58 @@ register('glidemq_bcReclaim', function(keys, args)
   -- time the server was down or not yet primary is no claim's idle time (lua/epoch.lua)
   local serving, epoch = servingFor(b.meta, serverNow())
   recordEpoch(b.meta, epoch)
-  if serving < a.minIdle then return { entries, failed } end
-  -- the walk's cursor, unless another program left something else there
+  local floor = tonumber(redis.call('HGET', b.sub, 'lockFloor'))
+  if not floor or floor > a.minIdle then floor = a.minIdle end
+  if serving < floor then return { entries, failed } end
+  -- the walk's cursor (the last entry looked at), unless another program left something else there
   local cursor = redis.call('HGET', b.sub, 'reclaimCursor')
   if not cursor or not ARG.streamId.check(cursor) then cursor = '0-0' end
-  -- XAUTOCLAIM compares the server's idle time of each pending entry with minIdle
-  local r = redis.call('XAUTOCLAIM', b.stream, group, a.consumer, a.minIdle, cursor, 'COUNT', a.count)
-  redis.call('HSET', b.sub, 'reclaimCursor', r[1])
-  for _, e in ipairs(r[2]) do
-    local sid, fields = e[1], e[2]
+  local start = cursor == '0-0' and '-' or '(' .. cursor
+  -- read phase: each entry idle at least the floor is judged by its own claim's terms
+  local pend = redis.call('XPENDING', b.stream, group, 'IDLE', floor, start, '+', BC.reclaimScan)
+  local chosen, nextCursor = {}, '0-0'
+  for i, p in ipairs(pend) do
+    local sid = p[1]
+    -- (waiting out a retry backoff is not stalled: whoever holds it, bcRetries runs it when due)
+    if not redis.call('ZSCORE', b.retry, sid) then
+      local lock, max = bcTermsOf(b, sid, a.minIdle, a.maxStalledCount)
+      if math.min(p[3], serving) >= lock then chosen[#chosen + 1] = { sid = sid, max = max } end
+    end
+    if #chosen >= a.count and i < #pend then
+      nextCursor = sid
+      break
+    end
+  end
+  if nextCursor == '0-0' and #pend >= BC.reclaimScan then nextCursor = pend[#pend][1] end
+  -- write phase: the chosen entries pass to this consumer (XCLAIM answers none whose message
+  -- maxMessages trimmed: its state goes), each a stall
+  redis.call('HSET', b.sub, 'reclaimCursor', nextCursor)
+  local fieldsOf = {}
+  for i = 1, #chosen, 100 do
+    local ids = {}
+    for j = i, math.min(i + 99, #chosen) do ids[#ids + 1] = chosen[j].sid end
+    for _, e in ipairs(redis.call('XCLAIM', b.stream, group, a.consumer, 0, unpack(ids))) do
+      if e[2] then fieldsOf[e[1]] = e[2] end
+    end
+  end
+  local claimed = {}
+  for _, c in ipairs(chosen) do
+    local fields = fieldsOf[c.sid]
     if not fields then
-      bcForget(b, sid)
-    elseif redis.call('ZSCORE', b.retry, sid) then
-      -- waiting out a retry backoff, not stalled: whoever holds it, bcRetries runs it when due
+      bcForget(b, c.sid)
     else
-      local stalled = redis.call('HINCRBY', b.sub, 's:' .. sid, 1)
-      if stalled > a.maxStalledCount then
-        bcGiveUp(b, group, sid, 'message stalled more than maxStalledCount (' ..
-          string.format('%d', a.maxStalledCount) .. ')',
-          toInt(redis.call('HGET', b.sub, 'a:' .. sid), 0))
-        failed[#failed + 1] = sid
+      local stalled = redis.call('HINCRBY', b.sub, 's:' .. c.sid, 1)
+      if stalled > c.max then
+        bcGiveUp(b, group, c.sid, 'message stalled more than maxStalledCount (' .. string.format('%d', c.max) .. ')',
+          toInt(redis.call('HGET', b.sub, 'a:' .. c.sid), 0))
+        failed[#failed + 1] = c.sid
       else
-        entries[#entries + 1] = bcEntry(b, sid, fields)
+        entries[#entries + 1] = bcEntry(b, c.sid, fields)
+        claimed[#claimed + 1] = c.sid
       end
     end
   end
-  for _, sid in ipairs(r[3] or {}) do bcForget(b, sid) end
+  bcRecordTerms(b, claimed, a.minIdle, a.maxStalledCount)
   return { entries, failed }
 end)
 

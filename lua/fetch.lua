@@ -5,6 +5,9 @@
   KEYS[1]  meta key.
   ARGV[1]  consumer: the worker's consumer name (the claims' owner).
   ARGV[2]  count: jobs wanted (0..10000; 0: fetch nothing, recreate missing consumer groups).
+  ARGV[3]  lockMs: the worker's lockDuration in ms, recorded with each claim (its terms,
+           lua/activate.lua): stalled recovery judges the claim by it.
+  ARGV[4]  maxStalledCount: the worker's maxStalledCount, recorded with each claim the same way.
   Returns  {status, job1, job2, ...}: status 'ok' | 'paused' | 'limited' (the queue has a
            globalConcurrency limit or a rate limiter: the worker takes jobs only through this
            function and glidemq_finish, which check them, and waits on events instead of a
@@ -26,8 +29,10 @@
   KEYS[1]  meta key.
   ARGV[1]  consumer: the worker's consumer name (the read was made as it).
   ARGV[2]  want: free slots of the worker (0..10000): at most this many claims are made.
-  ARGV[3]  wakeIds: the wake stream entry ids delivered, joined by ',' ('' for none).
-  ARGV[4]  nStream: the number of job stream entries delivered (0..10000); `nStream` groups of 2
+  ARGV[3]  lockMs: the worker's lockDuration in ms, recorded with each claim (as for glidemq_fetch).
+  ARGV[4]  maxStalledCount: the worker's maxStalledCount, recorded with each claim.
+  ARGV[5]  wakeIds: the wake stream entry ids delivered, joined by ',' ('' for none).
+  ARGV[6]  nStream: the number of job stream entries delivered (0..10000); `nStream` groups of 2
            arguments follow, one per entry, each:
     group.entryId: the job stream entry id.
     group.jobId: the entry's id field as delivered (an entry of a removed or foreign job, or one
@@ -42,9 +47,10 @@
 ]]
 -- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
 do
-local FETCH_ARGS = { 'consumer', ARG.nonEmpty, 'count', ARG.count }
+local FETCH_ARGS = { 'consumer', ARG.nonEmpty, 'count', ARG.count, 'lockMs', ARG.ms, 'maxStalledCount', ARG.int(0, 1000000000) }
 local FETCH_GROUPS = { 'stream', 'stream', 'wake', 'stream' } -- ensureQueue/ensureGroup create these
-local ACTIVATE_HEAD = { 'consumer', ARG.nonEmpty, 'want', ARG.count, 'wakeIds', ARG.streamIds, 'nStream', ARG.count }
+local ACTIVATE_HEAD = { 'consumer', ARG.nonEmpty, 'want', ARG.count, 'lockMs', ARG.ms,
+  'maxStalledCount', ARG.int(0, 1000000000), 'wakeIds', ARG.streamIds, 'nStream', ARG.count }
 local ACTIVATE_ENTRY = { 'entryId', ARG.streamId, 'jobId', ARG.any }
 
 register('glidemq_fetch', function(keys, args)
@@ -67,6 +73,7 @@ register('glidemq_fetch', function(keys, args)
   if since then return { 'paused', since } end
   local now = serverNow()
   listening(k, now, m)
+  claimTerms(k, a.lockMs, a.maxStalledCount, m)
   local jobs, _, wait = fetchNext(k, a.consumer, now, a.count, m, lists)
   if wait > 0 then
     table.insert(jobs, 1, wait)
@@ -102,6 +109,7 @@ register('glidemq_activate', function(keys, args)
   if #entries > 0 then requireTypes(k, STREAM_TYPES) end
   if #wakeIds > 0 then requireTypes(k, LIST_TYPES) end -- wake acks, then list pops
   listening(k, now, m) -- kept for the claims below (lua/activate.lua)
+  claimTerms(k, a.lockMs, a.maxStalledCount, m)
   for _, e in ipairs(entries) do
     if free > 0 then
       local job = activateEntry(k, e.entryId, e.jobId, consumer, now)

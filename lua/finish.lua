@@ -26,6 +26,9 @@
   ARGV[9]  durationMs: processing time (ms), counted in the per-minute metrics (lua/metrics.lua).
   ARGV[10] ahead: '1' marks the next jobs not started (a worker's prefetch, lua/activate.lua),
            '0' does not.
+  ARGV[11] lockMs: the worker's lockDuration in ms, recorded with each next job's claim (its
+           terms, lua/activate.lua): stalled recovery judges the claim by it.
+  ARGV[12] maxStalledCount: the worker's maxStalledCount, recorded with each next job's claim.
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
@@ -47,7 +50,9 @@
            handed out marked not started: job id and fence pairs joined by spaces ('' for
            none). Each mark is cleared while it is the claim's (a reclaim then counts a stall
            for it); a pair whose claim moved on, or whose job is gone, changes nothing.
-  ARGV[6..]  `count` groups of 7 arguments, one per job, each as for glidemq_finish:
+  ARGV[6]  lockMs: the worker's lockDuration in ms, recorded with each next job's claim.
+  ARGV[7]  maxStalledCount: the worker's maxStalledCount, recorded with each next job's claim.
+  ARGV[8..]  `count` groups of 7 arguments, one per job, each as for glidemq_finish:
     group.jobId: the job the worker ran.
     group.fence: the fence of its claim.
     group.outcome: 'completed', 'failed', or 'failed:' followed by the error's stack.
@@ -60,6 +65,7 @@
   Errors   ERR_INVALID (an argument, named with its group; a count that does not match the groups
            sent), ERR_WRONG_TYPE. Every job is checked before the first write.
 
+  A failure for good is stored by lua/outcomes.lua storeFailure, as stalled recovery stores one.
   Events   'failed' and 'retrying' (with `delay`, ms from the server's now, for a retry after a
            backoff) always. On the hot path one XADD per job is a tenth of a finish's cost, so
            the per-job events are written only where something reads them: 'completed' on a
@@ -73,78 +79,6 @@
 ]]
 -- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
 do
-local MAX_RETENTION_REMOVALS = 100
-
--- The oldest members of finished set `setKey` beyond its newest `n` (at most MAX_RETENTION_REMOVALS).
-local function overCount(setKey, n)
-  -- (a set never holds 2^32 members; a larger N would reach ZRANGE as '-1e+15', not an index)
-  if n >= 4294967295 then return {} end
-  local victims = redis.call('ZRANGE', setKey, 0, -(n + 1))
-  if #victims > MAX_RETENTION_REMOVALS then
-    local cut = {}
-    for i = 1, MAX_RETENTION_REMOVALS do cut[i] = victims[i] end
-    victims = cut
-  end
-  return victims
-end
-
--- The members of `setKey` that finished more than `ms` before `now` (at most MAX_RETENTION_REMOVALS).
-local function overAge(setKey, ms, now)
-  return redis.call('ZRANGEBYSCORE', setKey, '-inf', now - ms, 'LIMIT', 0, MAX_RETENTION_REMOVALS)
-end
-
--- Applies a retention spec to a finished set, deleting the job hashes it drops.
-local function retain(k, setKey, spec, now, justFinished)
-  if spec == '' then return end
-  local victims
-  if spec == '0' then
-    victims = { justFinished }
-  else
-    local kind, n = string.match(spec, '^(%a+):(%d+)$')
-    local ageMs, count = string.match(spec, '^agecount:(%d+):(%d+)$')
-    if kind == 'count' then
-      victims = overCount(setKey, tonumber(n))
-    elseif kind == 'age' then
-      victims = overAge(setKey, tonumber(n), now)
-    elseif ageMs then
-      -- a job stays while it satisfies both rules. Each rule drops a prefix of the set's order
-      -- (oldest first, ties by member as in both ranges): their union is the longer of the two.
-      local byCount, byAge = overCount(setKey, tonumber(count)), overAge(setKey, tonumber(ageMs), now)
-      victims = #byAge > #byCount and byAge or byCount
-    else
-      return
-    end
-  end
-  for _, id in ipairs(victims) do
-    redis.call('ZREM', setKey, id)
-    redis.call('DEL', jobKey(k, id), jobKey(k, id) .. ':logs')
-  end
-end
-
--- Stores a finished job's outcome (its state, attempt count, `field` = `value` and finishedOn) in
--- its hash and finished set, then applies retention. A rule that removes the job at once ('0')
--- only removes it: the writes the removal would undo are skipped, and the outcome is still
--- announced by the caller's event.
-local function settle(k, jk, id, setKey, keep, now, made, state, field, value)
-  if keep == '0' then
-    redis.call('DEL', jk, jk .. ':logs')
-    return
-  end
-  redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
-  redis.call('HSET', jk, 'attemptsMade', made, 'state', state, field, value, 'finishedOn', now)
-  redis.call('ZADD', setKey, now, id)
-  retain(k, setKey, keep, now, id)
-end
-
--- A retention rule as options.ts encodeRetention writes it.
-local KEEP_RULE = kind("a retention rule: '' (keep all), '0' (remove), 'count:N', 'age:MS' or 'agecount:MS:N'", function(v)
-  if v == '' or v == '0' then return v end
-  local rule, n = string.match(v, '^(%a+):(%d+)$')
-  if (rule == 'count' or rule == 'age') and tonumber(n) <= MAX_SAFE_INT then return v end
-  local ageMs, count = string.match(v, '^agecount:(%d+):(%d+)$')
-  if ageMs and tonumber(ageMs) <= MAX_SAFE_INT and tonumber(count) <= MAX_SAFE_INT then return v end
-  return nil
-end)
 -- 'completed', 'failed', or 'failed:<stack>' (see the header; stacktrace.ts MAX_STACK_BYTES agrees).
 local MAX_STACK_BYTES = 4096
 local MAX_STACKS = 10
@@ -170,15 +104,16 @@ local STARTED = kind("'' or job id and fence pairs joined by spaces", function(v
 end)
 local FINISH_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty,
   'outcome', OUTCOME, 'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT),
-  'fetchCount', ARG.count, 'keep', KEEP_RULE, 'durationMs', ARG.ms, 'ahead', ARG.flag }
+  'fetchCount', ARG.count, 'keep', KEEP_RULE, 'durationMs', ARG.ms, 'ahead', ARG.flag,
+  'lockMs', ARG.ms, 'maxStalledCount', ARG.int(0, 1000000000) }
 local FINISH_MANY_HEAD = { 'consumer', ARG.nonEmpty, 'count', ARG.count, 'fetchCount', ARG.count,
-  'ahead', ARG.flag, 'started', STARTED }
+  'ahead', ARG.flag, 'started', STARTED, 'lockMs', ARG.ms, 'maxStalledCount', ARG.int(0, 1000000000) }
 local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', OUTCOME,
   'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'keep', KEEP_RULE, 'durationMs', ARG.ms }
--- The keys each outcome writes besides the claim's own (activate.lua requireReleaseTypes).
+-- The keys each outcome writes besides the claim's own (activate.lua requireReleaseTypes); a
+-- failure for good writes FAILURE_TYPES (lua/outcomes.lua).
 local FINISH_TYPES = {
   completed = { 'completed', 'zset' },
-  failed = { 'failed', 'zset', 'events', 'stream' },
   delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream' },
   events = { 'events', 'stream' },
 }
@@ -234,7 +169,7 @@ local function planFinish(k, j, consumer, seen, announce)
     end
   else
     status = 'failed'
-    requireTypes(k, keep ~= '0' and FINISH_TYPES.failed or FINISH_TYPES.events)
+    requireTypes(k, keep ~= '0' and FAILURE_TYPES.kept or FAILURE_TYPES.removed)
   end
   if seen then
     -- a final outcome with keep '0' deletes the job; anything else leaves it not active
@@ -268,32 +203,6 @@ local function hasRepeatedId(jobs)
     end
   end
   return false
-end
-
--- The count stored in metrics hash `key` for `minute`, read before the first write (a key of
--- another type raises here), or nil. A value that is not a count is refused: HINCRBY would fail
--- on it halfway through the call.
-local function metricsCount(key, minute)
-  local v = redis.call('HGET', key, minute)
-  if v and not string.find(v, '^%-?%d+$') then
-    refuse('ERR_WRONG_TYPE', 'metrics key ' .. key .. ' field ' .. minute .. ' holds ' .. showArg(v) ..
-      ', where glidemq keeps a count: another program wrote to it (delete the key)')
-  end
-  return v and tonumber(v)
-end
-
--- Checks, before the first write, what recordMetrics will write at server time `now` for
--- `completed` / `failed` finishes: the minute's counters and time are read (metricsCount), and
--- the minute's first finish, which also writes the minutes index and trims, checks every metrics
--- key. Two reads on the hot path, where checking every key would take four TYPE calls.
-local function checkMetrics(k, now, completed, failed)
-  local m = metricsKeys(k)
-  local minute = math.floor(now / 60000)
-  local first = false
-  if completed and (metricsCount(m.completed, minute) or 0) == 0 then first = true end
-  if failed and (metricsCount(m.failed, minute) or 0) == 0 then first = true end
-  metricsCount(m.time, minute)
-  if first then requireMetricsTypes(k) end
 end
 
 -- Appends the stack a failed attempt's outcome carries ('failed:<stack>') to the job's
@@ -336,11 +245,7 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
   end
   if j.keep ~= '0' or status ~= 'failed' then pushStack(jk, j.outcome) end
   if status == 'failed' then
-    -- read before settle, which may delete the job
-    local exhausted = listen and made >= math.max(toInt(redis.call('HGET', jk, 'attempts'), 1), 1)
-    settle(k, jk, id, k.failed, j.keep, now, made, 'failed', 'failedReason', value)
-    emit(k, 'failed', id, 'reason', value)
-    if exhausted then emit(k, 'retries-exhausted', id, 'attemptsMade', made) end
+    storeFailure(k, jk, id, j.keep, now, made, value, listen)
     return
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
@@ -371,6 +276,7 @@ register('glidemq_finish', function(keys, args)
   -- the XACK that opens the write phase raises on a stream of another type before any write
   if acked then rawset(k, STREAM_TYPES, true) end
   lists = checkFetch(k, a.fetchCount, m, lists or false)
+  claimTerms(k, a.lockMs, a.maxStalledCount, m)
   -- write phase
   if jk then
     if acked then redis.call('XACK', k.stream, GROUP, sid) end
@@ -426,6 +332,7 @@ register('glidemq_finishMany', function(keys, args)
   -- the XACK that opens the write phase raises on a stream of another type before any write
   if #acks > 0 then rawset(k, STREAM_TYPES, true) end
   lists = checkFetch(k, a.fetchCount, m, lists)
+  claimTerms(k, a.lockMs, a.maxStalledCount, m)
   -- write phase
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0

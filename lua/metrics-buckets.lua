@@ -1,11 +1,12 @@
---[[ metrics-buckets.lua — the per-minute counters (no registered functions here): recordMetrics
-  (used by lua/finish.lua), trimMetrics (lua/upkeep.lua) and requireMetricsTypes (both). The key
+--[[ metrics-buckets.lua — the per-minute counters (no registered functions here): checkMetrics and
+  recordMetrics (used by lua/finish.lua and lua/reclaim.lua: every finished attempt, a stalled
+  failure too, is counted), trimMetrics (lua/upkeep.lua) and requireMetricsTypes (both). The key
   layout and retention are described in lua/metrics.lua. `now` is always the server's time: the
   caller's serverNow(), never a time a client sent.
 ]]
 local METRICS_RETENTION_MINUTES = 1440
 -- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).
-local metricsKeys, requireMetricsTypes, trimMetrics, recordMetrics
+local metricsKeys, requireMetricsTypes, trimMetrics, recordMetrics, checkMetrics
 do
 local METRICS_TRIM_BATCH = 500
 local METRICS_KEY_TTL_MS = (METRICS_RETENTION_MINUTES + 1) * 60000
@@ -59,5 +60,31 @@ recordMetrics = function(k, now, completed, durationMs, attempts)
       trimMetrics(k, now, METRICS_TRIM_BATCH)
     end
   end
+end
+
+-- The count stored in metrics hash `key` for `minute`, read before the first write (a key of
+-- another type raises here), or nil. A value that is not a count is refused: HINCRBY would fail
+-- on it halfway through the call.
+local function metricsCount(key, minute)
+  local v = redis.call('HGET', key, minute)
+  if v and not string.find(v, '^%-?%d+$') then
+    refuse('ERR_WRONG_TYPE', 'metrics key ' .. key .. ' field ' .. minute .. ' holds ' .. showArg(v) ..
+      ', where glidemq keeps a count: another program wrote to it (delete the key)')
+  end
+  return v and tonumber(v)
+end
+
+-- Checks, before the first write, what recordMetrics will write at server time `now` for
+-- `completed` / `failed` finishes: the minute's counters and time are read (metricsCount), and
+-- the minute's first finish, which also writes the minutes index and trims, checks every metrics
+-- key. Two reads on the hot path, where checking every key would take four TYPE calls.
+checkMetrics = function(k, now, completed, failed)
+  local m = metricsKeys(k)
+  local minute = math.floor(now / 60000)
+  local first = false
+  if completed and (metricsCount(m.completed, minute) or 0) == 0 then first = true end
+  if failed and (metricsCount(m.failed, minute) or 0) == 0 then first = true end
+  metricsCount(m.time, minute)
+  if first then requireMetricsTypes(k) end
 end
 end

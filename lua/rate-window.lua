@@ -20,7 +20,8 @@ do
 local UNLIMITED = 1000000000
 
 -- The meta fields the claim paths read (fetch, activate, finish's fetch): HMGET k.meta, unpack(...).
-RATE.META = { 'paused', 'globalConcurrency', 'eventsUntil', 'rateMax', 'rateDuration', 'rateHoldUntil' }
+-- (The 7th, lockFloor, is the claims' terms', lua/activate.lua claimTerms.)
+RATE.META = { 'paused', 'globalConcurrency', 'eventsUntil', 'rateMax', 'rateDuration', 'rateHoldUntil', 'lockFloor' }
 -- The key RATE.record writes (checked by the callers before their first write).
 RATE.TYPES = { 'rateLog', 'zset' }
 

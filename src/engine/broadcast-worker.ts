@@ -206,7 +206,7 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
       else skip.push(e[0]);
     }
     const r = (await this.call('glidemq_bcActivate', [
-      this.subscription, this.consumer, run.length + skip.length, ...run.flatMap((e) => [e[0], 1]), ...skip.flatMap((id) => [id, 0]),
+      this.subscription, this.consumer, ...this.claimTerms, run.length + skip.length, ...run.flatMap((e) => [e[0], 1]), ...skip.flatMap((id) => [id, 0]),
     ])) as (string | number)[][];
     const claimed = new Map(r.map((c) => [String(c[0]), c]));
     for (const [sid, fields] of run) {
@@ -216,7 +216,7 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   }
 
   private async claimRetries(): Promise<void> {
-    const r = (await this.call('glidemq_bcRetries', [this.subscription, this.consumer, this.freeSlots()])) as unknown[];
+    const r = (await this.call('glidemq_bcRetries', [this.subscription, this.consumer, this.freeSlots(), ...this.claimTerms])) as unknown[];
     // nextDueIn: ms from the server's now until the earliest waiting retry (-1: none)
     const nextDueIn = Number(r[0]);
     this.retryCheckAt = monotonic() + this.settings.retryInterval;
@@ -245,7 +245,14 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
       if (this.matches(f.subject)) this.dispatch(String(e[0]), String(e[1]), Number(e[2]), Number(e[3]), f);
       else skip.push(String(e[0]));
     }
-    if (skip.length) await this.call('glidemq_bcActivate', [this.subscription, this.consumer, skip.length, ...skip.flatMap((id) => [id, 0])]);
+    if (skip.length) {
+      await this.call('glidemq_bcActivate', [this.subscription, this.consumer, ...this.claimTerms, skip.length, ...skip.flatMap((id) => [id, 0])]);
+    }
+  }
+
+  /** The terms every claim of this worker records (lua/broadcast.lua): its lock and maxStalledCount, by which any worker's stalled check judges it. */
+  private get claimTerms(): [number, number] {
+    return [this.settings.lockDuration, this.settings.maxStalledCount];
   }
 
   private dispatch(id: string, fence: string, attemptsMade: number, stalledCount: number, f: Record<string, string>): void {

@@ -66,6 +66,8 @@ export class FinishBatcher {
     private readonly client: () => Client,
     private readonly metaKey: string,
     private readonly consumer: string,
+    /** The worker's lockDuration and maxStalledCount: the terms of the claims its finishes make (lua/activate.lua). */
+    private readonly terms: [number, number],
   ) {}
 
   /** Resolves to `[status, ...nextJobs]`, as a glidemq_finish call for this one job would. */
@@ -132,6 +134,7 @@ export class FinishBatcher {
         const r = batch[0].req;
         const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
           r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs, r.ahead ? '1' : '0',
+          ...this.terms,
         ])) as unknown[];
         done();
         batch[0].resolve(reply);
@@ -143,7 +146,7 @@ export class FinishBatcher {
         fetchCount += req.fetchCount;
         if (req.ahead) ahead = true;
       }
-      const args: (string | number)[] = [this.consumer, batch.length, fetchCount, ahead ? '1' : '0', reports];
+      const args: (string | number)[] = [this.consumer, batch.length, fetchCount, ahead ? '1' : '0', reports, ...this.terms];
       for (const { req: r } of batch) {
         args.push(r.id, r.fence, outcomeArg(r), r.value, r.retryDelay, r.keep, r.durationMs);
       }

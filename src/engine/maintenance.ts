@@ -10,12 +10,17 @@ import { hostname } from 'node:os';
 import { acquireClient, closeClient, disconnectClient, isCluster, settleTopology, waitReady, type Client, type ClientSettings } from './connection.js';
 import { QueueKeys } from './keys.js';
 import { callFunction, ensureLibrary } from './library.js';
+import { encodeRetention, type Retention } from './options.js';
 
 export interface MaintenanceSettings {
+  /** The lock of a claim that carries none of its own (made by an older glidemq; lua/reclaim.lua). */
   lockDuration: number;
   stalledInterval: number;
+  /** The maxStalledCount of a claim that carries none of its own. */
   maxStalledCount: number;
   blockTimeout: number;
+  /** The retention of a job failed for good by a stalled check that names no removeOnFail itself. */
+  removeOnFail?: Retention;
 }
 
 export const DEFAULT_MAINTENANCE: MaintenanceSettings = {
@@ -25,12 +30,17 @@ export const DEFAULT_MAINTENANCE: MaintenanceSettings = {
   blockTimeout: 5_000,
 };
 
+/** The failedReason of a job failed for good by a stalled check (lua/reclaim.lua STALLED_REASON). */
+export const STALLED_REASON = 'job stalled more than maxStalledCount';
+
 export interface ReclaimResult {
   redispatched: string[];
   failed: string[];
   /** Claims no processor had taken (a worker's prefetch): given back with no stall counted. */
   returned: string[];
   consumersRemoved: number;
+  /** Per failed id, in order: the job's hash fields as they were when it stalled (a flat list; none in a dry run). */
+  failedJobs: string[][];
 }
 
 export interface ReclaimReport extends ReclaimResult {
@@ -42,8 +52,13 @@ export interface ReclaimReport extends ReclaimResult {
 }
 
 export interface ReclaimOptions {
-  /** Idle threshold for a claim to count as stalled (ms); default the lock duration. */
+  /**
+   * The lock (ms) of a claim that carries none of its own (made by an older glidemq, or a delivered
+   * entry never activated); default the lock duration. Every other claim is judged by the lock it
+   * was made under.
+   */
   minIdle?: number;
+  /** The maxStalledCount of a claim that carries none of its own. */
   maxStalledCount?: number;
   /** List what would happen and change nothing. */
   dryRun?: boolean;
@@ -110,6 +125,11 @@ export interface HealReport {
   check: boolean;
 }
 
+/** The failed jobs of a reclaim reply: a flat field/value list per job. */
+function fieldLists(v: unknown): string[][] {
+  return ((v ?? []) as unknown[][]).map((f) => f.map(String));
+}
+
 /** Most calls one `reclaim`/`heal` run makes while walking a cursor (a safety bound). */
 const MAX_WALK_CALLS = 10_000;
 
@@ -150,7 +170,7 @@ export class Maintenance {
     const s = this.settings;
     const opts = { minIdle: s.lockDuration, maxStalledCount: s.maxStalledCount, dryRun: false, consumerIdleMs: this.consumerIdleThreshold };
     const stream = await this.reclaimStreamPage(consumer, this.streamCursor, opts);
-    if (stream.paused) return { redispatched: [], failed: [], returned: [], consumersRemoved: 0 };
+    if (stream.paused) return { redispatched: [], failed: [], returned: [], consumersRemoved: 0, failedJobs: [] };
     this.streamCursor = stream.cursor;
     const list = await this.reclaimListJobs(opts);
     return {
@@ -158,6 +178,7 @@ export class Maintenance {
       failed: [...stream.failed, ...list.failed],
       returned: [...stream.returned, ...list.returned],
       consumersRemoved: stream.consumersRemoved,
+      failedJobs: [...stream.failedJobs, ...list.failedJobs],
     };
   }
 
@@ -169,7 +190,7 @@ export class Maintenance {
   async reclaim(opts: ReclaimOptions = {}): Promise<ReclaimReport> {
     const o = this.reclaimDefaults(opts);
     const consumer = `glidemq-reclaim:${hostname()}:${process.pid}`;
-    const report: ReclaimReport = { redispatched: [], failed: [], returned: [], consumersRemoved: 0, paused: false, dropped: 0, dryRun: o.dryRun };
+    const report: ReclaimReport = { redispatched: [], failed: [], returned: [], consumersRemoved: 0, failedJobs: [], paused: false, dropped: 0, dryRun: o.dryRun };
     try {
       let cursor = '0-0';
       for (let calls = 0; calls < MAX_WALK_CALLS; calls++) {
@@ -178,6 +199,7 @@ export class Maintenance {
         report.redispatched.push(...page.redispatched);
         report.failed.push(...page.failed);
         report.returned.push(...page.returned);
+        report.failedJobs.push(...page.failedJobs);
         report.consumersRemoved += page.consumersRemoved;
         report.dropped += page.dropped;
         cursor = page.cursor;
@@ -188,6 +210,7 @@ export class Maintenance {
       report.redispatched.push(...list.redispatched);
       report.failed.push(...list.failed);
       report.returned.push(...list.returned);
+      report.failedJobs.push(...list.failedJobs);
       return report;
     } finally {
       if (!o.dryRun) await this.removeOwnConsumer(consumer).catch(() => undefined);
@@ -211,8 +234,9 @@ export class Maintenance {
       o.consumerIdleMs,
       o.dryRun ? '1' : '0',
       cursor,
+      this.keepFailed,
     ])) as unknown[];
-    if (r[0] === 'paused') return { paused: true, redispatched: [], failed: [], returned: [], consumersRemoved: 0, cursor, dropped: 0 };
+    if (r[0] === 'paused') return { paused: true, redispatched: [], failed: [], returned: [], consumersRemoved: 0, cursor, dropped: 0, failedJobs: [] };
     return {
       paused: false,
       redispatched: (r[1] as string[]).map(String),
@@ -221,6 +245,7 @@ export class Maintenance {
       consumersRemoved: Number(r[3]),
       cursor: String(r[4]),
       dropped: Number(r[5]),
+      failedJobs: fieldLists(r[7]),
     };
   }
 
@@ -229,15 +254,22 @@ export class Maintenance {
       o.minIdle,
       o.maxStalledCount,
       o.dryRun ? '1' : '0',
+      this.keepFailed,
     ])) as unknown[];
-    if (r[0] === 'paused') return { paused: true, redispatched: [] as string[], failed: [] as string[], returned: [] as string[] };
+    if (r[0] === 'paused') return { paused: true, redispatched: [] as string[], failed: [] as string[], returned: [] as string[], failedJobs: [] as string[][] };
     return {
       paused: false,
       redispatched: (r[1] as string[]).map(String),
       failed: (r[2] as string[]).map(String),
       returned: ((r[5] ?? []) as string[]).map(String),
       source: String(r[3]),
+      failedJobs: fieldLists(r[6]),
     };
+  }
+
+  /** The retention rule of a job this worker's stalled check fails that names none itself (lua/reclaim.lua keepFailed). */
+  private get keepFailed(): string {
+    return encodeRetention(this.settings.removeOnFail);
   }
 
   /**

@@ -34,7 +34,7 @@ import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
 import { encodeRetention } from './options.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
-import { Maintenance } from './maintenance.js';
+import { Maintenance, STALLED_REASON } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
 import { FinishBatcher, type FinishRequest } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
@@ -200,7 +200,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-    this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer);
+    this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.claimTerms);
     this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
     this.changes = new ChangeWaiter(this.keys);
     this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
@@ -404,7 +404,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   private async fetch(count: number): Promise<{ status: string; jobs: ClaimReply[] }> {
-    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, count])) as unknown[];
+    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, count, ...this.claimTerms])) as unknown[];
     return this.parseDelivery(r);
   }
 
@@ -693,7 +693,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * them; the rest goes back to the queue. Pairs: (entry id, job id).
    */
   private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.readerRoom())) {
-    const args: (string | number)[] = [this.consumer, want, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
+    const args: (string | number)[] = [this.consumer, want, ...this.claimTerms, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
     const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
     this.limited = r.status === 'limited';
     r.jobs.forEach((f) => this.dispatch(f));
@@ -885,6 +885,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       const r = await this.maintenance.reclaimStalled(this.consumer);
       for (const id of r.failed) this.emit('stalled', id, 'active', 'failed');
       for (const id of r.redispatched) this.emit('stalled', id, 'active', 'redispatched');
+      r.failedJobs.forEach((fields, i) => this.emitStalledFailure(r.failed[i], fields));
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
     } finally {
@@ -942,6 +943,29 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (jobs.length === 0) return;
     const pairs = jobs.flatMap((j) => [j.id, j.claim?.fence ?? '']);
     await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, ...pairs]).catch((err) => this.emitError(err));
+  }
+
+  /**
+   * The terms every claim this worker makes records on the server (lua/activate.lua): stalled
+   * recovery, whichever worker runs it, judges the claim by this worker's lock and maxStalledCount.
+   */
+  private get claimTerms(): [number, number] {
+    return [this.settings.lockDuration, this.settings.maxStalledCount];
+  }
+
+  /**
+   * A job this worker's stalled check failed for good (stored as a processor's failure is:
+   * lua/outcomes.lua): `failed` (job, error, 'active') as for a job its processor failed, as
+   * BullMQ's worker does for its stalled checker. `fields`: the job's hash as it was when it
+   * stalled (its removeOnFail may have removed it since), given its outcome here.
+   */
+  private emitStalledFailure(id: string, fields: string[]): void {
+    const job = Job.fromFields([...fields, 'id', id]) as Job<D, R>;
+    job.stalledCount++;
+    job.state = 'failed';
+    job.failedReason = STALLED_REASON;
+    job.finishedOn = Date.now();
+    this.emit('failed', job, new Error(STALLED_REASON), 'active');
   }
 
   private emitError(err: unknown): void {

@@ -21,9 +21,9 @@ describe('CLI: drain, clean, obliterate, remove', function () {
     // A worker's two calls, made by hand: claim the next job, then finish that claim.
     for (let i = 0; i < n; i++) {
       await q.add('x', {}, { priority: 1 });
-      const r = (await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1)) as ClaimReply[];
+      const r = (await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1, 30_000, 1)) as ClaimReply[];
       const { id, fence } = decodeClaim(r[1]);
-      await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c', outcome, outcome === 'failed' ? 'bad' : '1', -1, 0, '', 1, '0');
+      await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c', outcome, outcome === 'failed' ? 'bad' : '1', -1, 0, '', 1, '0', 30_000, 1);
     }
   }
 
@@ -62,7 +62,7 @@ describe('CLI: drain, clean, obliterate, remove', function () {
     await q.add('g1', {}, { group: { id: 'g', maxConcurrency: 1 } });
     await q.add('g2', {}, { group: { id: 'g' } });
     await q.add('g3', {}, { group: { id: 'g' } });
-    await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1);
+    await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1, 30_000, 1);
     await q.add('od', {}, { group: { id: 'o', ordered: true }, delay: 60_000 });
     await q.add('o1', {}, { group: { id: 'o' } });
     await q.add('a', {});
@@ -84,7 +84,7 @@ describe('CLI: drain, clean, obliterate, remove', function () {
   it('drain leaves active jobs alone', async () => {
     await q.add('a', {});
     await q.add('b', {});
-    await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1);
+    await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1, 30_000, 1);
     await cli(['drain', name, '--yes']);
     const c = await q.getJobCounts();
     expect(c.active).to.equal(1);
@@ -113,7 +113,7 @@ describe('CLI: drain, clean, obliterate, remove', function () {
     await finish('completed', 1);
     const other = new Queue(uniqueQueue('keep'), { connection: server().url });
     await other.add('z', {});
-    await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1);
+    await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1, 30_000, 1);
     const refused = await cli(['obliterate', name, '--yes']);
     expect(refused.code).to.equal(2);
     expect(refused.stderr).to.match(/1 active job/);

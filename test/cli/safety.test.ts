@@ -204,7 +204,7 @@ describe('CLI: safety', function () {
     it('remove of an active job without --force removes nothing at all (the other ids neither)', async () => {
       await q.add('a', {});
       await q.add('b', {});
-      await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1); // job 1 is active
+      await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c', 1, 30_000, 1); // job 1 is active
       const r = await cli(['remove', name, '2', '1', '--yes']);
       expect(r.code).to.equal(2);
       expect(r.stderr).to.match(/being processed \(1\): nothing removed.*--force/);

@@ -131,20 +131,21 @@ export const TEMPLATES: Record<string, Template> = {
     }),
   glidemq_getMetrics: (_f, rng) =>
     rng.chance(0.5) ? ['', '', String(rng.int(1, 1440))] : [String(Date.now() - HOUR), String(Date.now() + 60_000), '60'],
-  glidemq_fetch: (f, rng) => [rng.chance(0.7) ? f.consumer : 'fz-consumer-2', String(rng.int(0, 3))],
+  glidemq_fetch: (f, rng) => [rng.chance(0.7) ? f.consumer : 'fz-consumer-2', String(rng.int(0, 3)), rng.pick(['0', '30000']), '1'],
   glidemq_activate: (f, rng) => {
     const entries = some(rng, f.streamEntries, 0);
     const wakes = some(rng, f.wakeIds, 0);
-    return [f.consumer, String(rng.int(1, 4)), wakes.join(','), String(entries.length), ...entries.flat()];
+    return [f.consumer, String(rng.int(1, 4)), rng.pick(['0', '30000']), '1', wakes.join(','), String(entries.length), ...entries.flat()];
   },
   glidemq_finish: (f, rng) => {
     const [id, fence, outcome, value, retryDelay, keep, durationMs] = finishGroup(rng, activeJob(f, rng));
-    return [id, fence, f.consumer, outcome, value, retryDelay, String(rng.int(0, 2)), keep, durationMs, rng.pick(['0', '1'])];
+    return [id, fence, f.consumer, outcome, value, retryDelay, String(rng.int(0, 2)), keep, durationMs, rng.pick(['0', '1']), rng.pick(['0', '30000']), '1'];
   },
   glidemq_finishMany: (f, rng) => {
     const jobs = some(rng, f.active, 2);
     const started = some(rng, f.active, 0).flatMap((j) => [j.id, j.fence]).join(' ');
-    return [f.consumer, String(jobs.length), String(rng.int(0, 2)), rng.pick(['0', '1']), started, ...jobs.flatMap((j) => finishGroup(rng, j))];
+    return [f.consumer, String(jobs.length), String(rng.int(0, 2)), rng.pick(['0', '1']), started, rng.pick(['0', '30000']), '1',
+      ...jobs.flatMap((j) => finishGroup(rng, j))];
   },
   glidemq_promote: () => ['1000'],
   glidemq_moveToDelayed: (f, rng) => {
@@ -210,9 +211,9 @@ export const TEMPLATES: Record<string, Template> = {
   glidemq_release: (f, rng) => [f.consumer, ...some(rng, f.active).flatMap((j) => [j.id, j.fence])],
   glidemq_removeStaleConsumers: (f, rng) => [rng.pick(['', f.consumer]), String(rng.pick([0, 60_000])), rng.pick(['0', '1'])],
   glidemq_reclaimStalled: (f, rng) => [
-    rng.chance(0.5) ? f.consumer : 'fz-reclaimer', rng.pick(['0', '30000']), '1', '60000', rng.pick(['0', '1']), '0-0',
+    rng.chance(0.5) ? f.consumer : 'fz-reclaimer', rng.pick(['0', '30000']), '1', '60000', rng.pick(['0', '1']), '0-0', rng.pick(['', '0', 'count:1']),
   ],
-  glidemq_reclaimStalledListJobs: (_f, rng) => [rng.pick(['0', '30000']), rng.pick(['0', '1']), rng.pick(['0', '1'])],
+  glidemq_reclaimStalledListJobs: (_f, rng) => [rng.pick(['0', '30000']), rng.pick(['0', '1']), rng.pick(['0', '1']), rng.pick(['', '0', 'count:1'])],
   glidemq_healListActive: (_f, rng) => [rng.pick(['0', '1']), String(rng.int(1, 500))],
   glidemq_ownClaims: (f, rng) => [rng.chance(0.8) ? f.consumer : 'fz-consumer-2', String(rng.int(1, 100))],
   glidemq_adopt: (f, rng) => {
@@ -234,7 +235,7 @@ export const TEMPLATES: Record<string, Template> = {
     const run = some(rng, s.pending.map((p) => p.id), 0);
     const skip = some(rng, f.messages, 0).filter((id) => !run.includes(id));
     const entries = [...run.map((id) => [id, '1']), ...skip.map((id) => [id, '0'])];
-    return [s.name, f.bcConsumer, String(entries.length), ...entries.flat()];
+    return [s.name, f.bcConsumer, rng.pick(['0', '30000']), '1', String(entries.length), ...entries.flat()];
   },
   glidemq_bcFinish: (f, rng) => {
     const s = subscription(f, rng);
@@ -242,7 +243,7 @@ export const TEMPLATES: Record<string, Template> = {
     const completed = rng.chance(0.5);
     return [s.name, f.bcConsumer, p.id, p.fence, completed ? 'completed' : 'failed', completed ? '' : 'boom', rng.pick(['-1', '1000']), '3'];
   },
-  glidemq_bcRetries: (f, rng) => [subscription(f, rng).name, f.bcConsumer, String(rng.int(0, 5))],
+  glidemq_bcRetries: (f, rng) => [subscription(f, rng).name, f.bcConsumer, String(rng.int(0, 5)), rng.pick(['0', '30000']), '1'],
   glidemq_bcReclaim: (f, rng) => [subscription(f, rng).name, f.bcConsumer, rng.pick(['0', '30000']), '1', String(rng.int(0, 5))],
   glidemq_bcExtend: (f, rng) => {
     const s = subscription(f, rng);

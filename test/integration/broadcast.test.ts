@@ -288,13 +288,13 @@ describe('Broadcast (real valkey-server)', () => {
     expect(ts).to.be.closeTo(Number(id.split('-')[0]), 5); // XADD's id is the server's ms too
     // claim it as a consumer would, fail it with a 60 s backoff, and ask for due retries
     await raw.xreadgroup('GROUP', 's', 'c1', 'COUNT', 1, 'STREAMS', b.keys.stream, '>');
-    const [[, fence]] = (await callFunction(raw, 'glidemq_bcActivate', b.keys.meta, ['s', 'c1', 1, id, 1])) as [string, number][];
+    const [[, fence]] = (await callFunction(raw, 'glidemq_bcActivate', b.keys.meta, ['s', 'c1', 30_000, 1, 1, id, 1])) as [string, number][];
     const status = await callFunction(raw, 'glidemq_bcFinish', b.keys.meta, ['s', 'c1', id, fence, 'failed', 'boom', 60_000, 3]);
     expect(status).to.equal('retrying');
     const [sec, usec] = (await raw.time()) as unknown as [string, string];
     const serverNow = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
     expect(Number(await raw.zscore(b.keys.retry('s'), id))).to.be.within(serverNow + 59_000, serverNow + 60_000);
-    const [nextDueIn, ...claimed] = (await callFunction(raw, 'glidemq_bcRetries', b.keys.meta, ['s', 'c1', 5])) as number[];
+    const [nextDueIn, ...claimed] = (await callFunction(raw, 'glidemq_bcRetries', b.keys.meta, ['s', 'c1', 5, 30_000, 1])) as number[];
     expect(claimed).to.deep.equal([]);
     expect(nextDueIn).to.be.within(59_000, 60_000);
   });
@@ -322,13 +322,13 @@ describe('Broadcast (real valkey-server)', () => {
       ['glidemq_bcSubscribe', ['t', '99999999999999999999999-0', '[]'], /start/],
       ['glidemq_bcSubscribe', ['t', '$', '{"a":1}'], /subjects/],
       ['glidemq_bcSubscribe', ['a:b', '$', '[]'], /subscription/],
-      ['glidemq_bcActivate', ['s', 'c1', 2, id, 1], /count is 2/],
-      ['glidemq_bcActivate', ['s', 'c1', 1, id, 'yes'], /run/],
-      ['glidemq_bcActivate', ['s', 'c1', 1, 'nope', 1], /entryId/],
+      ['glidemq_bcActivate', ['s', 'c1', 30_000, 1, 2, id, 1], /count is 2/],
+      ['glidemq_bcActivate', ['s', 'c1', 30_000, 1, 1, id, 'yes'], /run/],
+      ['glidemq_bcActivate', ['s', 'c1', 30_000, 1, 1, 'nope', 1], /entryId/],
       ['glidemq_bcFinish', ['s', 'c1', id, 1, 'maybe', '', -1, 1], /outcome/],
       ['glidemq_bcFinish', ['s', 'c1', id, 1, 'failed', '', 'inf', 1], /retryDelay/],
       ['glidemq_bcFinish', ['s', 'c1', id, 1, 'failed', '', 10, 0], /maxAttempts/],
-      ['glidemq_bcRetries', ['s', 'c1', 1e300], /count/],
+      ['glidemq_bcRetries', ['s', 'c1', 1e300, 30_000, 1], /count/],
       ['glidemq_bcReclaim', ['s', 'c1', -5, 1, 10], /minIdle/],
       ['glidemq_bcExtend', ['s', 'c1', 1, id], /count is 1/],
       ['glidemq_bcExtend', ['s', 'c1', 1, id, 1.5], /fence/],
@@ -341,9 +341,9 @@ describe('Broadcast (real valkey-server)', () => {
       expect(err.message, fn).to.contain(fn);
     }
     for (const [fn, args] of [
-      ['glidemq_bcActivate', ['gone', 'c1', 1, id, 1]],
+      ['glidemq_bcActivate', ['gone', 'c1', 30_000, 1, 1, id, 1]],
       ['glidemq_bcFinish', ['gone', 'c1', id, 1, 'completed', '', -1, 1]],
-      ['glidemq_bcRetries', ['gone', 'c1', 1]],
+      ['glidemq_bcRetries', ['gone', 'c1', 1, 30_000, 1]],
       ['glidemq_bcReclaim', ['gone', 'c1', 0, 1, 10]],
       ['glidemq_bcExtend', ['gone', 'c1', 1, id, 1]],
     ] as [string, (string | number)[]][]) {
@@ -356,9 +356,9 @@ describe('Broadcast (real valkey-server)', () => {
     const typed = await dumpAll(b);
     for (const [fn, args] of [
       ['glidemq_bcPublish', [0, 'p1', 1, 1, 'a.b', '{}']],
-      ['glidemq_bcActivate', ['s', 'c1', 1, id, 1]],
+      ['glidemq_bcActivate', ['s', 'c1', 30_000, 1, 1, id, 1]],
       ['glidemq_bcFinish', ['s', 'c1', id, 1, 'failed', 'boom', -1, 1]],
-      ['glidemq_bcRetries', ['s', 'c1', 1]],
+      ['glidemq_bcRetries', ['s', 'c1', 1, 30_000, 1]],
       ['glidemq_bcReclaim', ['s', 'c1', 0, 1, 10]],
       ['glidemq_bcExtend', ['s', 'c1', 1, id, 1]],
     ] as [string, (string | number)[]][]) {

@@ -16,14 +16,14 @@ const LOCK = 1500;
 
 /** Claims every waiting job for consumer `w1` (a worker that then stops heartbeating). */
 async function claimAll(q: Queue, n: number): Promise<string[]> {
-  const r = (await callFunction(q.client, 'glidemq_fetch', q.keys.meta, ['w1', n])) as unknown[];
+  const r = (await callFunction(q.client, 'glidemq_fetch', q.keys.meta, ['w1', n, LOCK, 5])) as unknown[];
   return (r.slice(1) as ClaimReply[]).map((c) => decodeClaim(c).id);
 }
 
 /** One stalled-recovery round as a worker runs it (both kinds of claims): the ids redispatched. */
 async function reclaim(q: Queue): Promise<string[]> {
-  const s = (await callFunction(q.client, 'glidemq_reclaimStalled', q.keys.meta, ['w2', LOCK, 5, 600000, 0, '0-0'])) as unknown[][];
-  const l = (await callFunction(q.client, 'glidemq_reclaimStalledListJobs', q.keys.meta, [LOCK, 5, 0])) as unknown[][];
+  const s = (await callFunction(q.client, 'glidemq_reclaimStalled', q.keys.meta, ['w2', LOCK, 5, 600000, 0, '0-0', ''])) as unknown[][];
+  const l = (await callFunction(q.client, 'glidemq_reclaimStalledListJobs', q.keys.meta, [LOCK, 5, 0, ''])) as unknown[][];
   return [...(s[1] ?? []), ...(l[1] ?? [])].map(String).sort();
 }
 

@@ -11,6 +11,9 @@ import { CONSUMER_GROUP } from '../../src/engine/keys.js';
 import { useServer } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 
+/** The claims' terms (lua/activate.lua): a lock of 0 ms and maxStalledCount 0. */
+const TERMS = [0, 0];
+
 describe('faults: a call repeated after its reply was lost', function () {
   const server = useServer();
   let queue: Queue;
@@ -23,7 +26,7 @@ describe('faults: a call repeated after its reply was lost', function () {
   });
 
   async function delivered(consumer: string): Promise<[string, string]> {
-    await callFunction(queue.client, 'glidemq_fetch', queue.keys.meta, [consumer, 0]); // creates the group
+    await callFunction(queue.client, 'glidemq_fetch', queue.keys.meta, [consumer, 0, 0, 0]); // creates the group
     const job = await queue.add('t', {});
     const r = (await queue.client.xreadgroup('GROUP', CONSUMER_GROUP, consumer, 'COUNT', 1, 'STREAMS', queue.keys.stream, '>')) as [string, [string, string[]][]][];
     const [sid] = r[0][1][0];
@@ -37,7 +40,7 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('glidemq_activate repeated by the same worker keeps the pending entry and hands the claim over again', async () => {
     const [sid, id] = await delivered('w1');
-    const args = ['w1', 1, '', 1, sid, id];
+    const args = ['w1', 1, ...TERMS, '', 1, sid, id];
     const first = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, args)) as unknown[];
     expect(first).to.have.length(2);
     const again = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, args)) as unknown[];
@@ -52,8 +55,8 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('glidemq_activate for another consumer leaves a live claim and its entry alone', async () => {
     const [sid, id] = await delivered('w1');
-    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id]);
-    const other = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w2', 1, '', 1, sid, id])) as unknown[];
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, ...TERMS, '', 1, sid, id]);
+    const other = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w2', 1, ...TERMS, '', 1, sid, id])) as unknown[];
     expect(other).to.have.length(1);
     expect(await pendingIds()).to.deep.equal([sid]);
     expect((await queue.client.hgetall(queue.keys.job(id))).owner).to.equal('w1');
@@ -61,18 +64,18 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('a repeated activate while paused does not hand back (and so drop) the live claim', async () => {
     const [sid, id] = await delivered('w1');
-    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id]);
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, ...TERMS, '', 1, sid, id]);
     await queue.pause();
-    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id]);
+    await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, ...TERMS, '', 1, sid, id]);
     expect(await pendingIds()).to.deep.equal([sid]);
     expect((await queue.client.hgetall(queue.keys.job(id))).state).to.equal('active');
   });
 
   it('glidemq_finish repeated after it completed the job answers completed again and changes nothing', async () => {
     const [sid, id] = await delivered('w1');
-    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id])) as ClaimReply[];
+    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, ...TERMS, '', 1, sid, id])) as ClaimReply[];
     const { fence } = decodeClaim(act[1]);
-    const args = [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1, '0'];
+    const args = [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1, '0', ...TERMS];
     const first = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, args)) as unknown[];
     expect(first[0]).to.equal('completed');
     const before = await queue.client.hgetall(queue.keys.job(id));
@@ -85,12 +88,12 @@ describe('faults: a call repeated after its reply was lost', function () {
 
   it('a finish that arrives after a stall failed its claim is stale, not a repeat', async () => {
     const [sid, id] = await delivered('w1');
-    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, '', 1, sid, id])) as ClaimReply[];
+    const act = (await callFunction(queue.client, 'glidemq_activate', queue.keys.meta, ['w1', 1, ...TERMS, '', 1, sid, id])) as ClaimReply[];
     const { fence } = decodeClaim(act[1]);
-    // maxStalledCount 0: the first stall fails the job
-    const r = (await callFunction(queue.client, 'glidemq_reclaimStalled', queue.keys.meta, ['w2', 0, 0, 60000, 0, '0-0'])) as unknown[];
+    // its terms (TERMS): lock 0 and maxStalledCount 0, so the first stall fails the job
+    const r = (await callFunction(queue.client, 'glidemq_reclaimStalled', queue.keys.meta, ['w2', 0, 0, 60000, 0, '0-0', ''])) as unknown[];
     expect(r[2]).to.deep.equal([id]);
-    const late = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1, '0'])) as unknown[];
+    const late = (await callFunction(queue.client, 'glidemq_finish', queue.keys.meta, [id, fence, 'w1', 'completed', '"ok"', -1, 0, '', 1, '0', ...TERMS])) as unknown[];
     expect(late[0]).to.equal('stale');
     expect((await queue.client.hgetall(queue.keys.job(id))).state).to.equal('failed');
   });

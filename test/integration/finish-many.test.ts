@@ -7,7 +7,7 @@ import { keyspaceFingerprint } from '../helpers/keyspace.js';
 
 /** Claims `n` jobs for consumer c1 with glidemq_fetch; returns [id, fence] pairs. */
 async function claim(client: Redis, meta: string, n: number): Promise<[string, string][]> {
-  const r = (await client.fcall('glidemq_fetch', 1, meta, 'c1', n)) as ClaimReply[];
+  const r = (await client.fcall('glidemq_fetch', 1, meta, 'c1', n, 30_000, 1)) as ClaimReply[];
   return r.slice(1).map((reply) => {
     const h = decodeClaim(reply);
     return [h.id, h.fence];
@@ -32,7 +32,7 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     const claims = new Map(await claim(q.client as Redis, q.keys.meta, 5));
     await q.remove(e.id, { force: true });
     const group = (id: string, fence: string, outcome: string, value: string, retry: number) => [id, fence, outcome, value, retry, '', 3];
-    const reply = (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 5, 5, '0', '',
+    const reply = (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 5, 5, '0', '', 30_000, 1,
       ...group(a.id, claims.get(a.id)!, 'completed', '"ok"', -1),
       ...group(b.id, claims.get(b.id)!, 'failed', 'boom', 0),
       ...group(c.id, claims.get(c.id)!, 'failed', 'final', -1),
@@ -65,7 +65,7 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     for (let i = 0; i < 8; i++) ids.push((await q.add('j', { i })).id);
     const claims = await claim(q.client as Redis, q.keys.meta, 6); // jobs 0..5 claimed, 6 and 7 wait
     const fin = async (picked: [string, string][]) =>
-      (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', picked.length, 0, '0', '',
+      (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', picked.length, 0, '0', '', 30_000, 1,
         ...picked.flatMap(([id, fence]) => [id, fence, 'completed', '1', -1, '', 1]))) as string[];
     const entryJobs = async () => ((await q.client.xrange(q.keys.stream, '-', '+')) as [string, string[]][]).map((e) => e[1][1]);
     // 0 is still held: 1, 2 and 4 are newer than the oldest pending entry
@@ -90,7 +90,7 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     const a = await q.add('a', {});
     const b = await q.add('b', {});
     const claims = new Map(await claim(q.client as Redis, q.keys.meta, 2));
-    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 2, 0, '0', '',
+    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 2, 0, '0', '', 30_000, 1,
       a.id, claims.get(a.id)!, 'completed', '1', -1, '', 0,
       b.id, claims.get(b.id)!, 'exploded', '1', -1, '', 0).then(() => undefined, (e: Error) => e);
     expect(String(err)).to.match(/ERR_INVALID/);
@@ -104,7 +104,7 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     const b = await q.add('b', {}, { priority: 2 });
     const claims = new Map(await claim(q.client as Redis, q.keys.meta, 2));
     const before = await keyspaceFingerprint(q.client as Redis, `${q.keys.base}*`);
-    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 2, 0, '0', '',
+    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 2, 0, '0', '', 30_000, 1,
       a.id, claims.get(a.id)!, 'completed', '1', -1, '', 0,
       b.id, claims.get(b.id)!, 'completed').then(() => undefined, (e: Error) => e);
     expect(String(err)).to.match(/ERR_INVALID glidemq_finishMany: count is 2/);
@@ -120,7 +120,7 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     expect(id).to.equal(a.id);
     await q.client.set(q.keys.failed, 'another program wrote this');
     const before = await keyspaceFingerprint(q.client as Redis, `${q.keys.base}*`);
-    const err = await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c1', 'failed', 'boom', -1, 1, '', 0, '0')
+    const err = await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c1', 'failed', 'boom', -1, 1, '', 0, '0', 30_000, 1)
       .then(() => undefined, (e: Error) => e);
     expect(String(err)).to.match(/ERR_WRONG_TYPE .*:failed holds a string/);
     expect(await keyspaceFingerprint(q.client as Redis, `${q.keys.base}*`)).to.equal(before);
@@ -134,7 +134,7 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     const [[id, fence]] = await claim(q.client as Redis, q.keys.meta, 1);
     const [sec, usec] = (await q.client.time()) as [string | number, string | number];
     const serverBefore = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
-    const reply = (await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c1', 'failed', 'boom', 20_000, 0, '', 5, '0')) as unknown[];
+    const reply = (await q.client.fcall('glidemq_finish', 1, q.keys.meta, id, fence, 'c1', 'failed', 'boom', 20_000, 0, '', 5, '0', 30_000, 1)) as unknown[];
     expect(reply[0]).to.equal('delayed');
     const score = Number(await q.client.zscore(q.keys.scheduled, a.id));
     expect(score).to.be.within(serverBefore + 20_000, serverBefore + 21_000);

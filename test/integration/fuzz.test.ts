@@ -100,7 +100,7 @@ describe('fuzz: every library function refuses bad input with a coded error and 
 
     it('glidemq_finish failing a job while the queue\'s :failed key is a string', async () => {
       const [j] = held('s');
-      const argv = [j.id, j.fence, facts.consumer, 'failed', 'boom', '-1', '0', '', '5', '0'];
+      const argv = [j.id, j.fence, facts.consumer, 'failed', 'boom', '-1', '0', '', '5', '0', '30000', '1'];
       await works(call('glidemq_finish', argv), 'failed');
       await refusedUnchanged(call('glidemq_finish', argv, { key: facts.queue.failed, type: 'string' }));
     });
@@ -120,7 +120,7 @@ describe('fuzz: every library function refuses bad input with a coded error and 
 
     it('glidemq_finishMany with a short second group', async () => {
       const [a, b] = held('p', 2);
-      const head = [facts.consumer, '2', '0', '0', ''];
+      const head = [facts.consumer, '2', '0', '0', '', '30000', '1'];
       const first = [a.id, a.fence, 'completed', '{"r":1}', '-1', '', '5'];
       await works(call('glidemq_finishMany', [...head, ...first, b.id, b.fence, 'completed', '{"r":2}', '-1', '', '5']), 'completed');
       await refusedUnchanged(call('glidemq_finishMany', [...head, ...first, b.id, b.fence, 'completed']));

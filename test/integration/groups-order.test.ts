@@ -46,7 +46,7 @@ describe('Ordered groups keep their order across delays (real valkey-server)', f
   afterEach(() => h.cleanup());
 
   const fetch = async (q: Queue, consumer = 'c1'): Promise<ClaimReply[]> =>
-    ((await callFunction(raw, 'glidemq_fetch', q.keys.meta, [consumer, 5])) as unknown[]).slice(1) as ClaimReply[];
+    ((await callFunction(raw, 'glidemq_fetch', q.keys.meta, [consumer, 5, 30_000, 1])) as unknown[]).slice(1) as ClaimReply[];
   const promote = async (q: Queue): Promise<number> => ((await callFunction(raw, 'glidemq_promote', q.keys.meta, [1000])) as number[])[0];
 
   it('an ordered group keeps its order across delays: a job added first with delay 500 runs and completes before a job added second without delay starts', async () => {

@@ -25,13 +25,13 @@ class LibraryCalls {
     private readonly q: Queue,
   ) {}
   async fetch(count: number, consumer = 'c1'): Promise<Fields[]> {
-    const r = (await callFunction(this.client, 'glidemq_fetch', this.q.keys.meta, [consumer, count])) as unknown[];
+    const r = (await callFunction(this.client, 'glidemq_fetch', this.q.keys.meta, [consumer, count, 30_000, 1])) as unknown[];
     return r.slice(1) as Fields[];
   }
   async finish(job: Fields, outcome: 'completed' | 'failed' = 'completed', retryDelay = -1, consumer = 'c1'): Promise<string> {
     const r = (await callFunction(this.client, 'glidemq_finish', this.q.keys.meta, [
       field(job, 'id')!, field(job, 'fence')!, consumer, outcome, outcome === 'completed' ? 'null' : 'boom',
-      retryDelay, 0, '', 0, '0',
+      retryDelay, 0, '', 0, '0', 30_000, 1,
     ])) as unknown[];
     return String(r[0]);
   }

@@ -8,9 +8,11 @@ import { decodeClaim, type ClaimReply, type Job } from '../../src/engine/job.js'
 import { callFunction } from '../../src/engine/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { claimAheadAs, claimAs, finishAs, jobHash, reportStarted, STALLED_REASON, upkeep } from '../helpers/recovery.js';
+import { claimAheadAs, claimAs, finishAs, jobHash, reportStarted, STALLED_REASON, termsArgs, upkeep } from '../helpers/recovery.js';
 
 const LOCK = 300;
+/** The terms of the dead workers' claims below (lua/activate.lua): their lock is LOCK. */
+const DEAD = { lockDuration: LOCK };
 
 describe('stalled recovery (real valkey-server)', () => {
   const server = useServer();
@@ -26,7 +28,7 @@ describe('stalled recovery (real valkey-server)', () => {
       const q = h.queue(uniqueQueue());
       const job = await q.add('work', { kind }, opts);
       const m = upkeep(q, { lockDuration: LOCK });
-      const [first] = await claimAs(q, 'dead-1');
+      const [first] = await claimAs(q, 'dead-1', 1, DEAD);
       expect(first.id).to.equal(job.id);
       // a claim younger than the lock duration is not touched
       expect((await m.reclaimStalled('reclaimer')).redispatched).to.deep.equal([]);
@@ -45,7 +47,7 @@ describe('stalled recovery (real valkey-server)', () => {
       expect(counts.active).to.equal(0);
       expect(counts.listActive).to.equal(0);
 
-      const [second] = await claimAs(q, 'dead-2');
+      const [second] = await claimAs(q, 'dead-2', 1, DEAD);
       expect(second.id).to.equal(job.id);
       expect(second.fence).to.not.equal(first.fence);
       const r2 = await waitFor(async () => {
@@ -70,7 +72,7 @@ describe('stalled recovery (real valkey-server)', () => {
       const q = h.queue(uniqueQueue());
       const job = await q.add('work', { kind }, opts);
       const m = upkeep(q, { lockDuration: LOCK });
-      const [first] = await claimAheadAs(q, 'dead-1');
+      const [first] = await claimAheadAs(q, 'dead-1', 1, DEAD);
       expect(first.id).to.equal(job.id);
       expect((await jobHash(q, job.id)).ns).to.equal(first.fence);
       const r1 = await waitFor(async () => {
@@ -86,7 +88,7 @@ describe('stalled recovery (real valkey-server)', () => {
 
       // the same attempt prefetched again is not marked: a job that kills its worker before the
       // start is reported still counts its stalls
-      const [second] = await claimAheadAs(q, 'dead-2');
+      const [second] = await claimAheadAs(q, 'dead-2', 1, DEAD);
       expect(second.id).to.equal(job.id);
       expect((await jobHash(q, job.id)).ns).to.not.equal(second.fence);
       const r2 = await waitFor(async () => {
@@ -103,7 +105,7 @@ describe('stalled recovery (real valkey-server)', () => {
     const q = h.queue(uniqueQueue());
     const job = await q.add('work', {});
     const m = upkeep(q, { lockDuration: LOCK });
-    const [claim] = await claimAheadAs(q, 'dead-1');
+    const [claim] = await claimAheadAs(q, 'dead-1', 1, DEAD);
     // a report of an older fence changes nothing; the claim's own clears the mark
     await reportStarted(q, 'dead-1', [{ id: job.id, fence: String(Number(claim.fence) - 1) }]);
     expect((await jobHash(q, job.id)).ns).to.equal(claim.fence);
@@ -121,11 +123,11 @@ describe('stalled recovery (real valkey-server)', () => {
     const q = h.queue(uniqueQueue());
     const job = await q.add('work', {}, { attempts: 3 });
     const m = upkeep(q, { lockDuration: LOCK });
-    await claimAheadAs(q, 'dead-1');
+    await claimAheadAs(q, 'dead-1', 1, DEAD);
     await waitFor(async () => (await m.reclaimStalled('reclaimer')).returned.length > 0, 'given back');
     expect((await jobHash(q, job.id)).nsr).to.equal('1');
     const [c] = await claimAs(q, 'w');
-    const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [job.id, c.fence, 'w', 'failed', 'boom', 0, 1, '', 1, '1'])) as unknown[];
+    const r = (await callFunction(q.client, 'glidemq_finish', q.keys.meta, [job.id, c.fence, 'w', 'failed', 'boom', 0, 1, '', 1, '1', ...termsArgs()])) as unknown[];
     expect(r[0]).to.equal('retried');
     const next = decodeClaim(r[1] as ClaimReply);
     expect(next.id).to.equal(job.id);
@@ -137,7 +139,7 @@ describe('stalled recovery (real valkey-server)', () => {
   it('a late finish by the worker that lost the claim is a no-op it can see (stale)', async () => {
     const q = h.queue(uniqueQueue());
     const job = await q.add('work', {});
-    const [claim] = await claimAs(q, 'slow-worker');
+    const [claim] = await claimAs(q, 'slow-worker', 1, DEAD);
     const m = upkeep(q, { lockDuration: LOCK });
     await waitFor(async () => (await m.reclaimStalled('reclaimer')).redispatched.length === 1, 'redispatch');
     // the old owner finishes while the job waits again
@@ -159,11 +161,13 @@ describe('stalled recovery (real valkey-server)', () => {
     const q = h.queue(name);
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    // A heartbeats only every 30 s, so B (lock 300 ms) sees its claim as stalled
+    // A's heartbeat never reaches the server (as when its event loop is blocked past its lock), so
+    // B's check finds A's claim stalled by A's own lock
     const a = h.worker(name, async () => {
       await gate;
       return 'from A';
-    }, { lockDuration: 60_000, stalledInterval: 60_000 });
+    }, { lockDuration: LOCK, stalledInterval: 60_000 });
+    (a as unknown as { heartbeat: () => Promise<boolean> }).heartbeat = async () => true;
     const lost: string[] = [];
     a.on('lost', (j: Job, status: string) => lost.push(`${j.id}:${status}`));
     const job = await q.add('work', {});
@@ -212,14 +216,14 @@ describe('stalled recovery (real valkey-server)', () => {
     const q = h.queue(name);
     const stream = await q.add('s', {});
     const prio = await q.add('p', {}, { priority: 1 });
-    await claimAs(q, 'dead', 2);
+    await claimAs(q, 'dead', 2, DEAD);
     await q.pause();
     const m = upkeep(q, { lockDuration: LOCK });
     const idle = async () => (await m.listClaims({ minIdle: LOCK })).stream.length === 1;
     await waitFor(idle, 'the claims to be idle past the lock duration');
     const r = await m.reclaim();
     expect(r.paused).to.equal(true);
-    expect(await m.reclaimStalled('reclaimer')).to.deep.equal({ redispatched: [], failed: [], returned: [], consumersRemoved: 0 });
+    expect(await m.reclaimStalled('reclaimer')).to.deep.equal({ redispatched: [], failed: [], returned: [], consumersRemoved: 0, failedJobs: [] });
     // and a worker's scheduler leaves it alone too
     const w = h.worker(name, async () => 'ok', { lockDuration: LOCK, stalledInterval: 100 });
     let ticks = 0;
@@ -244,7 +248,7 @@ describe('stalled recovery (real valkey-server)', () => {
   it('a list claim whose lockedAt lies in the future (a clock ahead wrote it) ages from the first reclaim that sees it', async () => {
     const q = h.queue(uniqueQueue());
     const job = await q.add('p', {}, { priority: 1 });
-    await claimAs(q, 'dead-ahead');
+    await claimAs(q, 'dead-ahead', 1, DEAD);
     const serverMs = async () => {
       const [s, us] = (await q.client.time()) as [string | number, string | number];
       return Number(s) * 1000 + Math.floor(Number(us) / 1000);
@@ -354,6 +358,103 @@ describe('stalled recovery (real valkey-server)', () => {
     const counts = await q.getJobCounts();
     expect(counts.waiting).to.equal(1500);
     expect(counts.active).to.equal(0);
+  });
+});
+
+
+describe('a job failed by a stalled check is failed as its processor would fail it (real valkey-server)', () => {
+  const server = useServer();
+  const h = new Harness(server);
+  afterEach(() => h.cleanup());
+  /** A dead worker's claims whose lock ran out and that allow no stall: the next check fails them. */
+  const FAIL_AT_ONCE = { lockDuration: 0, maxStalledCount: 0 };
+
+  /** Fails `ids` through a worker's own stalled check; resolves with its 'failed' events. */
+  async function failByWorkerCheck(name: string, ids: string[], opts: object = {}) {
+    const seen: { job: Job; err: Error; prev: string }[] = [];
+    const w = h.worker(name, async () => 'unused', { stalledInterval: 100, ...opts });
+    w.on('failed', (job: Job, err: Error, prev: string) => seen.push({ job, err, prev }));
+    await waitFor(() => ids.every((id) => seen.some((e) => e.job.id === id)), 'the worker check to fail the jobs');
+    return { w, seen };
+  }
+
+  it("removeOnFail: true removes it, and the checking worker emits 'failed' (job, error, 'active')", async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const job = await q.add('work', { n: 1 }, { removeOnFail: true });
+    await claimAs(q, 'dead', 1, FAIL_AT_ONCE);
+    const { seen } = await failByWorkerCheck(name, [job.id]);
+    expect(seen).to.have.length(1);
+    expect(seen[0].prev).to.equal('active');
+    expect(seen[0].err).to.be.instanceOf(Error);
+    expect(seen[0].err.message).to.equal(STALLED_REASON);
+    expect(seen[0].job).to.deep.include({ id: job.id, name: 'work', state: 'failed', failedReason: STALLED_REASON, stalledCount: 1 });
+    expect(seen[0].job.data).to.deep.equal({ n: 1 });
+    expect(await q.client.exists(q.keys.job(job.id))).to.equal(0);
+    expect(await q.client.zscore(q.keys.failed, job.id)).to.equal(null);
+    // announced as any failure is
+    const events = (await q.client.xrange(q.keys.events, '-', '+')) as [string, string[]][];
+    expect(events.some(([, f]) => f[1] === 'failed' && f[3] === job.id)).to.equal(true);
+  });
+
+  it('removeOnFail: { count: 1 } keeps only the newest failed job; a list claim too', async () => {
+    const q = h.queue(uniqueQueue());
+    const a = await q.add('a', {}, { removeOnFail: { count: 1 } });
+    await claimAs(q, 'dead', 1, FAIL_AT_ONCE);
+    const m = upkeep(q);
+    expect((await m.reclaimStalled('checker')).failed).to.deep.equal([a.id]);
+    expect((await jobHash(q, a.id)).state).to.equal('failed');
+    const b = await q.add('b', {}, { removeOnFail: { count: 1 }, priority: 1 });
+    await claimAs(q, 'dead', 1, FAIL_AT_ONCE);
+    expect((await m.reclaimStalled('checker')).failed).to.deep.equal([b.id]);
+    expect(await q.client.zrange(q.keys.failed, '0', '-1')).to.deep.equal([b.id]);
+    expect(await q.client.exists(q.keys.job(a.id))).to.equal(0);
+    expect((await jobHash(q, b.id)).failedReason).to.equal(STALLED_REASON);
+  });
+
+  it("the checking worker's removeOnFail applies to a job that names none; the job's own wins", async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const plain = await q.add('plain', {});
+    const kept = await q.add('kept', {}, { removeOnFail: false });
+    await claimAs(q, 'dead', 2, FAIL_AT_ONCE);
+    await failByWorkerCheck(name, [plain.id, kept.id], { removeOnFail: true });
+    expect(await q.client.exists(q.keys.job(plain.id))).to.equal(0);
+    expect((await jobHash(q, kept.id)).state).to.equal('failed');
+  });
+
+  it('the failed metric counts it', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.add('s', {});
+    await q.add('p', {}, { priority: 1 });
+    await claimAs(q, 'dead', 2, FAIL_AT_ONCE);
+    expect((await upkeep(q).reclaim()).failed).to.have.length(2);
+    const metrics = await q.getMetrics({ minutes: 2 });
+    expect(metrics.failed).to.equal(2);
+    expect(metrics.completed).to.equal(0);
+  });
+
+  it("a 'failed' listener that throws breaks neither the check nor the worker: it arrives as an error", async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const first = await q.add('first', {});
+    const second = await q.add('second', {}, { priority: 1 });
+    await claimAs(q, 'dead', 2, FAIL_AT_ONCE);
+    const errors: unknown[] = [];
+    const failed: string[] = [];
+    const w = h.worker(name, async () => 'ok', { stalledInterval: 100 });
+    w.on('failed', (job: Job) => {
+      failed.push(job.id);
+      throw new Error('listener bug');
+    });
+    w.on('error', (e: unknown) => errors.push(e));
+    // both failures of the one check are emitted, each throw reported
+    await waitFor(() => failed.length === 2 && errors.length === 2, 'both stalled failures and their listener errors');
+    expect([...failed].sort()).to.deep.equal([first.id, second.id].sort());
+    expect((errors[0] as Error).name).to.equal('ListenerError');
+    // and the worker goes on
+    const third = await q.add('third', {});
+    await waitFor(async () => (await jobHash(q, third.id)).state === 'completed', 'the worker to run a job');
   });
 });
 

@@ -28,8 +28,8 @@ function listen(w: Worker) {
 
 /** Stalled recovery from outside the worker, taking every claim at once (minIdle 0). */
 async function reclaimNow(q: Queue): Promise<unknown[]> {
-  const r = (await callFunction(q.client, 'glidemq_reclaimStalled', q.keys.meta, ['outsider', 0, 5, 600000, 0, '0-0'])) as unknown[][];
-  const l = (await callFunction(q.client, 'glidemq_reclaimStalledListJobs', q.keys.meta, [0, 5, 0])) as unknown[][];
+  const r = (await callFunction(q.client, 'glidemq_reclaimStalled', q.keys.meta, ['outsider', 0, 5, 600000, 0, '0-0', ''])) as unknown[][];
+  const l = (await callFunction(q.client, 'glidemq_reclaimStalledListJobs', q.keys.meta, [0, 5, 0, ''])) as unknown[][];
   return [...r[1], ...l[1]];
 }
 

@@ -203,11 +203,11 @@ describe('Worker (real valkey-server)', () => {
     const name = uniqueQueue();
     const q = h.queue(name);
     const job = await q.add('a', {});
-    const r = (await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c1', 1)) as unknown[];
+    const r = (await q.client.fcall('glidemq_fetch', 1, q.keys.meta, 'c1', 1, 30_000, 1)) as unknown[];
     expect(r[0]).to.equal('ok');
-    const reply = (await q.client.fcall('glidemq_finish', 1, q.keys.meta, job.id, '999', 'c1', 'completed', '1', -1, 0, '', 0, '0')) as unknown[];
+    const reply = (await q.client.fcall('glidemq_finish', 1, q.keys.meta, job.id, '999', 'c1', 'completed', '1', -1, 0, '', 0, '0', 30_000, 1)) as unknown[];
     expect(reply[0]).to.equal('stale');
-    const other = (await q.client.fcall('glidemq_finish', 1, q.keys.meta, job.id, '1', 'someone-else', 'completed', '1', -1, 0, '', 0, '0')) as unknown[];
+    const other = (await q.client.fcall('glidemq_finish', 1, q.keys.meta, job.id, '1', 'someone-else', 'completed', '1', -1, 0, '', 0, '0', 30_000, 1)) as unknown[];
     expect(other[0]).to.equal('stale');
     expect((await q.getJob(job.id))?.state).to.equal('active');
   });

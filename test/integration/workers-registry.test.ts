@@ -188,7 +188,7 @@ describe('worker registry, oldest waiting age, failure stacks (real valkey-serve
       const q = h.queue(uniqueQueue('refuse'));
       await q.waitUntilReady();
       const job = await q.add('x', {});
-      const err = await callFunction(q.client, 'glidemq_finish', q.keys.meta, [job.id, '1', 'c1', `failed:${'x'.repeat(MAX_STACK_BYTES + 1)}`, 'r', '-1', '0', '', '0', '0'])
+      const err = await callFunction(q.client, 'glidemq_finish', q.keys.meta, [job.id, '1', 'c1', `failed:${'x'.repeat(MAX_STACK_BYTES + 1)}`, 'r', '-1', '0', '', '0', '0', '30000', '1'])
         .catch((e: Error) => e);
       expect(String(err)).to.match(/glidemq_finish: outcome must be/);
       expect(await q.getJobState(job.id)).to.equal('waiting');
