@@ -21,7 +21,9 @@ const HOLDING_WORKER = fileURLToPath(new URL('../fixtures/holding-worker.js', im
 
 /** The short lock: its checks run every 200 ms. */
 const SHORT = { lockDuration: 1000, stalledInterval: 200, blockTimeout: 1000 };
-/** The default lock of 30 s, with checks as often as the short lock's. */
+/** A worker with the default settings: a 30 s lock, its heartbeat every 15 s, its checks every 30 s. */
+const HOLDER = { lockDuration: 30_000, blockTimeout: 1000 };
+/** A checker with the default 30 s lock whose checks run as often as the short lock's. */
 const LONG = { lockDuration: 30_000, stalledInterval: 200, blockTimeout: 1000 };
 /** How long a job of the long-lock worker runs: past the short lock, twice. */
 const RUN_MS = 2200;
@@ -65,7 +67,7 @@ describe('a claim is judged by its own lock (real valkey-server)', function () {
         runs.push('long');
         await new Promise((r) => setTimeout(r, RUN_MS));
         return 'from the long lock';
-      }, LONG);
+      }, HOLDER);
       const job = await q.add('work', {}, opts);
       await waitFor(async () => (await jobHash(q, job.id)).state === 'active', 'the long-lock worker to take the job');
       const stalled: string[] = [];
@@ -136,7 +138,7 @@ describe('a claim is judged by its own lock (real valkey-server)', function () {
     const long = bcWorker(name, 'sub', async () => {
       runs.push('long');
       await new Promise((r) => setTimeout(r, RUN_MS));
-    }, LONG);
+    }, HOLDER);
     let completed = 0;
     long.on('completed', () => completed++);
     await long.run();
