@@ -107,7 +107,8 @@ describe('Broadcast durability (server SIGKILL with AOF always, worker SIGKILL)'
     const other = worker(name, 'other', (m) => void others.push(m.id), { autorun: false });
     await other.run(); // the other subscription exists from the start
     const child = spawn(process.execPath, [HOLDING_WORKER, 'broadcast', server.url, name, 'crashy'], {
-      env: { ...process.env, TRACE_KEY: traceKey, LOCK_MS: '60000', STALLED_MS: '60000', CONCURRENCY: '2' },
+      // (its claims are stalled once its own lock of 1 s has run out after the kill)
+      env: { ...process.env, TRACE_KEY: traceKey, LOCK_MS: '1000', STALLED_MS: '60000', CONCURRENCY: '2' },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     children.push(child);

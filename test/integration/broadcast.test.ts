@@ -220,14 +220,16 @@ describe('Broadcast (real valkey-server)', () => {
     const first = worker(name, 'a', async (m) => {
       runs.push(`first:${m.stalledCount}`);
       await hung;
-    }, { lockDuration: 60_000, stalledInterval: 60_000 });
+    }, { lockDuration: 600, stalledInterval: 60_000 });
     const bRuns: number[] = [];
     worker(name, 'b', async (m) => void bRuns.push(m.stalledCount));
     const lost: string[] = [];
     first.on('lost', (m) => lost.push(m.id));
     const id = await b.publish('x', {});
     await waitFor(() => runs.length === 1 && bRuns.length === 1, 'the first worker to hold it');
-    const closing = first.close(true); // stops heartbeats; its claim stays pending, as after a crash
+    // stops heartbeats; its claim stays pending, as after a crash, and is stalled once its own
+    // lock (600 ms) has run out
+    const closing = first.close(true);
     const second = worker(name, 'a', async (m) => void runs.push(`second:${m.stalledCount}`), { lockDuration: 200, stalledInterval: 100 });
     const stalled: string[] = [];
     second.on('stalled', (sid, _prev, what) => stalled.push(`${sid}:${what}`));

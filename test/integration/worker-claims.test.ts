@@ -26,8 +26,12 @@ function listen(w: Worker) {
   return seen;
 }
 
-/** Stalled recovery from outside the worker, taking every claim at once (minIdle 0). */
+/**
+ * Stalled recovery from outside the worker, taking every claim at once: each claim's own lock (its
+ * terms, lua/activate.lua) is made to have run out, as after an outage counted against it.
+ */
 async function reclaimNow(q: Queue): Promise<unknown[]> {
+  for (const job of await q.getJobs(['active'])) await q.client.hset(q.keys.job(job.id), 'terms', '0:5');
   const r = (await callFunction(q.client, 'glidemq_reclaimStalled', q.keys.meta, ['outsider', 0, 5, 600000, 0, '0-0', ''])) as unknown[][];
   const l = (await callFunction(q.client, 'glidemq_reclaimStalledListJobs', q.keys.meta, [0, 5, 0, ''])) as unknown[][];
   return [...r[1], ...l[1]];
