@@ -13,12 +13,15 @@ describe('glidemq pel / reclaim / heal (CLI)', function () {
   afterEach(() => h.cleanup());
   const cli = (...args: string[]) => runCli([...args, '-u', server().url]);
 
-  /** A queue with one stream claim and one priority claim held by a consumer that died. */
-  async function abandoned(): Promise<{ q: Queue; streamId: string; prioId: string }> {
+  /**
+   * A queue with one stream claim and one priority claim held by a consumer that died; their lock
+   * (the claims' terms) is `lockDuration`, by default one that ran out at once.
+   */
+  async function abandoned(lockDuration = 0): Promise<{ q: Queue; streamId: string; prioId: string }> {
     const q = h.queue(uniqueQueue('cli'));
     const s = await q.add('send', { to: 'a' });
     const p = await q.add('urgent', {}, { priority: 1 });
-    await claimAs(q, 'dead-worker', 2);
+    await claimAs(q, 'dead-worker', 2, { lockDuration });
     return { q, streamId: s.id, prioId: p.id };
   }
 
@@ -86,19 +89,25 @@ describe('glidemq pel / reclaim / heal (CLI)', function () {
       expect(text.stdout).to.include('would redispatch 2 jobs');
     });
 
-    it('redispatches stalled claims; past --max-stalled-count they fail', async () => {
-      const { q, streamId, prioId } = await abandoned();
-      const fresh = await cli('reclaim', q.name, '--json'); // default min idle 30s: nothing yet
-      expect(JSON.parse(fresh.stdout)).to.deep.equal({ redispatched: [], failed: [], returned: [], consumersRemoved: 0 });
+    it('redispatches stalled claims by their own locks (--min-idle: claims with none); past their maxStalledCount they fail', async () => {
+      const { q, streamId, prioId } = await abandoned(3_600_000); // a dead worker with a 1 h lock
+      const nothing = { redispatched: [], failed: [], returned: [], consumersRemoved: 0 };
+      const fresh = await cli('reclaim', q.name, '--json');
+      expect(JSON.parse(fresh.stdout)).to.deep.equal(nothing);
+      // an operator's --min-idle does not override the lock a claim was made under
+      const early = await cli('reclaim', q.name, '--min-idle', '0', '--json');
+      expect(JSON.parse(early.stdout)).to.deep.equal(nothing);
+      // claims that carry no lock (made by an older glidemq) are judged by --min-idle
+      for (const id of [streamId, prioId]) await q.client.hdel(q.keys.job(id), 'terms');
       const r = await cli('reclaim', q.name, '--min-idle', '0', '--json');
       expect(r.code, r.stderr).to.equal(0);
       expect(JSON.parse(r.stdout).redispatched.sort()).to.deep.equal([streamId, prioId].sort());
       expect((await jobHash(q, streamId))).to.include({ state: 'waiting', stalledCount: '1' });
       expect((await jobHash(q, prioId))).to.include({ state: 'prioritized', stalledCount: '1' });
-      await claimAs(q, 'dead-again', 2);
-      const text = await cli('reclaim', q.name, '--min-idle', '0', '--max-stalled-count', '1');
+      await claimAs(q, 'dead-again', 2, { lockDuration: 0, maxStalledCount: 1 });
+      const text = await cli('reclaim', q.name);
       expect(text.code).to.equal(0);
-      expect(text.stdout).to.match(/failed 2 jobs \(stalled more than 1 times\)/);
+      expect(text.stdout).to.match(/failed 2 jobs \(stalled more than their maxStalledCount\)/);
       expect((await jobHash(q, streamId))).to.include({ state: 'failed', failedReason: STALLED_REASON });
       // the reclaim consumer the command used is gone again
       const names = ((await q.client.xinfo('CONSUMERS', q.keys.stream, 'workers')) as unknown[][]).map((c) => String(c[1]));

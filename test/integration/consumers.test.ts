@@ -42,8 +42,10 @@ describe('consumer cleanup (real valkey-server)', () => {
     const name = uniqueQueue();
     const q = h.queue(name);
     await deadConsumers(q, ['dead-a', 'dead-b', 'dead-c']);
-    await q.add('held', {});
+    const held = await q.add('held', {});
     await claimAs(q, 'dead-holder');
+    // a claim that carries no lock of its own (an older glidemq's): the reclaims' minIdle judges it
+    await q.client.hdel(q.keys.job(held.id), 'terms');
     const live = h.worker(name, async () => 'ok', { blockTimeout: 100 });
     await live.waitUntilReady();
     await waitFor(async () => (await consumers(q)).some((c) => c.name === live.consumer), 'the live worker to read');

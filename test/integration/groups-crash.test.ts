@@ -30,7 +30,8 @@ describe('Group state after a worker SIGKILL', function () {
     await q.add('other', { hang: false }, { group: { id: 'free' } });
     const traceKey = `trace:${name}`;
     const child = spawn(process.execPath, [HOLDING_WORKER, 'group', server.url, name], {
-      env: { ...process.env, TRACE_KEY: traceKey, LOCK_MS: '60000', STALLED_MS: '60000', CONCURRENCY: '3' },
+      // (its claim is stalled once its own lock of 1 s has run out after the kill)
+      env: { ...process.env, TRACE_KEY: traceKey, LOCK_MS: '1000', STALLED_MS: '60000', CONCURRENCY: '3' },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     children.push(child);

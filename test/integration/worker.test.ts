@@ -333,6 +333,8 @@ describe('Worker (real valkey-server)', () => {
     // prefetched ones go back to the queue, and the heartbeat tells this worker it lost them
     const lost: string[] = [];
     w.on('lockLost', (id: string) => lost.push(id));
+    // (the claims' own locks, their terms, are made to have run out)
+    for (const job of await q.getJobs(['active'])) await q.client.hset(q.keys.job(job.id), 'terms', '0:5');
     await upkeep(q, { lockDuration: 0, maxStalledCount: 5 }).reclaimStalled('other');
     await waitFor(() => lost.length === 3, 'the worker to learn it lost all three claims', 5_000);
     // another worker runs them now; then the first one's slot frees

@@ -352,7 +352,7 @@ export class ModelRun {
     return new Maintenance(this.queue.client, this.queue.keys, { ...DEFAULT_MAINTENANCE, ...FAST });
   }
 
-  /** Every claim is a dead one at a step's end, so minIdle 0 takes them all. */
+  /** Every claim is a dead one at a step's end: this takes those whose own lock (FAST, their terms) ran out. */
   private async reclaim(): Promise<string> {
     const r = await this.maintenance().reclaim({ minIdle: 0, maxStalledCount: FAST.maxStalledCount });
     if (this.paused && (r.redispatched.length || r.failed.length || !r.paused)) {

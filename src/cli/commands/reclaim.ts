@@ -18,16 +18,19 @@ function jobs(n: number): string {
 export function register(program: Command): void {
   program
     .command('reclaim <queue>')
-    .description('run stalled recovery now: stream pending entries (XAUTOCLAIM) and claimed priority/LIFO jobs')
-    .option('--min-idle <d>', 'a claim idle this long counts as stalled (the lock duration)', '30s')
-    .option('--max-stalled-count <n>', 'stalls a job may have before it fails instead of being redispatched', '1')
+    .description('run stalled recovery now: stream pending entries and claimed priority/LIFO/group jobs')
+    .option('--min-idle <d>', 'the lock of a claim that carries none of its own (made by an older glidemq)', '30s')
+    .option('--max-stalled-count <n>', 'the stalls a claim that carries no terms of its own may have before it fails', '1')
     .option('--dry-run', 'list the candidates and change nothing')
     .addHelpText(
       'after',
       `
-A stalled job counts a stall and goes back to the queue while its stall count is at most
---max-stalled-count; past that it fails with "job stalled more than maxStalledCount". The worker
-that lost it can no longer finish it. Nothing is reclaimed while the queue is paused. Consumers that
+Each claim is judged by the lock duration and maxStalledCount of the worker it was made for,
+recorded with it: it is stalled once idle that long, whatever --min-idle says (which applies only
+to claims that carry no terms, made by an older glidemq). A stalled job counts a stall and goes
+back to the queue while its stall count is at most its maxStalledCount; past that it fails with
+"job stalled more than maxStalledCount", as a failure of its processor would (its removeOnFail
+applies). The worker that lost it can no longer finish it. Nothing is reclaimed while the queue is paused. Consumers that
 hold nothing and have been idle for 5 minutes (10 x the default stalled interval) are removed.
 
 Examples:
@@ -51,7 +54,7 @@ Examples:
         if (r.paused) return 0;
         const would = dryRun ? 'would ' : '';
         if (r.redispatched.length + r.failed.length + r.returned.length + r.consumersRemoved === 0) {
-          print(colour.dim(`nothing to reclaim in ${queue}: no claim idle for ${formatMs(minIdle)} or longer`));
+          print(colour.dim(`nothing to reclaim in ${queue}: no claim idle past its own lock (${formatMs(minIdle)} for a claim that carries none)`));
         }
         if (r.redispatched.length > 0) {
           print(`${dryRun ? 'would redispatch' : 'redispatched'} ${jobs(r.redispatched.length)}: ${r.redispatched.join(' ')}`);
@@ -60,7 +63,7 @@ Examples:
           print(`${dryRun ? 'would give back' : 'gave back'} ${jobs(r.returned.length)} a worker had claimed ahead and never started (no stall counted): ${r.returned.join(' ')}`);
         }
         if (r.failed.length > 0) {
-          print(`${would}${dryRun ? 'fail' : colour.red('failed')} ${jobs(r.failed.length)} (stalled more than ${maxStalledCount} times): ${r.failed.join(' ')}`);
+          print(`${would}${dryRun ? 'fail' : colour.red('failed')} ${jobs(r.failed.length)} (stalled more than their maxStalledCount): ${r.failed.join(' ')}`);
         }
         if (r.consumersRemoved > 0) {
           print(`${dryRun ? 'would remove' : 'removed'} ${plural(r.consumersRemoved, 'idle consumer')} that held nothing`);
