@@ -2,8 +2,9 @@
  * The consuming side of a broadcast: a worker of one subscription. All workers of a subscription
  * share one consumer group on the broadcast stream, so each message runs once per subscription;
  * other subscriptions get their own copy through their own group. A message a worker claimed and
- * did not finish stays pending in the group and is reclaimed (XAUTOCLAIM) by another worker of the
- * same subscription; retries and stall counts are kept per (subscription, message).
+ * did not finish stays pending in the group and is reclaimed by another worker of the same
+ * subscription once its own lock has run out (each claim records this worker's lockDuration and
+ * maxStalledCount, lua/broadcast.lua); retries and stall counts are kept per (subscription, message).
  *
  * One loop does all claiming, so claims never exceed free slots: due retries, then (when the stall
  * timer asked) stalled reclaim, then one blocking read of new messages that ends in time for the

@@ -1,7 +1,10 @@
 /**
  * Upkeep a worker's timers run and the CLI's `pel` / `reclaim` / `heal` call: stalled recovery
- * (stream PEL through XAUTOCLAIM, and claimed priority/LIFO jobs), list-active healing, and the
- * cleanup of consumers that dead processes left in the group. Every write happens in one Lua
+ * (the stream's pending entries, and claimed priority/LIFO/group jobs), list-active healing, and the
+ * cleanup of consumers that dead processes left in the group. Stalled recovery judges each claim by
+ * the lock and maxStalledCount it was made under (lua/activate.lua): the settings here are only the
+ * terms of claims that carry none (made by an older glidemq), and the removeOnFail of a job failed
+ * for good that names none itself. Every write happens in one Lua
  * function call (lua/reclaim.lua, lua/heal.lua, lua/consumer-cleanup.lua); this class only picks
  * the arguments, walks cursors and shapes the replies. No time is sent: every lock age and idle
  * time is measured by the server's clock inside the functions (README "Clocks").
