@@ -112,7 +112,9 @@
              its stalls exceed its claim's maxStalledCount. Nothing is stalled until the server
              has served that lock since its start or promotion (lua/epoch.lua: the epoch is
              recorded in the meta hash), so an outage is never counted against a claim.
-    Returns  {entries, failedIds} with entries shaped as for bcRetries.
+    Returns  {entries, failedIds, failedEntries}: entries shaped as for bcRetries; failedEntries,
+             one per failed id, {id, reason, attemptsMade, stalledCount, subject, data, ts} (the
+             message given up, for the checking worker's 'failed' event).
     Errors   ERR_INVALID, ERR_WRONG_TYPE, ERR_NO_SUBSCRIPTION.
 
   glidemq_bcExtend — resets the idle time of claims this consumer still holds (heartbeat).
@@ -247,9 +249,11 @@ local function bcClaimed(b, sid)
   return fence, toInt(f[1], 0), toInt(f[2], 0)
 end
 
--- {id, fence, attemptsMade, stalledCount, subject, data, ts} for an entry's field list.
-local function bcEntry(b, sid, fields)
-  local fence, made, stalled = bcClaimed(b, sid)
+-- {id, fence, attemptsMade, stalledCount, subject, data, ts} for an entry's field list, claimed
+-- (bcClaimed) unless `known` gives its fence, attempts made and stalls.
+local function bcEntry(b, sid, fields, known)
+  local fence, made, stalled
+  if known then fence, made, stalled = known[1], known[2], known[3] else fence, made, stalled = bcClaimed(b, sid) end
   local out = { sid, fence, made, stalled, '', '', '' }
   for i = 1, #fields, 2 do
     local f = fields[i]
@@ -524,14 +528,14 @@ register('glidemq_bcReclaim', function(keys, args)
   local b = bcKeys(keys[1], group)
   bcRequire('glidemq_bcReclaim', b, group, true)
   requireKeyType(b.meta, 'hash')
-  local entries, failed = {}, {}
-  if a.count <= 0 then return { entries, failed } end
+  local entries, failed, failedEntries = {}, {}, {}
+  if a.count <= 0 then return { entries, failed, failedEntries } end
   -- time the server was down or not yet primary is no claim's idle time (lua/epoch.lua)
   local serving, epoch = servingFor(b.meta, serverNow())
   recordEpoch(b.meta, epoch)
   local floor = tonumber(redis.call('HGET', b.sub, 'lockFloor'))
   if not floor or floor > a.minIdle then floor = a.minIdle end
-  if serving < floor then return { entries, failed } end
+  if serving < floor then return { entries, failed, failedEntries } end
   -- the walk's cursor (the last entry looked at), unless another program left something else there
   local cursor = redis.call('HGET', b.sub, 'reclaimCursor')
   if not cursor or not ARG.streamId.check(cursor) then cursor = '0-0' end
@@ -571,9 +575,14 @@ register('glidemq_bcReclaim', function(keys, args)
     else
       local stalled = redis.call('HINCRBY', b.sub, 's:' .. c.sid, 1)
       if stalled > c.max then
-        bcGiveUp(b, group, c.sid, 'message stalled more than maxStalledCount (' .. string.format('%d', c.max) .. ')',
-          toInt(redis.call('HGET', b.sub, 'a:' .. c.sid), 0))
+        -- given up as a processor's last failed attempt is (bcGiveUp), and told to the checking worker
+        local reason = 'message stalled more than maxStalledCount (' .. string.format('%d', c.max) .. ')'
+        local made = toInt(redis.call('HGET', b.sub, 'a:' .. c.sid), 0)
+        bcGiveUp(b, group, c.sid, reason, made)
         failed[#failed + 1] = c.sid
+        local e = bcEntry(b, c.sid, fields, { 0, made, stalled })
+        e[2] = reason
+        failedEntries[#failedEntries + 1] = e
       else
         entries[#entries + 1] = bcEntry(b, c.sid, fields)
         claimed[#claimed + 1] = c.sid
@@ -581,7 +590,7 @@ register('glidemq_bcReclaim', function(keys, args)
     end
   end
   bcRecordTerms(b, claimed, a.minIdle, a.maxStalledCount)
-  return { entries, failed }
+  return { entries, failed, failedEntries }
 end)
 
 register('glidemq_bcExtend', function(keys, args)

@@ -232,10 +232,31 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
     await this.heartbeat();
     const r = (await this.call('glidemq_bcReclaim', [
       this.subscription, this.consumer, this.settings.lockDuration, this.settings.maxStalledCount, this.freeSlots(),
-    ])) as [(string | number)[][], string[]];
+    ])) as [(string | number)[][], string[], (string | number)[][]];
     for (const id of r[1]) this.emit('stalled', id, 'active', 'failed');
+    for (const e of r[2] ?? []) this.emitStalledFailure(e);
     for (const e of r[0]) this.emit('stalled', String(e[0]), 'active', 'reclaimed');
     await this.runClaimed(r[0]);
+  }
+
+  /**
+   * A message this worker's stalled check gave up on (stored as its processor's last failed
+   * attempt would be: the dead-letter stream): `failed` (message, error, 'active'), as for a
+   * message its processor failed. `e`: {id, reason, attemptsMade, stalledCount, subject, data, ts}.
+   */
+  private emitStalledFailure(e: (string | number)[]): void {
+    const message: BroadcastMessage<D> = {
+      id: String(e[0]),
+      subject: String(e[4]),
+      data: parseJson(String(e[5])) as D,
+      timestamp: Number(e[6]) || 0,
+      subscription: this.subscription,
+      attemptsMade: Number(e[2]),
+      stalledCount: Number(e[3]),
+      willRetry: false,
+      finishedOn: Date.now(),
+    };
+    this.emit('failed', message, new Error(String(e[1])), 'active');
   }
 
   /** Entries claimed by bcRetries/bcReclaim: {id, fence, attemptsMade, stalledCount, subject, data, ts}. */

@@ -256,9 +256,15 @@ describe('Broadcast (real valkey-server)', () => {
     const w = worker(name, 's', async (m) => void runs.push(m.id), { lockDuration: 50, stalledInterval: 50, maxStalledCount: 1 });
     const stalled: string[] = [];
     w.on('stalled', (sid, _prev, what) => stalled.push(`${sid}:${what}`));
+    // the checking worker tells it as a failure, as it tells its processor's last failed attempt
+    const failed: { id: string; subject: string; stalledCount: number; willRetry?: boolean; error: string; prev: string }[] = [];
+    w.on('failed', (m, err: Error, prev: string) => failed.push({ id: m.id, subject: m.subject, stalledCount: m.stalledCount, willRetry: m.willRetry, error: err.message, prev }));
     await waitFor(async () => (await raw.xlen(b.keys.dead('s'))) === 1, 'the message to be given up');
     expect(runs).to.deep.equal([]);
     expect(stalled).to.deep.equal([`${id}:failed`]);
+    await waitFor(() => failed.length === 1, "the checking worker's 'failed' event");
+    expect(failed[0]).to.deep.include({ id, subject: 'x', stalledCount: 2, willRetry: false, prev: 'active' });
+    expect(failed[0].error).to.match(/stalled more than maxStalledCount/);
     const dead = (await raw.xrange(b.keys.dead('s'), '-', '+')) as [string, string[]][];
     expect(dead[0][1][5]).to.match(/stalled more than maxStalledCount/);
   });
