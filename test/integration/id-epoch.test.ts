@@ -8,6 +8,8 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { Queue } from '../../src/engine/queue.js';
+import { Worker } from '../../src/engine/worker.js';
+import { createRoleUser } from '../helpers/acl.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { PowerLossServer } from '../helpers/power-loss.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';
@@ -71,6 +73,42 @@ describe('job ids after a new server epoch', function () {
     expect((await q.add('d', {})).id).to.equal(String(first + 1));
     const bulk = await q.addBulk([{ name: 'e', data: {} }, { name: 'f', data: {} }]);
     expect(bulk.map((j) => j.id)).to.deep.equal([String(first + 2), String(first + 3)]);
+  });
+
+  it('a scheduler firing after a restart takes its id past the gap too', async () => {
+    const server = await new TestServer({ persistence: 'aof-always' }).start();
+    servers.push(server);
+    const q = new Queue(uniqueQueue('ids'), { connection: server.url });
+    queues.push(q);
+    await q.add('a', {});
+    await server.restart();
+    await waitFor(async () => (await q.client.ping()) === 'PONG', 'the queue reconnected');
+    await q.upsertJobScheduler('tick', { every: 60000 }, { name: 'tick' }); // its first job at once
+    const fired: string[] = [];
+    const w = new Worker(q.name, async (job) => void (job.name === 'tick' && fired.push(job.id)), { connection: server.url, blockTimeout: 500 });
+    w.on('error', () => undefined);
+    try {
+      await waitFor(() => fired.length > 0, 'the scheduler fired');
+    } finally {
+      await w.close();
+    }
+    expect(Number(fired[0])).to.be.greaterThan(1 + 1e6);
+  });
+
+  it('the documented producer role moves the counter too (its ACL allows INFO replication)', async () => {
+    const server = await new TestServer({ persistence: 'aof-always' }).start();
+    servers.push(server);
+    const admin = new Redis(server.url);
+    clients.push(admin);
+    const setup = new Queue(uniqueQueue('ids'), { connection: server.url }); // loads the library
+    queues.push(setup);
+    await setup.add('a', {});
+    await server.restart();
+    await waitFor(async () => (await admin.ping()) === 'PONG', 'the admin reconnected');
+    await createRoleUser(admin, 'producer', 'glidemq-producer', 'pw'); // (users are not persisted here)
+    const q = new Queue(setup.name, { connection: `redis://glidemq-producer:pw@127.0.0.1:${server.port}` });
+    queues.push(q);
+    expect(Number((await q.add('b', {})).id)).to.be.greaterThan(1 + 1e6);
   });
 
   it('a promotion: the promoted replica gives no id the old primary gave after the last write it replicated', async () => {

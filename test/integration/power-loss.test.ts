@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { PowerLossServer, powerLossSupported } from '../helpers/power-loss.js';
+import { waitFor } from '../helpers/valkey.js';
 
 /**
  * Writes k0, k1, ... (one SET at a time, each awaited: acknowledged) until the power cut, which
@@ -68,6 +69,24 @@ describe('power-loss harness (LD_PRELOAD holdfsync)', function () {
     // exactly the acknowledged writes that were not on disk at the cut are lost
     for (const k of acked) expect(lost.includes(k), k).to.equal(!onDisk.includes(`\r\n${k}\r\n`));
     // the lost ones are the last ones: a suffix of what was acknowledged
+    expect(acked.slice(acked.length - lost.length)).to.deep.equal(lost);
+  });
+
+  it('everysec across an AOF rewrite: what was synced before and after it is kept, the unsynced tail lost', async () => {
+    server = await new PowerLossServer({ persistence: 'aof-everysec' }).start();
+    const c = server.client();
+    c.on('error', () => undefined); // the cut drops the connection
+    await c.set('before-rewrite', 'v');
+    await server.waitDurable('before-rewrite');
+    await c.bgrewriteaof();
+    await waitFor(async () => /aof_rewrite_in_progress:0[\s\S]*aof_rewrite_scheduled:0/.test(await c.info('persistence')), 'the rewrite');
+    await c.set('after-rewrite', 'v');
+    await server.waitDurable('after-rewrite'); // in the new incr file
+    const acked = await writeUntilPowerCut(server, c, 200);
+    c.disconnect();
+    const { lost, kept } = await lostAfterRestart(['before-rewrite', 'after-rewrite', ...acked]);
+    expect(kept).to.include.members(['before-rewrite', 'after-rewrite']);
+    expect(lost.length).to.be.greaterThan(0);
     expect(acked.slice(acked.length - lost.length)).to.deep.equal(lost);
   });
 

@@ -51,8 +51,14 @@ static int (*real_creat64)(const char *, mode_t);
 
 #define REAL(name) real_##name
 
+/* A fork (Valkey's AOF rewrite and RDB save children) takes the lock across it, so the child
+   never starts with the lock held by a thread it does not have (it would hang at its first sync). */
+static void before_fork(void) { pthread_mutex_lock(&lock); }
+static void after_fork(void) { pthread_mutex_unlock(&lock); }
+
 /* The real functions, found once when the shim is loaded (before the program's main). */
 __attribute__((constructor)) static void resolve(void) {
+  pthread_atfork(before_fork, after_fork, after_fork);
   real_write = dlsym(RTLD_NEXT, "write");
   real_fsync = dlsym(RTLD_NEXT, "fsync");
   real_fdatasync = dlsym(RTLD_NEXT, "fdatasync");
