@@ -41,21 +41,30 @@ describe('job ids after a new server epoch', function () {
   it('a power cut under everysec: no job added after the restart gets an id an acknowledged job had', async () => {
     const server = await new PowerLossServer({ persistence: 'aof-everysec' }).start();
     servers.push(server);
-    const name = uniqueQueue('ids');
-    const before = new Queue(name, { connection: server.url });
-    queues.push(before);
-    await before.add('first', {});
-    await server.waitDurable(`${name}}:id`); // the queue and its counter are on disk
-    const acknowledged = new Set(await addRounds(before, 20));
-    await server.powerCut(); // right after the last acknowledged add: the last second is lost
-    await before.close();
-    queues.pop();
-    await server.start();
+    // The cut comes right after the last acknowledged add. Should the server's once-a-second fsync
+    // fall between that add's reply and the cut (about 1 run in 500), nothing was lost and the
+    // case is not shown: cut again, on a new queue, until a cut lost acknowledged adds.
+    let name = '';
+    let acknowledged = new Set<string>();
+    let lost: string[] = [];
+    for (let attempt = 1; attempt <= 3 && lost.length === 0; attempt++) {
+      name = uniqueQueue('ids');
+      const before = new Queue(name, { connection: server.url });
+      await before.add('first', {});
+      await server.waitDurable(`${name}}:id`); // the queue and its counter are on disk
+      acknowledged = new Set(await addRounds(before, 20));
+      await server.powerCut();
+      await before.close();
+      await server.start();
+      const look = new Redis(server.url);
+      const keys = before.keys;
+      const present = await Promise.all([...acknowledged].map((id) => look.exists(keys.job(id))));
+      look.disconnect();
+      lost = [...acknowledged].filter((_, i) => present[i] === 0);
+    }
+    expect(lost.length, 'acknowledged adds the power cut lost').to.be.greaterThan(0);
     const after = new Queue(name, { connection: server.url });
     queues.push(after);
-    const present = await Promise.all([...acknowledged].map((id) => after.client.exists(after.keys.job(id))));
-    const lost = [...acknowledged].filter((_, i) => present[i] === 0);
-    expect(lost.length, 'acknowledged adds the power cut lost').to.be.greaterThan(0);
     const reused = (await addRounds(after, 3)).filter((id) => acknowledged.has(id));
     expect(reused, 'ids given to new jobs that acknowledged jobs had').to.deep.equal([]);
   });
