@@ -32,6 +32,9 @@
            added after it to the same group starts only once it has run.
   Time: the job's ts, its due time (delay), dedup windows and group token buckets all count from
   the server's TIME, read once per call; no caller's clock is used.
+  Ids: a call that takes ids from the counter first moves it on once per server epoch (a new
+  server process or a promotion; lua/jobs.lua guardIdCounter), so an id a crash took back is
+  never handed out again.
   Returns  a flat list: ts, id1, created1, id2, created2, ...: ts is the server time (ms) stored as
            the ts of the jobs the call created; created 1 = added; 0 = a job with that custom id
            already existed and nothing was written for it; 2 = deduplicated: the id is the earlier
@@ -44,7 +47,7 @@
            write: a refused call adds nothing and changes nothing.
   glidemq_addData — adds `count` jobs that share their name and every option: each gets the next id
   from the counter, is created (no custom id, dedup or group here: those go through glidemq_add),
-  and is stored exactly as glidemq_add stores a job with those options. Only the data is sent per
+  and is stored exactly as glidemq_add stores a job with those options. Ids as glidemq_add's (guardIdCounter). Only the data is sent per
   job, so a bulk costs the server a fraction of what glidemq_add's 12 arguments per job cost.
   KEYS[1]  meta key of the queue.
   ARGV[1]  maxPayload: as glidemq_add's.
@@ -209,10 +212,12 @@ register('glidemq_add', function(keys, args)
   ensureQueue(k)
   -- Jobs that surely take an id from the counter (no custom id, no dedup) get them from one
   -- INCRBY; one that meets a job a numeric custom id created falls back to nextJobId.
-  local plain = 0
+  local plain, counted = 0, false
   for _, job in ipairs(jobs) do
     if job.jobId == '' and job.dedupId == '' then plain = plain + 1 end
+    if job.jobId == '' then counted = true end
   end
+  if counted then guardIdCounter(k) end
   local reserved, lastReserved = 1, 0
   if plain > 1 then
     lastReserved = redis.call('INCRBY', k.id, plain)
@@ -280,6 +285,7 @@ register('glidemq_addData', function(keys, args)
     -- One INCRBY for every id, and one EXISTS per EXISTS_BATCH of their job keys: only when one
     -- of them holds a job (stored by an older version under a numeric custom id) are they looked
     -- at one by one, and such an id falls back to nextJobId (the ids then form more than one run).
+    guardIdCounter(k)
     local first = redis.call('INCRBY', k.id, n) - n + 1
     local taken = false
     for b = 0, n - 1, EXISTS_BATCH do

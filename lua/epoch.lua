@@ -14,13 +14,16 @@
   may write, and only after its last check: a refused call leaves the record as it was.
   A user whose ACL refuses INFO gets no epoch (age counts in full, as before): a denied INFO must
   not stop recovery.
+  INFO is called with 'replication' as its first section: the roles' ACL rules allow exactly
+  `INFO replication` (+info|replication, README "ACL roles"), and ACL checks only the first one.
+  The id counter has its own epoch (replicationEpoch, used by lua/jobs.lua guardIdCounter).
 ]]
 -- The ms the server has been serving at server TIME `now`, as stalled recovery may count it
 -- against a claim (math.huge when INFO is refused). `recordKey`: the hash the epoch is kept in
 -- (its type is checked by the caller). Second value: the epoch to record when it is not the one
 -- kept (nil when it is), for recordEpoch once the caller can no longer refuse.
 local function servingFor(recordKey, now)
-  local info = redis.pcall('INFO', 'server', 'replication')
+  local info = redis.pcall('INFO', 'replication', 'server')
   if type(info) ~= 'string' then return math.huge end
   local runId = string.match(info, 'run_id:(%x+)')
   local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
@@ -43,4 +46,13 @@ end
 -- Keeps the epoch servingFor found new (nothing when it found the kept one).
 local function recordEpoch(recordKey, fresh)
   if fresh then redis.call('HSET', recordKey, 'epochId', fresh.id, 'epochAt', fresh.at) end
+end
+
+-- The server's replication id (INFO replication: master_replid), which a primary gets new each
+-- time its process starts (the one it had before becomes master_replid2) and each time it is
+-- promoted; nil when the caller's ACL refuses INFO. It names the epoch of the job id counter.
+local function replicationEpoch()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then return nil end
+  return string.match(info, 'master_replid:(%x+)')
 end

@@ -1,4 +1,4 @@
---[[ jobs.lua — creating jobs (no registered functions here): insertJob, nextJobId.
+--[[ jobs.lua — creating jobs (no registered functions here): insertJob, nextJobId, guardIdCounter.
   Shared by glidemq_add (lua/add.lua) and scheduler firing (lua/schedulers.lua).
   `now` is always the server's time (serverNow() of the calling function): it becomes the job's ts
   and, with its delay, its due time in the scheduled set.
@@ -46,6 +46,28 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
   end
   -- a delayed job's event says so itself: a reader that looks the job up later may find it gone
   if delay > 0 then emit(k, 'added', id, 'delay', delay) else emit(k, 'added', id) end
+end
+
+-- How far the id counter moves on a new server epoch (guardIdCounter). It must exceed the ids a
+-- crash can take back: those handed out after the last write that reached the disk (or the
+-- replica that is promoted). The fastest path (glidemq_addData) hands out well under 1,000 ids per
+-- ms of server time, so 10^8 covers 100 s of adds at full speed: everysec's loss window (1 to 2 s,
+-- longer only while the disk stalls), `appendfsync no`'s (the kernel writes back within ~30 s) and
+-- replication lag. RDB-only can lose more than that (README, "Job ids after a crash"). Ids stay
+-- below 10^14 (Lua writes them exactly up to 14 digits), so a queue has room for 10^6 epochs.
+local ID_EPOCH_GAP = 100000000
+
+-- Called by every call that takes ids from the counter, before its first (in its write phase:
+-- it writes meta and the counter, whose types the caller checked). On a new epoch of the server
+-- (a new process, or a promotion: lua/epoch.lua replicationEpoch) the counter moves ID_EPOCH_GAP
+-- on, so no id a crash or failover took back is handed out again; the epoch is kept in meta
+-- (idEpoch), so this happens once per epoch per queue. A queue with no counter yet starts at 1.
+-- Nothing moves for a user whose ACL refuses INFO (README, "ACL roles", gives +info|replication).
+local function guardIdCounter(k)
+  local epoch = replicationEpoch()
+  if not epoch or redis.call('HGET', k.meta, 'idEpoch') == epoch then return end
+  if redis.call('EXISTS', k.id) == 1 then redis.call('INCRBY', k.id, ID_EPOCH_GAP) end
+  redis.call('HSET', k.meta, 'idEpoch', epoch)
 end
 
 -- The next free id from the counter, skipping values a job already holds (custom ids are refused

@@ -86,6 +86,8 @@ end)
     group.nextRun: a cron scheduler's next slot after the server's now (computed by the client
            from the `now` glidemq_upkeep returned); 0 for an interval scheduler, whose next slot
            the server computes.
+  A fired job's id comes from the queue's counter, moved on first on a new server epoch as
+  glidemq_add's (lua/jobs.lua guardIdCounter).
   A scheduler fires only if its record is still there and readable, its nextRun still equals
   expectedNextRun (else another worker fired that slot, or it was upserted), that nextRun is not
   after the server's now (it is due), and its next slot lies after the server's now: a cron
@@ -117,6 +119,7 @@ register('glidemq_fireSchedulers', function(keys, args)
     end
   end
   local out, done = {}, {}
+  if next(recs) then guardIdCounter(k) end
   for i, g in ipairs(groups) do
     local rec, fired = recs[i], ''
     if rec and not done[g.name] then -- (a name sent twice fires once)

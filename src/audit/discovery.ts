@@ -4,7 +4,7 @@
  * --cluster, or noticed from INFO cluster).
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { type ClientSettings, databaseRefusal, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
+import { type ClientSettings, databaseRefusal, parseUrl, readyCheckWithoutKeyspace, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
 import { ConnectionError } from '../engine/errors.js';
 import type { NodeRole } from './types.js';
 
@@ -56,6 +56,7 @@ export async function connectNode(settings: ClientSettings, host?: string, port?
     enableOfflineQueue: false,
   };
   const client = new Redis(options);
+  readyCheckWithoutKeyspace(client);
   // Failures surface through connect() and each command; keep the socket's own error for the message.
   let socketError: (Error & { code?: string }) | undefined;
   client.on('error', (err: Error) => {

@@ -153,7 +153,9 @@ export async function gatherFacts(
   address: string,
   inCluster: boolean,
 ): Promise<NodeFacts> {
-  const info = parseInfo(String(await client.call('INFO')));
+  // the sections the checks read (replication first: a role may read INFO replication and the
+  // sections named after it, never a bare INFO with the keyspace of every database)
+  const info = parseInfo(String(await client.call('INFO', 'replication', 'persistence', 'memory', 'stats')));
   const [{ config, refused }, library, acl] = await Promise.all([readConfig(client), readLibrary(client), readAcl(client)]);
   const passwordless = await readPasswordless(client, config);
   config.delete('requirepass'); // never keep a secret in the facts

@@ -210,13 +210,30 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {},
     };
     const seed = { host: parsed.host, port: parsed.port };
     const cluster = new Cluster([seed, ...(seeds ?? []).filter((n) => n.host !== seed.host || n.port !== seed.port)], clusterOpts);
+    // each node's connection does ioredis's ready check too (lazily: it connects after this),
+    // the seed nodes made in the constructor and every node the slot map adds later
+    cluster.nodes('all').forEach(readyCheckWithoutKeyspace);
+    (cluster as unknown as { connectionPool?: { on(e: '+node', f: (node: Redis) => void): void } }).connectionPool?.on('+node', readyCheckWithoutKeyspace);
     rememberNodes(cluster, seed);
     seedLabels.set(cluster, `the cluster at ${host(seed)}`);
     return cluster;
   }
   const client = new Redis(base);
+  readyCheckWithoutKeyspace(client);
   if (parsed.db !== 0) refuseMissingDatabase(client, parsed.db, host(parsed));
   return client;
+}
+
+/**
+ * ioredis's ready check reads a bare INFO (every section, the keyspace of every database too),
+ * which glidemq's roles do not allow (README "ACL roles": `+info|replication`, and ACL checks only
+ * INFO's first argument). The check needs only `loading` (the persistence section), so this
+ * client's asks `INFO replication persistence` instead. Other INFO calls are left as they are.
+ */
+export function readyCheckWithoutKeyspace(client: Redis): void {
+  const info = client.info.bind(client) as (...args: unknown[]) => unknown;
+  (client as unknown as { info: (...args: unknown[]) => unknown }).info = (...args: unknown[]) =>
+    args.length === 1 && typeof args[0] === 'function' ? info('replication', 'persistence', args[0]) : info(...args);
 }
 
 /**
@@ -238,6 +255,7 @@ function createSentinelClient(settings: ClientSettings, parsed: ParsedUrl, targe
   };
   if (given.retryStrategy && !given.sentinelRetryStrategy) options.sentinelRetryStrategy = given.retryStrategy;
   const client = new Redis(options);
+  readyCheckWithoutKeyspace(client);
   const label = sentinelLabel(target);
   watchSentinels(client, target);
   // ioredis closes the failover detector's sentinel subscriptions on disconnect() but not on quit():
@@ -581,7 +599,8 @@ export function settleTopology(a: Acquired): Promise<Client> {
  */
 async function answersAsClusterNode(c: Redis): Promise<boolean> {
   try {
-    return /cluster_enabled:1/.test(String(await c.call('INFO', 'cluster')));
+    // (replication first: the roles may read INFO replication, and the sections named after it)
+    return /cluster_enabled:1/.test(String(await c.call('INFO', 'replication', 'cluster')));
   } catch (err) {
     if (!(err instanceof ReplyError)) throw err;
     if (!isCommandRefused(err)) return false;

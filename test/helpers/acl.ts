@@ -2,7 +2,7 @@
  * The ACL rules the README documents for glidemq's users ("ACL roles"), read from the README itself
  * so the tests prove the documented lines and the docs cannot drift from what was tested.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { REPO_ROOT } from './fixtures.js';
@@ -46,4 +46,35 @@ export async function createRoleUser(admin: Redis, role: Role, name: string, pas
 /** True when the server refused the command for lack of permission (not for any other reason). */
 export function isNoPerm(err: unknown): boolean {
   return /NOPERM|no permissions/i.test(String(err));
+}
+
+/** Commands whose ACL rule may name a subcommand (or, for INFO, a first argument). */
+const WITH_SUBCOMMAND = new Set(['xgroup', 'xinfo', 'info', 'client', 'object', 'function']);
+
+/**
+ * Every command the function library runs, read from lua/*.lua: a name in `commandNames` (the
+ * server's COMMAND LIST) as the first string of a call, of a table built as one (`{ 'XGROUP',
+ * ... }`) or after callUnless's error code; with its subcommand or first argument where a rule
+ * may name one ("xgroup|create", "info|replication").
+ */
+export function libraryCommands(commandNames: readonly string[]): string[] {
+  const known = new Set(commandNames.map((c) => c.toLowerCase()));
+  const dir = join(REPO_ROOT, 'lua');
+  const found = new Set<string>();
+  for (const f of readdirSync(dir).filter((n) => n.endsWith('.lua'))) {
+    const src = readFileSync(join(dir, f), 'utf8');
+    const re = /(?:\(\s*|\{\s*|callUnless\('[A-Z]+',\s*)'([A-Za-z]+)'(?:,\s*'([A-Za-z]+)')?/g;
+    for (let m = re.exec(src); m; m = re.exec(src)) {
+      const cmd = m[1].toLowerCase();
+      if (m[1] !== m[1].toUpperCase() || !known.has(cmd)) continue;
+      found.add(WITH_SUBCOMMAND.has(cmd) && m[2] ? `${cmd}|${m[2].toLowerCase()}` : cmd);
+    }
+  }
+  return [...found].sort();
+}
+
+/** Whether `rules` (a role's ACL rules) allow `command` ("cmd" or "cmd|sub"), by name. */
+export function rulesAllow(rules: readonly string[], command: string): boolean {
+  const [cmd] = command.split('|');
+  return rules.includes(`+${command}`) || rules.includes(`+${cmd}`);
 }

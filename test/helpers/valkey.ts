@@ -42,6 +42,8 @@ export interface ServerOptions {
   port?: number;
   /** requirepass for the server; the harness's own clients authenticate with it. */
   password?: string;
+  /** Extra environment for the server process (e.g. LD_PRELOAD: see power-loss.ts). */
+  env?: Record<string, string>;
 }
 
 export class TestServer {
@@ -83,7 +85,7 @@ export class TestServer {
     ];
     this.confPath = join(this.dir, 'test.conf');
     writeFileSync(this.confPath, lines.join('\n') + '\n');
-    this.proc = spawn(SERVER_BIN, [this.confPath], { stdio: 'ignore' });
+    this.proc = spawn(SERVER_BIN, [this.confPath], { stdio: 'ignore', env: { ...process.env, ...this.opts.env } });
     const proc = this.proc;
     proc.on('exit', () => {
       if (this.proc === proc) this.proc = undefined;

@@ -48,7 +48,7 @@ function appendfsync(facts: NodeFacts): Check {
         status: 'pass',
         actual: value,
         expected,
-        message: `fsync once a second: a power loss or host crash can lose about the last second of acknowledged writes, and the job id counter goes back with them (jobs added after the restart may reuse ids of lost jobs); use always if that is too much${note}`,
+        message: `fsync once a second: a power loss or host crash can lose about the last second of acknowledged writes (glidemq moves the job id counter on after a restart, so no id is handed out twice); use always if that is too much${note}`,
       };
     case 'always':
       return {
