@@ -56,9 +56,13 @@
     group.keep: the retention rule for the outcome ('' | '0' | 'count:N' | 'age:MS' | 'agecount:MS:N').
     group.durationMs: processing time (ms), for the metrics.
   Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
-           up to fetchCount next jobs.
-  Errors   ERR_INVALID (an argument, named with its group; a count that does not match the groups
-           sent), ERR_WRONG_TYPE. Every job is checked before the first write.
+           up to fetchCount next jobs. A job the call refuses (a bad argument of its group, or its
+           job key holding another type) is left as it was, and its status is that coded error
+           (an error reply in its slot: ERR_INVALID naming the group, ERR_WRONG_TYPE); the other
+           jobs are finished as if it had not been sent.
+  Errors   ERR_INVALID (a head argument; a count that does not match the groups sent),
+           ERR_WRONG_TYPE (a key shared by the call: metrics, the fetch's keys). Every job is
+           checked before the first write.
 
   Events   'failed' and 'retrying' (with `delay`, ms from the server's now, for a retry after a
            backoff) always. On the hot path one XADD per job is a tenth of a finish's cost, so
@@ -262,9 +266,9 @@ local function hasRepeatedId(jobs)
   local n = #jobs
   if n > 8 then return true end
   for i = 2, n do
-    local id = jobs[i].jobId
+    local id = jobs[i] and jobs[i].jobId -- (false: a refused job, see glidemq_finishMany)
     for j = 1, i - 1 do
-      if jobs[j].jobId == id then return true end
+      if id and jobs[j] and jobs[j].jobId == id then return true end
     end
   end
   return false
@@ -386,7 +390,8 @@ end)
 
 register('glidemq_finishMany', function(keys, args)
   local k = keysFor(keys[1])
-  local a, jobs = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count')
+  -- isolated groups: a job with a bad argument is refused alone (false in jobs, its error in refused)
+  local a, jobs, refused = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count', true)
   local consumer = a.consumer
   -- check phase: every job's hash is read, and every key type checked, before the first write.
   -- What the write phase needs per job goes in statuses (the reply), acks, and j.jk: an eighth
@@ -403,7 +408,14 @@ register('glidemq_finishMany', function(keys, args)
   local mades, listSrcs, listSids
   local lists, anyCompleted, anyFailed = false, false, false
   for i, j in ipairs(jobs) do
-    local status, jk, src, sid, made, jobLists = planFinish(k, j, consumer, seen, announce)
+    local ok, status, jk, src, sid, made, jobLists = false, refused and refused[i]
+    if j then ok, status, jk, src, sid, made, jobLists = pcall(planFinish, k, j, consumer, seen, announce) end
+    if not ok then
+      -- refused (a bad argument, or a key of its own holds another type): this job is left as it
+      -- is, its status is the coded error, and the others are finished as if it were not here
+      if j then status = codedError('glidemq_finishMany', status) end
+      jk = nil
+    end
     statuses[i] = status
     if jk then
       j.jk = jk
@@ -430,7 +442,7 @@ register('glidemq_finishMany', function(keys, args)
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   for i, j in ipairs(jobs) do
-    local jk = j.jk
+    local jk = j and j.jk
     if jk then
       local status = statuses[i]
       local src = listSrcs and listSrcs[i] or 's'
