@@ -30,8 +30,10 @@
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
            A repeated finish (sent again after its reply was lost) of a job this claim completed
-           or failed for good gets that status again, and changes nothing; one whose job was
-           removed at once (keep '0') gets 'missing'.
+           or failed for good gets that status again, and changes nothing; so does one whose
+           claim put the job back for a retry ('retried' or 'delayed': the job's `rf` field keeps
+           '<fence>:<status>' of the last such finish), even once the job is claimed again; one
+           whose job was removed at once (keep '0') gets 'missing'.
   Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the
@@ -187,6 +189,15 @@ local FINISH_TYPES = {
   events = { 'events', 'stream' },
 }
 
+-- The status ('retried' or 'delayed') a finish of claim `fence` gave job `jk` when it put the job
+-- back for a retry, from the job's `rf` field ('<fence>:<status>', written by applyFinish), or nil.
+-- Read only when a finish finds the job no longer its claim's (off the hot path).
+local function repeatedRetry(jk, fence)
+  local f, status = string.match(redis.call('HGET', jk, 'rf') or '', '^(%d+):(%a+)$')
+  if f and tonumber(f) == fence then return status end
+  return nil
+end
+
 --[[ The check phase for one job `j` (a decoded argument group), writing nothing: reads the job's
   hash, decides its status and checks the types of the keys the write phase will write for it.
   Returns status ('completed', 'failed', 'retried', 'delayed', 'stale' or 'missing'), then for an
@@ -215,7 +226,9 @@ local function planFinish(k, j, consumer, seen, announce)
     -- its reply was lost). Only a finish leaves a finished job with its claim's fence (a stall
     -- that fails a job moves the fence on, lua/reclaim.lua).
     if tonumber(cur[2]) == j.fence and (cur[1] == 'completed' or cur[1] == 'failed') then return cur[1] end
-    return 'stale'
+    -- a finish of this claim that put the job back for a retry left its mark (`rf`, applyFinish):
+    -- the repeat gets the same status, whatever the job did since (a stall or release leaves no mark)
+    return repeatedRetry(jk, j.fence) or 'stale'
   end
   local src, sid = cur[4], cur[5]
   local lists = src ~= 's'
@@ -349,13 +362,13 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
   if status == 'delayed' then
-    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed')
+    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed', 'rf', string.format('%d:delayed', j.fence))
     redis.call('ZADD', k.scheduled, now + j.retryDelay, id)
     groupHoldDelayed(k, id, jk)
     emit(k, 'retrying', id, 'reason', value, 'delay', j.retryDelay)
     return
   end
-  redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value)
+  redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'rf', string.format('%d:retried', j.fence))
   requeue(k, id, jk)
   emit(k, 'retrying', id, 'reason', value)
 end

@@ -662,12 +662,15 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /**
    * A finish sent before the connection closed may have been applied, and then sent again by the
    * client: the repeat finds the job finished. glidemq_finish answers a repeat with the stored
-   * outcome while the job is kept; a job removed at once on completion (keep '0') is gone, and its
-   * repeat says 'missing': the processor completed and the job is gone, as it would have been.
+   * outcome while the job is kept (and the retry a failure asked for, lua/finish.lua); a job removed
+   * at once on completion or failure (keep '0') is gone, and its repeat says 'missing': the outcome
+   * was stored and the job is gone, as it would have been. Only a result that was not stored is lost.
    */
   private repeatedStatus(status: unknown, request: FinishRequest, closesAtSend: number): unknown {
     const repeated = this.closes !== closesAtSend && status === 'missing';
-    return repeated && request.outcome === 'completed' && request.keep === '0' ? 'completed' : status;
+    if (!repeated || request.keep !== '0') return status;
+    // keep '0' removes a job only when its outcome is final: a failure with a retry left keeps it
+    return request.outcome === 'completed' ? 'completed' : 'failed';
   }
 
   /**
