@@ -147,8 +147,10 @@ end
   schema of a repeated group that follows them, and `countName` the head argument that says how
   many groups there are (nil: the groups run to the end of ARGV, and must fill it exactly).
   Returns the head table and a list of group tables. Raises ERR_INVALID on any bad argument, on a
-  count that does not match the arguments sent, and on arguments left over. ]]
-local function decodeArgs(fn, args, head, each, countName)
+  count that does not match the arguments sent, and on arguments left over. With `isolate`, a
+  group with a bad argument does not raise: its place in the list is false, and a third value
+  maps its number to its coded error reply (nil when every group is good). ]]
+local function decodeArgs(fn, args, head, each, countName, isolate)
   local h, at = readGroup(fn, args, 1, head, '')
   local groups = {}
   local n = #args - at + 1
@@ -158,6 +160,21 @@ local function decodeArgs(fn, args, head, each, countName)
     if n ~= count * width then
       refuse('ERR_INVALID', fn .. ': ' .. (countName and (countName .. ' is ' .. count .. ', so ') or '') ..
         'expected ' .. (at - 1) .. ' arguments then groups of ' .. width .. ', got ' .. #args .. ' arguments in all')
+    end
+    if isolate then
+      local refused = nil
+      for i = 1, count do
+        local ok, g = pcall(readGroup, fn, args, at, each, i)
+        if ok then
+          groups[i] = g
+        else
+          groups[i] = false
+          refused = refused or {}
+          refused[i] = redis.error_reply(g)
+        end
+        at = at + width
+      end
+      return h, groups, refused
     end
     for i = 1, count do
       groups[i], at = readGroup(fn, args, at, each, i)

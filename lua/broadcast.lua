@@ -215,7 +215,14 @@ local BC_EXTEND_CLAIM = { 'entryId', ARG.streamId, 'fence', ARG.fence }
 local BC_REMOVE_ARGS = { 'subscription', BC.subscription, 'consumer', ARG.nonEmpty }
 local BC_SUBSCRIPTIONS_ARGS = {}
 
+-- The broadcast's keys from its meta key. A meta key that is not `<stream>:meta` with a non-empty
+-- stream name (say '', or 'meta') would make the stream, meta and producer keys collapse into one
+-- another (a hash written at '' and then a stream at the same key): it is refused before any write.
 local function bcKeys(metaKey, sub)
+  if #metaKey <= 5 or string.sub(metaKey, -5) ~= ':meta' then
+    refuse('ERR_INVALID', 'broadcast meta key ' .. showArg(metaKey) .. ' (KEYS[1]) must be the stream key followed by ' ..
+      '":meta", with a non-empty stream key: otherwise the broadcast\'s keys collapse into one')
+  end
   local stream = string.sub(metaKey, 1, #metaKey - 5) -- strip ':meta'
   -- (producerPrefix: the once-only publish hashes, read and written by lua/producers.lua)
   local b = { meta = metaKey, stream = stream, producerPrefix = stream .. ':producer:' }

@@ -33,8 +33,10 @@
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
            A repeated finish (sent again after its reply was lost) of a job this claim completed
-           or failed for good gets that status again, and changes nothing; one whose job was
-           removed at once (keep '0') gets 'missing'.
+           or failed for good gets that status again, and changes nothing; so does one whose
+           claim put the job back for a retry ('retried' or 'delayed': the job's `rf` field keeps
+           '<fence>:<status>' of the last such finish), even once the job is claimed again; one
+           whose job was removed at once (keep '0') gets 'missing'.
   Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the
@@ -61,9 +63,13 @@
     group.keep: the retention rule for the outcome ('' | '0' | 'count:N' | 'age:MS' | 'agecount:MS:N').
     group.durationMs: processing time (ms), for the metrics.
   Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
-           up to fetchCount next jobs.
-  Errors   ERR_INVALID (an argument, named with its group; a count that does not match the groups
-           sent), ERR_WRONG_TYPE. Every job is checked before the first write.
+           up to fetchCount next jobs. A job the call refuses (a bad argument of its group, or its
+           job key holding another type) is left as it was, and its status is that coded error
+           (an error reply in its slot: ERR_INVALID naming the group, ERR_WRONG_TYPE); the other
+           jobs are finished as if it had not been sent.
+  Errors   ERR_INVALID (a head argument; a count that does not match the groups sent),
+           ERR_WRONG_TYPE (a key shared by the call: metrics, the fetch's keys). Every job is
+           checked before the first write.
 
   A failure for good is stored by lua/outcomes.lua storeFailure, as stalled recovery stores one.
   Events   'failed' and 'retrying' (with `delay`, ms from the server's now, for a retry after a
@@ -118,6 +124,15 @@ local FINISH_TYPES = {
   events = { 'events', 'stream' },
 }
 
+-- The status ('retried' or 'delayed') a finish of claim `fence` gave job `jk` when it put the job
+-- back for a retry, from the job's `rf` field ('<fence>:<status>', written by applyFinish), or nil.
+-- Read only when a finish finds the job no longer its claim's (off the hot path).
+local function repeatedRetry(jk, fence)
+  local f, status = string.match(redis.call('HGET', jk, 'rf') or '', '^(%d+):(%a+)$')
+  if f and tonumber(f) == fence then return status end
+  return nil
+end
+
 --[[ The check phase for one job `j` (a decoded argument group), writing nothing: reads the job's
   hash, decides its status and checks the types of the keys the write phase will write for it.
   Returns status ('completed', 'failed', 'retried', 'delayed', 'stale' or 'missing'), then for an
@@ -146,7 +161,9 @@ local function planFinish(k, j, consumer, seen, announce)
     -- its reply was lost). Only a finish leaves a finished job with its claim's fence (a stall
     -- that fails a job moves the fence on, lua/reclaim.lua).
     if tonumber(cur[2]) == j.fence and (cur[1] == 'completed' or cur[1] == 'failed') then return cur[1] end
-    return 'stale'
+    -- a finish of this claim that put the job back for a retry left its mark (`rf`, applyFinish):
+    -- the repeat gets the same status, whatever the job did since (a stall or release leaves no mark)
+    return repeatedRetry(jk, j.fence) or 'stale'
   end
   local src, sid = cur[4], cur[5]
   local lists = src ~= 's'
@@ -197,9 +214,9 @@ local function hasRepeatedId(jobs)
   local n = #jobs
   if n > 8 then return true end
   for i = 2, n do
-    local id = jobs[i].jobId
+    local id = jobs[i] and jobs[i].jobId -- (false: a refused job, see glidemq_finishMany)
     for j = 1, i - 1 do
-      if jobs[j].jobId == id then return true end
+      if id and jobs[j] and jobs[j].jobId == id then return true end
     end
   end
   return false
@@ -250,13 +267,13 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
   if status == 'delayed' then
-    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed')
+    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed', 'rf', string.format('%d:delayed', j.fence))
     redis.call('ZADD', k.scheduled, now + j.retryDelay, id)
     groupHoldDelayed(k, id, jk)
     emit(k, 'retrying', id, 'reason', value, 'delay', j.retryDelay)
     return
   end
-  redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value)
+  redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'rf', string.format('%d:retried', j.fence))
   requeue(k, id, jk)
   emit(k, 'retrying', id, 'reason', value)
 end
@@ -292,7 +309,8 @@ end)
 
 register('glidemq_finishMany', function(keys, args)
   local k = keysFor(keys[1])
-  local a, jobs = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count')
+  -- isolated groups: a job with a bad argument is refused alone (false in jobs, its error in refused)
+  local a, jobs, refused = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count', true)
   local consumer = a.consumer
   -- check phase: every job's hash is read, and every key type checked, before the first write.
   -- What the write phase needs per job goes in statuses (the reply), acks, and j.jk: an eighth
@@ -309,7 +327,14 @@ register('glidemq_finishMany', function(keys, args)
   local mades, listSrcs, listSids
   local lists, anyCompleted, anyFailed = false, false, false
   for i, j in ipairs(jobs) do
-    local status, jk, src, sid, made, jobLists = planFinish(k, j, consumer, seen, announce)
+    local ok, status, jk, src, sid, made, jobLists = false, refused and refused[i]
+    if j then ok, status, jk, src, sid, made, jobLists = pcall(planFinish, k, j, consumer, seen, announce) end
+    if not ok then
+      -- refused (a bad argument, or a key of its own holds another type): this job is left as it
+      -- is, its status is the coded error, and the others are finished as if it were not here
+      if j then status = codedError('glidemq_finishMany', status) end
+      jk = nil
+    end
     statuses[i] = status
     if jk then
       j.jk = jk
@@ -337,7 +362,7 @@ register('glidemq_finishMany', function(keys, args)
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   for i, j in ipairs(jobs) do
-    local jk = j.jk
+    local jk = j and j.jk
     if jk then
       local status = statuses[i]
       local src = listSrcs and listSrcs[i] or 's'

@@ -20,7 +20,30 @@
  * keeps the round trip of its calls (rttMs), which sizes the worker's prefetch.
  */
 import type { Client } from './connection.js';
+import { fromServerError, GlideMQError } from './errors.js';
 import { callFunction } from './library.js';
+
+/**
+ * The server refused to store this one request (a coded ERR_INVALID or ERR_WRONG_TYPE: a bad
+ * argument of its own, or its job key holding another type) and left its job as it was. In a
+ * batch the other requests were stored as usual (lua/finish.lua). `next` holds the request's share
+ * of the next jobs the call claimed: the caller runs them.
+ */
+export class FinishRefusedError extends Error {
+  constructor(
+    readonly refusal: GlideMQError,
+    readonly next: unknown[],
+  ) {
+    super(refusal.message);
+    this.name = 'FinishRefusedError';
+  }
+}
+
+/** A coded refusal of one finish, as the server answers it. */
+function asRefusal(err: unknown): GlideMQError | undefined {
+  const e = fromServerError(err);
+  return e instanceof GlideMQError && (e.code === 'ERR_INVALID' || e.code === 'ERR_WRONG_TYPE') ? e : undefined;
+}
 
 export interface FinishRequest {
   id: string;
@@ -132,10 +155,17 @@ export class FinishBatcher {
       const reports = this.takeReports();
       if (batch.length === 1 && reports === '') {
         const r = batch[0].req;
-        const reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
-          r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs, r.ahead ? '1' : '0',
-          ...this.terms,
-        ])) as unknown[];
+        let reply: unknown[];
+        try {
+          reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
+            r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs, r.ahead ? '1' : '0',
+            ...this.terms,
+          ])) as unknown[];
+        } catch (err) {
+          // a refusal of the one job the call named is that job's alone
+          const refusal = asRefusal(err);
+          throw refusal ? new FinishRefusedError(refusal, []) : err;
+        }
         done();
         batch[0].resolve(reply);
         return;
@@ -156,7 +186,12 @@ export class FinishBatcher {
       batch.forEach((p, i) => {
         const share = reply.slice(next, next + p.req.fetchCount);
         next += share.length;
-        p.resolve([reply[i], ...share]);
+        // a job the server refused alone: its slot holds the coded error, the others were stored
+        const status = reply[i];
+        const refusal = status instanceof Error ? asRefusal(status) : undefined;
+        if (refusal) p.reject(new FinishRefusedError(refusal, share));
+        else if (status instanceof Error) p.reject(fromServerError(status));
+        else p.resolve([status, ...share]);
       });
     } catch (err) {
       done();

@@ -36,7 +36,7 @@ import { encodeRetention } from './options.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
 import { Maintenance, STALLED_REASON } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
-import { FinishBatcher, type FinishRequest } from './finish-batch.js';
+import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
@@ -578,7 +578,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.afterSlotFreed();
       return;
     }
-    const { reply, next } = finished;
+    const { reply, next, refused } = finished;
+    if (refused) {
+      // the server refused to store this run's outcome: the job failed with the reason instead
+      outcome = 'failed';
+      value = refused.value;
+      error = new Error(refused.value);
+      request.stack = undefined;
+    }
     const status = String(reply[0]);
     if (status === 'completed' || status === 'failed' || status === 'retried' || status === 'delayed') {
       job.attemptsMade++;
@@ -608,8 +615,12 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * claims to dispatch once the run is gone (the next jobs, and a newer claim of this job that
    * arrived after a finish that still counted: a retry), or undefined when the finish failed.
    */
-  private async finishRun(run: Run<D, R>, request: FinishRequest): Promise<{ reply: unknown[]; next: ClaimReply[] } | undefined> {
+  private async finishRun(
+    run: Run<D, R>,
+    request: FinishRequest,
+  ): Promise<{ reply: unknown[]; next: ClaimReply[]; refused?: FinishRequest } | undefined> {
     const next: ClaimReply[] = [];
+    let refused: FinishRequest | undefined;
     for (;;) {
       const fence = run.job.claim?.fence ?? '';
       const closes = this.closes;
@@ -617,6 +628,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       try {
         reply = await this.finisher.finish({ ...request, fence });
       } catch (err) {
+        if (err instanceof FinishRefusedError && !refused) {
+          // only this job's finish was refused (the others of its batch were stored): it fails
+          // with the reason, so it neither stalls nor runs again with what the server refuses
+          next.push(...(err.next as ClaimReply[]));
+          request = refused = refusalFailure(run.job.id, request, err);
+          continue;
+        }
         this.emitError(err);
         if (run.next) next.push(run.next);
         next.forEach((c) => queueMicrotask(() => this.dispatch(c)));
@@ -637,19 +655,22 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         continue;
       }
       if (newer) next.push(newer);
-      return { reply: [this.repeatedStatus(reply[0], request, closes), ...reply.slice(1)], next };
+      return { reply: [this.repeatedStatus(reply[0], request, closes), ...reply.slice(1)], next, refused };
     }
   }
 
   /**
    * A finish sent before the connection closed may have been applied, and then sent again by the
    * client: the repeat finds the job finished. glidemq_finish answers a repeat with the stored
-   * outcome while the job is kept; a job removed at once on completion (keep '0') is gone, and its
-   * repeat says 'missing': the processor completed and the job is gone, as it would have been.
+   * outcome while the job is kept (and the retry a failure asked for, lua/finish.lua); a job removed
+   * at once on completion or failure (keep '0') is gone, and its repeat says 'missing': the outcome
+   * was stored and the job is gone, as it would have been. Only a result that was not stored is lost.
    */
   private repeatedStatus(status: unknown, request: FinishRequest, closesAtSend: number): unknown {
     const repeated = this.closes !== closesAtSend && status === 'missing';
-    return repeated && request.outcome === 'completed' && request.keep === '0' ? 'completed' : status;
+    if (!repeated || request.keep !== '0') return status;
+    // keep '0' removes a job only when its outcome is final: a failure with a retry left keeps it
+    return request.outcome === 'completed' ? 'completed' : 'failed';
   }
 
   /**
@@ -983,6 +1004,18 @@ function serialiseResult(result: unknown): string {
   }
   if (text === undefined) throw new UnrecoverableError(`the processor returned a ${typeof result}, which cannot be stored as JSON`);
   return text;
+}
+
+/**
+ * The failure stored in place of a finish the server refused: the reason names the refusal and
+ * what to change; kept whatever the job's retention says (its rule may be what was refused), and
+ * not retried (a retry would meet the same refusal).
+ */
+function refusalFailure(id: string, request: FinishRequest, err: FinishRefusedError): FinishRequest {
+  const value =
+    `job ${id}: glidemq refused to store its ${request.outcome} outcome (${err.refusal.message}); ` +
+    'the job is failed instead: correct what the refusal names (the job\'s options, or the key another program wrote) and add the job again';
+  return { ...request, outcome: 'failed', value, stack: undefined, retryDelay: -1, keep: '', fetchCount: 0, ahead: false };
 }
 
 /** Whether claim fence `a` came after `b` (fences count up per job; a missing one is oldest). */

@@ -6,6 +6,7 @@ import { InvalidArgumentError, SubscriptionNotFoundError, WrongTypeError } from 
 import { callFunction } from '../../src/engine/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
+import { keyspaceFingerprint } from '../helpers/keyspace.js';
 
 describe('Broadcast (real valkey-server)', () => {
   const server = useServer();
@@ -93,6 +94,24 @@ describe('Broadcast (real valkey-server)', () => {
     expect(() => new BroadcastWorker('x', 's', () => undefined, { autorun: false, subjects: ['a.>.b'] })).to.throw(InvalidArgumentError);
     expect(() => new BroadcastWorker('x', 's', () => undefined, { autorun: false, startFrom: 'yesterday' })).to.throw(InvalidArgumentError);
     expect(() => new Broadcast('x', { maxMessages: -1 })).to.throw(InvalidArgumentError);
+  });
+
+  it('publish and subscribe refuse a meta key whose keys collapse into one, before any write', async () => {
+    const b = broadcast(uniqueQueue('bckeys'));
+    await b.publish('orders.new', { a: 1 }); // the library is loaded
+    const before = await keyspaceFingerprint(raw);
+    // '': the stream key would be '' too; 'meta' and ':meta': no stream name before ':meta'
+    for (const meta of ['', 'meta', ':meta', 'x']) {
+      const calls: [string, string[]][] = [
+        ['glidemq_bcPublish', ['0', '', '0', '0', 'orders.new', '{"a":1}']],
+        ['glidemq_bcSubscribe', ['subA', '0', '["orders.*"]']],
+      ];
+      for (const [fn, argv] of calls) {
+        const err = await raw.fcall(fn, 1, meta, ...argv).then(() => undefined, (e: Error) => e);
+        expect(String(err), `${fn} with meta key "${meta}"`).to.match(/ERR_INVALID broadcast meta key ".*" \(KEYS\[1\]\) must be/);
+        expect(await keyspaceFingerprint(raw), `${fn} with meta key "${meta}" left the keyspace as it was`).to.equal(before);
+      }
+    }
   });
 
   it('maxMessages trims the oldest on publish even when a subscription has not read them', async () => {

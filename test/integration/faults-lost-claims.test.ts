@@ -8,7 +8,7 @@
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
-import { useServer } from '../helpers/valkey.js';
+import { useServer, waitFor } from '../helpers/valkey.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { Ledger } from '../helpers/ledger.js';
 import { uniqueQueue } from '../helpers/engine.js';
@@ -26,6 +26,58 @@ describe('faults: claims whose reply was lost are taken back on reconnect', func
     ['finish replies (priority jobs, claimed from a list)', /glidemq_finish/, { priority: 1 }],
     ['blocking reads', 'XREADGROUP', {}], // (a command name: matched case-insensitively)
   ];
+  it('a finish whose reply was cut after it stored a retry is not lost: the resend finds the retry of its own claim', async () => {
+    const name = uniqueQueue('lostretry');
+    const ledger = new Ledger();
+    const queue = new Queue(name, { connection: server().url });
+    const worker = new Worker(
+      name,
+      async (job) => {
+        ledger.ran(job.id);
+        if (job.attemptsMade === 0) throw new Error('first attempt fails');
+        return 'ok';
+      },
+      { connection: via(), lockDuration: LOCK_MS, blockTimeout: 300 },
+    );
+    const events: string[] = [];
+    worker.on('error', () => undefined);
+    worker.on('lost', (job, status) => events.push(`lost ${job.id} ${status}`));
+    worker.on('lockLost', (id) => events.push(`lockLost ${id}`));
+    worker.on('failed', (job) => events.push(`failed ${job.id}`));
+    closeAfter(() => queue.close(), () => worker.close(true));
+    await worker.waitUntilReady();
+    // the first finish (the failure, which puts the job back and claims it again) runs on the
+    // server and its reply is lost; the client sends it again on the new connection
+    const cut = proxy().cutOn(/glidemq_finish/, { forward: true, replyWaitMs: 1000 });
+    const job = await queue.add('j', {}, { attempts: 2 });
+    ledger.added.add(job.id);
+    await cut;
+    await ledger.settle(queue, 20000);
+    expect(ledger.runs.get(job.id), 'runs').to.equal(2);
+    expect(events, 'events').to.deep.equal([`failed ${job.id}`]);
+  });
+
+  it('lost still fires for a result that was not stored (the job was removed while it ran)', async () => {
+    const name = uniqueQueue('lostgone');
+    const queue = new Queue(name, { connection: server().url });
+    let removed!: () => void;
+    const gone = new Promise<void>((r) => (removed = r));
+    const worker = new Worker(name, async () => {
+      await gone;
+      return 'ok';
+    }, { connection: via(), blockTimeout: 300 });
+    const lost: string[] = [];
+    worker.on('error', () => undefined);
+    worker.on('lost', (job, status) => lost.push(`${job.id} ${status}`));
+    closeAfter(() => queue.close(), () => worker.close(true));
+    const job = await queue.add('j', {});
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'active', 'the job runs');
+    await queue.client.del(queue.keys.job(job.id));
+    removed();
+    await waitFor(() => lost.length > 0, 'a lost event');
+    expect(lost).to.deep.equal([`${job.id} missing`]);
+  });
+
   for (const [what, pattern, opts] of kinds) {
     it(`cut ${what}: every job completes, none fails or counts a stall`, async () => {
       const name = uniqueQueue('lost');

@@ -83,18 +83,61 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     expect(await q.client.xlen(q.keys.stream)).to.equal(0);
   });
 
-  it('refuses an unknown outcome before writing anything', async () => {
+  it('refuses a job with an unknown outcome alone: its slot holds the error, the other job is finished', async () => {
     const name = uniqueQueue();
     const q = h.queue(name);
     await q.waitUntilReady();
     const a = await q.add('a', {});
     const b = await q.add('b', {});
     const claims = new Map(await claim(q.client as Redis, q.keys.meta, 2));
-    const err = await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 2, 0, '0', '', 30_000, 1,
+    const before = await q.client.hgetall(q.keys.job(b.id));
+    const reply = (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 2, 0, '0', '', 30_000, 1,
       a.id, claims.get(a.id)!, 'completed', '1', -1, '', 0,
-      b.id, claims.get(b.id)!, 'exploded', '1', -1, '', 0).then(() => undefined, (e: Error) => e);
-    expect(String(err)).to.match(/ERR_INVALID/);
-    expect((await q.getJob(a.id))?.state).to.equal('active');
+      b.id, claims.get(b.id)!, 'exploded', '1', -1, '', 0)) as unknown[];
+    expect(reply[0]).to.equal('completed');
+    expect(String(reply[1])).to.match(/^ReplyError: ERR_INVALID glidemq_finishMany: group 2 argument outcome must be/);
+    expect((await q.getJob(a.id))?.state).to.equal('completed');
+    expect(await q.client.hgetall(q.keys.job(b.id))).to.deep.equal(before);
+  });
+
+  it('a job whose finish is refused fails alone with the reason; the others of its batch complete and nothing stalls', async () => {
+    const name = uniqueQueue();
+    const q = h.queue(name);
+    const N = 6;
+    const jobs = await q.addBulk(Array.from({ length: N }, (_, i) => ({ name: 'n', data: { i } })));
+    // another program made one job's stored retention one the server refuses (over 2^53 - 1)
+    const bad = jobs[2];
+    const opts = JSON.parse((await q.client.hget(q.keys.job(bad.id), 'opts')) ?? '{}');
+    await q.client.hset(q.keys.job(bad.id), 'opts', JSON.stringify({ ...opts, removeOnComplete: 1e17 }));
+    const runs = new Map<string, number>();
+    const stalled: string[] = [];
+    const failed = new Map<string, string>();
+    let started = 0;
+    let release!: () => void;
+    const together = new Promise<void>((r) => (release = r));
+    // every result is ready in the same turn: they go to the server in batches of several
+    const w = h.worker(name, async (job: Job) => {
+      runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+      if (++started === N) release();
+      await together;
+      return 'ok';
+    }, { concurrency: N, lockDuration: 1000, stalledInterval: 200 });
+    w.on('error', () => undefined);
+    w.on('stalled', (id: string) => stalled.push(id));
+    w.on('failed', (job: Job) => failed.set(job.id, job.failedReason ?? ''));
+    await waitFor(() => w.finished.completed === N - 1 && w.finished.failed === 1, 'five completed and one failed', 10000);
+    expect([...failed.keys()]).to.deep.equal([bad.id]);
+    expect(failed.get(bad.id)).to.match(/refused to store its completed outcome \(.*keep must be a retention rule.*\); the job is failed instead/);
+    const stored = await q.getJob(bad.id);
+    expect(stored?.state).to.equal('failed');
+    expect(stored?.failedReason).to.equal(failed.get(bad.id));
+    for (const j of jobs) if (j.id !== bad.id) expect((await q.getJob(j.id))?.state, `job ${j.id}`).to.equal('completed');
+    // a stalled check runs every 200 ms with a 1 s lock: give it time to find anything left active
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(stalled).to.deep.equal([]);
+    expect([...runs.values()]).to.deep.equal(Array(N).fill(1));
+    const counts = await q.getJobCounts();
+    expect(counts.active + counts.waiting).to.equal(0);
   });
 
   it('refuses a short second group (count says 2, one and a half groups sent) and changes nothing', async () => {
