@@ -210,4 +210,24 @@ describe('BullMQ compatibility: rate limiter', function () {
     await w.rateLimit(HOUR);
     for (const ttl of [await q.getRateLimitTtl(), await q.getRateLimitTtl(1)]) expect(ttl).to.be.within(HOUR - 5000, HOUR);
   });
+
+  it('the job that hit the limit goes back first: after worker.rateLimit + RateLimitError the queue keeps its order', async () => {
+    for (const priority of [undefined, 3]) {
+      const q = queue();
+      const jobs = await q.addBulk(['a', 'b', 'c'].map((name) => ({ name, data: {}, opts: priority ? { priority } : {} })));
+      const order: string[] = [];
+      let w: Worker | undefined;
+      w = worker(q, async (job: Job) => {
+        order.push(job.name);
+        if (order.length === 1) {
+          await w!.rateLimit(300);
+          throw Worker.RateLimitError();
+        }
+        return 'ok';
+      });
+      await waitFor(async () => (await q.getJob(jobs[2].id))?.state === 'completed', 'the last job completed');
+      expect(order, `priority ${String(priority)}`).to.deep.equal(['a', 'a', 'b', 'c']);
+      await w.close();
+    }
+  });
 });
