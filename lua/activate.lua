@@ -219,7 +219,10 @@ activateEntry = function(k, sid, id, consumer, now, ahead)
   return claimJob(k, id, jk, out, fence, consumer, now, 's', ahead, returned)
 end
 
--- Gives a delivered but not activated entry back to the queue (paused, or no global slot).
+-- Gives a delivered but not activated entry back to the queue (paused, or no global slot or rate
+-- room), ahead of the stream it came from: the LIFO list's tail (claims take that list before the
+-- stream; a job a worker gives back, lua/release.lua, goes to its head). The caller checked the
+-- LIFO list's type.
 handBack = function(k, sid, id)
   local jk = jobKey(k, id)
   local st = redis.pcall('HMGET', jk, 'state', 'sid')
@@ -229,8 +232,8 @@ handBack = function(k, sid, id)
   redis.call('XACK', k.stream, GROUP, sid)
   redis.call('XDEL', k.stream, sid)
   if st[1] == 'waiting' then
-    local nsid = redis.call('XADD', k.stream, '*', 'id', id)
-    redis.call('HSET', jk, 'sid', nsid)
+    redis.call('RPUSH', k.lifo, id)
+    redis.call('HDEL', jk, 'sid') -- its stream entry is gone
   end
 end
 

@@ -37,10 +37,10 @@
   never handed out again.
   Returns  a flat list: ts, id1, created1, id2, created2, ...: ts is the server time (ms) stored as
            the ts of the jobs the call created; created 1 = added; 0 = a job with that custom id
-           already existed and nothing was written for it; 2 = deduplicated: the id is the earlier
-           job's and nothing was written; 3 = debounced: the id is the earlier delayed job's, which
-           took this add's data and delay. A repeated call (same producer and seq) gets the
-           first run's reply.
+           already existed and nothing was written for it but the event 'duplicated'; 2 =
+           deduplicated: the id is the earlier job's and nothing was written; 3 = debounced: the
+           id is the earlier delayed job's, which took this add's data and delay. A repeated call
+           (same producer and seq) gets the first run's reply.
   Errors   ERR_INVALID (an argument, named with its job), ERR_TOO_LARGE (data over maxPayload),
            ERR_WRONG_TYPE (a key the call writes holds another type: another program wrote to it).
            Every job of the call is checked, and the type of every key it writes, before the first
@@ -241,6 +241,7 @@ register('glidemq_add', function(keys, args)
       id = nextJobId(k)
     elseif redis.call('EXISTS', jobKey(k, id)) == 1 then
       created = 0
+      emit(k, 'duplicated', id) -- BullMQ's QueueEvents 'duplicated': the add was ignored
     end
     if created == 1 then
       insertJob(k, now, id, job.name, job.data, job.delay, job.priority, job.lifo, job.attempts, job.opts, job.group)

@@ -24,8 +24,9 @@
   glidemq_activate: activates what a blocking XREADGROUP delivered to `consumer` (that read
   cannot run inside a function). Stream entries become active claims; wake entries are acked
   and turned into priority/LIFO/group pops. While paused, or with no global slot free or no
-  start left in the rate window, delivered stream entries are handed back to the queue (to its
-  tail, where the worker's fetch after the wait finds them) instead of being held.
+  start left in the rate window, delivered stream entries are handed back to the queue ahead of
+  the stream, in their order (the LIFO list's tail, where the worker's fetch after the wait finds
+  them: they keep their place, as BullMQ's rate-limited jobs do) instead of being held.
   KEYS[1]  meta key.
   ARGV[1]  consumer: the worker's consumer name (the read was made as it).
   ARGV[2]  want: free slots of the worker (0..10000): at most this many claims are made.
@@ -107,9 +108,11 @@ register('glidemq_activate', function(keys, args)
     if room < free then free = room end
   end
   if #entries > 0 then requireTypes(k, STREAM_TYPES) end
-  if #wakeIds > 0 then requireTypes(k, LIST_TYPES) end -- wake acks, then list pops
+  -- wake acks, then list pops; entries handed back go to the LIFO list
+  if #wakeIds > 0 or #entries > free then requireTypes(k, LIST_TYPES) end
   listening(k, now, m) -- kept for the claims below (lua/activate.lua)
   claimTerms(k, a.lockMs, a.maxStalledCount, m)
+  local handedBack = false
   for _, e in ipairs(entries) do
     if free > 0 then
       local job = activateEntry(k, e.entryId, e.jobId, consumer, now)
@@ -119,8 +122,11 @@ register('glidemq_activate', function(keys, args)
       end
     else
       handBack(k, e.entryId, e.jobId)
+      handedBack = true
     end
   end
+  -- a worker blocked on the stream reads the wake stream too: it finds them in the LIFO list
+  if handedBack then wakeWorkers(k) end
   for _, wid in ipairs(wakeIds) do
     redis.call('XACK', k.wake, GROUP, wid)
     redis.call('XDEL', k.wake, wid)
@@ -137,7 +143,7 @@ register('glidemq_activate', function(keys, args)
   local claimed = #out - 1
   if m[4] then RATE.record(k, now, m, out, 2) end
   -- the rate window is full (or held) and the worker had room for more: it waits, then fetches
-  -- (the entries handed back above are at the stream's tail for that fetch)
+  -- (the entries handed back above are in the LIFO list, ahead of the stream, for that fetch)
   if room <= claimed and claimed < a.want then
     local _, wait = RATE.room(k, now, m)
     if wait > 0 then

@@ -1,5 +1,7 @@
 --[[ release.lua — glidemq_release: gives back claims a worker holds but will not run (prefetched
-  jobs at close). Each owned claim is released and the job re-queued where its options say.
+  jobs at close, a job whose processor threw RateLimitError). Each owned claim is released and the
+  job goes back first in line, as BullMQ's does: it was taken before every job still waiting (a
+  group job goes back to its group).
   Every job hash is read, and the type of every key the release and requeue write checked,
   before the first write.
   KEYS[1]  meta key.
@@ -14,6 +16,23 @@
 do
 local RELEASE_HEAD = { 'consumer', ARG.nonEmpty }
 local RELEASE_CLAIM = { 'jobId', ARG.jobId, 'fence', ARG.fence }
+
+-- Puts a released job ahead of the jobs still waiting: first of its priority (sequence 0; adds
+-- count from 1), else at the head of the LIFO list, which workers take before the stream.
+local function requeueFirst(k, id, jk)
+  local f = redis.call('HMGET', jk, 'priority', 'grp')
+  if f[2] then return groupEnqueue(k, id, jk, f[2]) end
+  local priority = toInt(f[1], 0)
+  if priority > 0 then
+    redis.call('ZADD', k.prioritized, priority * PRIORITY_SHIFT, id)
+    redis.call('HSET', jk, 'state', 'prioritized')
+  else
+    redis.call('LPUSH', k.lifo, id)
+    redis.call('HSET', jk, 'state', 'waiting')
+    redis.call('HDEL', jk, 'sid') -- its stream entry is gone (releaseActive)
+  end
+  wakeWorkers(k)
+end
 
 register('glidemq_release', function(keys, args)
   local k = keysFor(keys[1])
@@ -30,12 +49,13 @@ register('glidemq_release', function(keys, args)
       requireRequeueTypes(k, f[5] or nil)
     end
   end
-  -- write phase
+  -- write phase: the last claim first, so that each pushed ahead keeps the claims' order
   local released = 0
-  for _, c in ipairs(claims) do
+  for i = #claims, 1, -1 do
+    local c = claims[i]
     if c.jk then
       releaseActive(k, c.jobId, c.jk)
-      requeue(k, c.jobId, c.jk)
+      requeueFirst(k, c.jobId, c.jk)
       released = released + 1
     end
   end

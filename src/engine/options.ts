@@ -76,6 +76,8 @@ export interface JobOptions {
   dedup?: DedupOptions;
   /** Deduplication by id, BullMQ's form (see DeduplicationOptions). Not with `dedup`. */
   deduplication?: DeduplicationOptions;
+  /** BullMQ's deprecated name for `deduplication` ({ id, ttl? }); `deduplication` wins when both are given. */
+  debounce?: DeduplicationOptions;
   /** The job's creation time as the application sees it (ms since the epoch; job.timestamp).
    * Shown only: its delay, dedup windows and the age clean uses count from the server's clock. */
   timestamp?: number;
@@ -117,6 +119,19 @@ export function encodeDedup(d: DedupOptions | undefined, delay: number): [string
   if ((mode === 'throttle' || mode === 'extend') && ttl === 0) throw invalid(`dedup mode ${mode} needs a ttl > 0`);
   if (mode === 'debounce' && delay <= 0) throw invalid('dedup mode debounce needs a delay > 0 (the job waits out the quiet period)');
   return [d.id, ttl, mode];
+}
+
+/**
+ * BullMQ's deduplication of a job: `deduplication`, or else `debounce`, its deprecated alias, which
+ * BullMQ refuses without an id (as it does `deduplication`).
+ */
+export function bullmqDeduplication(opts: Pick<JobOptions, 'deduplication' | 'debounce'>): DeduplicationOptions | undefined {
+  if (opts.deduplication !== undefined || opts.debounce === undefined) return opts.deduplication;
+  const d = opts.debounce;
+  if (typeof d !== 'object' || d === null || typeof d.id !== 'string' || d.id.length === 0) {
+    throw invalid('Debounce id must be provided: debounce (BullMQ\'s old name for deduplication) needs { id: a non-empty string, ttl? }');
+  }
+  return d;
 }
 
 /**
@@ -259,10 +274,10 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (group && (opts.priority !== undefined || opts.lifo)) {
     throw invalid("a group job runs in its group's order: it cannot be prioritized or LIFO");
   }
-  if (opts.dedup !== undefined && opts.deduplication !== undefined) {
+  if (opts.dedup !== undefined && (opts.deduplication ?? opts.debounce) !== undefined) {
     throw invalid('a job takes dedup (glidemq\'s form) or deduplication (BullMQ\'s form), not both: keep one (the defaultJobOptions count too)');
   }
-  const dedup = opts.dedup ?? fromDeduplication(opts.deduplication, delay);
+  const dedup = opts.dedup ?? fromDeduplication(bullmqDeduplication(opts), delay);
   const stored: StoredOptions = {};
   if (opts.timestamp !== undefined) {
     if (typeof opts.timestamp !== 'number' || !Number.isFinite(opts.timestamp) || opts.timestamp < 0) {

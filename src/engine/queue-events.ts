@@ -73,6 +73,8 @@ export interface QueueEventsListener<R = any> {
   /** `returnvalue` is parsed from its JSON; undefined for an event written while no QueueEvents listened. */
   completed: (args: { jobId: string; returnvalue: R; prev?: string }, id: string) => void;
   /** `jobId` is the job the add was folded into (no new job was created). */
+  /** An add named the custom jobId of an existing job and was ignored. */
+  duplicated: (args: { jobId: string }, id: string) => void;
   deduplicated: (args: { jobId: string; deduplicationId: string; deduplicatedJobId?: string }, id: string) => void;
   /** glidemq's debounce mode: the waiting delayed job `jobId` took a later add's data and delay. */
   debounced: (args: { jobId: string; debounceId: string }, id: string) => void;
@@ -405,6 +407,9 @@ export class QueueEvents<R = any> extends SafeEmitter {
         return;
       case 'removed':
         this.emit('removed', { jobId, prev: f.prev }, id);
+        return;
+      case 'duplicated':
+        this.emit('duplicated', { jobId }, id);
         return;
       case 'deduplicated':
         this.emit('deduplicated', { jobId, deduplicationId: f.dedupId ?? f.deduplicationId ?? '', deduplicatedJobId: f.deduplicatedJobId }, id);

@@ -26,6 +26,8 @@ import { DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob, type JobOpt
 import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from './bulk-add.js';
 import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
+import { deduplicationJobId, removeDeduplicationKey } from './dedup-queries.js';
+import { rateLimitTtl, removeGlobalRateLimit, setGlobalRateLimit } from './rate-limits.js';
 import { SafeEmitter } from './safe-emitter.js';
 import { Producer } from './producer.js';
 import { listWorkers, oldestWaitingAge, type WorkerInfo } from './worker-registry.js';
@@ -116,7 +118,9 @@ export class Queue extends SafeEmitter {
     await this.waitUntilReady();
     // reply: the server's ts of the call, then id, created
     const r = (await this.addCall([group])) as (string | number)[];
-    return this.describeAdded(String(r[1]), name, String(group[2]), opts, Number(r[0]), Number(r[2]));
+    const job = this.describeAdded(String(r[1]), name, String(group[2]), opts, Number(r[0]), Number(r[2]));
+    if (job.created) this.emit('waiting', job); // BullMQ's Queue event, for each job an add created
+    return job;
   }
 
   /** One glidemq_add call for `groups` (encoded jobs), numbered for once-only adds. */
@@ -134,7 +138,9 @@ export class Queue extends SafeEmitter {
     const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
     await this.waitUntilReady();
     const added = await addEncoded(this.addTarget(), enc);
-    return bulk.map((j, i) => this.describeAdded(added.ids[i], j.name, enc.datas[i], enc.opts[i], added.ts[i], added.codes[i]));
+    const jobs = bulk.map((j, i) => this.describeAdded(added.ids[i], j.name, enc.datas[i], enc.opts[i], added.ts[i], added.codes[i]));
+    for (const job of jobs) if (job.created) this.emit('waiting', job);
+    return jobs;
   }
 
   /**
@@ -419,8 +425,40 @@ export class Queue extends SafeEmitter {
     return (await this.client.hget(this.keys.meta, 'paused')) === '1';
   }
 
+  /** Removes job `id`; emits 'removed' with the id when it did (BullMQ's Queue event). */
   async remove(id: string, opts: { force?: boolean } = {}): Promise<boolean> {
-    return (await this.call('glidemq_removeJob', [id, opts.force ? '1' : '0'])) === 1;
+    const removed = (await this.call('glidemq_removeJob', [id, opts.force ? '1' : '0'])) === 1;
+    if (removed) this.emit('removed', id);
+    return removed;
+  }
+
+  /** The job dedup id `id` points at while it still deduplicates adds, else null (src/engine/dedup-queries.ts). */
+  async getDeduplicationJobId(id: string): Promise<string | null> {
+    await this.waitUntilReady();
+    return deduplicationJobId(this.client, this.keys, id);
+  }
+
+  /** Forgets dedup id `id`, so the next add with it creates a job: 1 if it was there, else 0. */
+  async removeDeduplicationKey(id: string): Promise<number> {
+    await this.waitUntilReady();
+    return removeDeduplicationKey(this.client, this.keys, id);
+  }
+
+  /** At most `max` jobs start in any `duration` ms across the queue's workers (src/engine/rate-limits.ts). */
+  async setGlobalRateLimit(max: number, duration: number): Promise<void> {
+    await this.waitUntilReady();
+    await setGlobalRateLimit(this.client, this.keys, max, duration);
+  }
+
+  async removeGlobalRateLimit(): Promise<void> {
+    await this.waitUntilReady();
+    await removeGlobalRateLimit(this.client, this.keys);
+  }
+
+  /** How long the queue stays rate limited, in ms of the server's clock (BullMQ's form: src/engine/rate-limits.ts). */
+  async getRateLimitTtl(maxJobs?: number): Promise<number> {
+    await this.waitUntilReady();
+    return rateLimitTtl(this.client, this.keys, maxJobs);
   }
 
   async setGlobalConcurrency(n: number): Promise<void> {

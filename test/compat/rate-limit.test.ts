@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import { Worker, type Job, type Queue } from '../../src/index.js';
-import { useCompat } from '../helpers/compat.js';
+import { HOUR, rejection, useCompat } from '../helpers/compat.js';
 import { waitFor } from '../helpers/valkey.js';
 
 describe('BullMQ compatibility: rate limiter', function () {
@@ -177,5 +177,57 @@ describe('BullMQ compatibility: rate limiter', function () {
     let refused: unknown;
     await w.rateLimit(-1).catch((e) => (refused = e));
     expect(String(refused)).to.match(/rateLimit/);
+  });
+
+  it('queue.setGlobalRateLimit(max, duration) limits workers that have no limiter; getRateLimitTtl reports the wait; removeGlobalRateLimit ends it', async () => {
+    const q = queue();
+    expect(await q.getRateLimitTtl()).to.equal(-2);
+    await q.setGlobalRateLimit(2, 2000);
+    const jobs = await q.addBulk(Array.from({ length: 4 }, (_, i) => ({ name: 'n', data: { i } })));
+    let done = 0;
+    worker(q, async () => 'ok', { concurrency: 4 }).on('completed', () => done++);
+    await waitFor(() => done === 2, 'the first window of 2 jobs');
+    // the window is full: a start waits, and no more than 2 jobs start in it
+    const ttl = await q.getRateLimitTtl(2);
+    expect(ttl).to.be.within(1, 2000);
+    expect(await q.getRateLimitTtl()).to.be.within(1, 2000);
+    expect(await q.getRateLimitTtl(3)).to.equal(0);
+    expect(done).to.equal(2);
+    await waitFor(() => done === 4, 'the second window', 10000);
+    expect(mostStartsWithin(await startsOf(q, jobs.map((j) => j.id)), 2000)).to.be.at.most(2);
+    await q.removeGlobalRateLimit();
+    const more = await q.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: 'm', data: { i } })));
+    await waitFor(() => done === 10, 'all 6 more jobs, unlimited');
+    expect(mostStartsWithin(await startsOf(q, more.map((j) => j.id)), 2000)).to.equal(6);
+    for (const [max, duration] of [[0, 1000], [1, 0], [1.5, 1000]]) {
+      expect((await rejection(() => q.setGlobalRateLimit(max, duration))).message).to.match(/setGlobalRateLimit/);
+    }
+  });
+
+  it('getRateLimitTtl while worker.rateLimit(ms) holds the queue: the hold left, with or without maxJobs', async () => {
+    const q = queue();
+    const w = worker(q, async () => 'ok');
+    await w.rateLimit(HOUR);
+    for (const ttl of [await q.getRateLimitTtl(), await q.getRateLimitTtl(1)]) expect(ttl).to.be.within(HOUR - 5000, HOUR);
+  });
+
+  it('the job that hit the limit goes back first: after worker.rateLimit + RateLimitError the queue keeps its order', async () => {
+    for (const priority of [undefined, 3]) {
+      const q = queue();
+      const jobs = await q.addBulk(['a', 'b', 'c'].map((name) => ({ name, data: {}, opts: priority ? { priority } : {} })));
+      const order: string[] = [];
+      let w: Worker | undefined;
+      w = worker(q, async (job: Job) => {
+        order.push(job.name);
+        if (order.length === 1) {
+          await w!.rateLimit(300);
+          throw Worker.RateLimitError();
+        }
+        return 'ok';
+      });
+      await waitFor(async () => (await q.getJob(jobs[2].id))?.state === 'completed', 'the last job completed');
+      expect(order, `priority ${String(priority)}`).to.deep.equal(['a', 'a', 'b', 'c']);
+      await w.close();
+    }
   });
 });

@@ -96,8 +96,10 @@ describe('globalConcurrency (real valkey-server)', function () {
     await b.waitUntilReady(); // blocked in XREADGROUP: it does not know about a limit yet
     await q.setGlobalConcurrency(1);
     const second = await q.add('second', {});
-    // B's read delivers the entry; glidemq_activate finds no slot and gives it back in the same call
-    await waitFor(async () => (await q.client.xlen(q.keys.stream)) === 2 && (await jobHash(q, second.id)).sid !== undefined, 'delivery');
+    // B's read delivers the entry; glidemq_activate finds no slot and gives it back in the same call,
+    // ahead of the stream (the LIFO list), its place in line kept
+    await waitFor(async () => (await q.client.lrange(q.keys.lifo, 0, -1)).includes(second.id), 'delivery');
+    expect((await jobHash(q, second.id)).sid).to.equal(undefined);
     await waitFor(async () => {
       const pend = (await q.client.xpending(q.keys.stream, 'workers')) as [number];
       return pend[0] === 1;
