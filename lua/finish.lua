@@ -179,7 +179,7 @@ local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', OUT
 local FINISH_TYPES = {
   completed = { 'completed', 'zset' },
   failed = { 'failed', 'zset', 'events', 'stream' },
-  delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream' },
+  delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream', 'wake', 'stream' },
   events = { 'events', 'stream' },
 }
 
@@ -345,8 +345,8 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
   if status == 'delayed' then
-    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed')
-    redis.call('ZADD', k.scheduled, now + j.retryDelay, id)
+    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed', 'delay', j.retryDelay)
+    scheduleDue(k, id, now + j.retryDelay, now)
     groupHoldDelayed(k, id, jk)
     emit(k, 'retrying', id, 'reason', value, 'delay', j.retryDelay)
     return
