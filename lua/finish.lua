@@ -120,7 +120,7 @@ local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', OUT
 -- failure for good writes FAILURE_TYPES (lua/outcomes.lua).
 local FINISH_TYPES = {
   completed = { 'completed', 'zset' },
-  delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream' },
+  delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream', 'wake', 'stream' },
   events = { 'events', 'stream' },
 }
 
@@ -267,8 +267,9 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
   if status == 'delayed' then
-    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed', 'rf', string.format('%d:delayed', j.fence))
-    redis.call('ZADD', k.scheduled, now + j.retryDelay, id)
+    redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed', 'delay', j.retryDelay,
+      'rf', string.format('%d:delayed', j.fence))
+    scheduleDue(k, id, now + j.retryDelay, now)
     groupHoldDelayed(k, id, jk)
     emit(k, 'retrying', id, 'reason', value, 'delay', j.retryDelay)
     return

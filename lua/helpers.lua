@@ -187,6 +187,17 @@ local function wakeWorkers(k)
   redis.call('XADD', k.wake, 'MAXLEN', WAKE_MAXLEN, '*', 'w', '1')
 end
 
+-- Puts job `id` in the scheduled set, due at `at` (server ms). When it becomes the earliest there,
+-- a wake entry carrying the ms until it is due (relative to the server's TIME `now`) tells one
+-- waiting worker to promote then, instead of on its next tick; a later due time costs nothing.
+local function scheduleDue(k, id, at, now)
+  local first = redis.call('ZRANGE', k.scheduled, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', k.scheduled, at, id)
+  if first[2] == nil or at < tonumber(first[2]) then
+    redis.call('XADD', k.wake, 'MAXLEN', WAKE_MAXLEN, '*', 'due', math.max(0, at - now))
+  end
+end
+
 -- Puts a job where workers find it: priority set, LIFO list, or the stream. Returns the state.
 -- `extra` (optional) is a flat field/value list written in the same HSET as the state.
 local function enqueueReady(k, id, jk, priority, lifo, extra)

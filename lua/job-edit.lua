@@ -89,7 +89,7 @@ local CHANGE_DELAY_ARGS = { 'jobId', ARG.jobId, 'delay', ARG.ms }
 local CHANGE_PRIORITY_ARGS = { 'jobId', ARG.jobId, 'priority', ARG.int(0, MAX_PRIORITY), 'lifo', ARG.flag }
 -- Keys written besides a requeue's (activate.lua requireRequeueTypes checks those).
 local RETRY_WRITES = { 'completed', 'zset', 'failed', 'zset', 'events', 'stream' }
-local DELAYED_WRITES = { 'scheduled', 'zset', 'events', 'stream' }
+local DELAYED_WRITES = { 'scheduled', 'zset', 'events', 'stream', 'wake', 'stream' }
 
 -- The job key of `id`, refusing a job that does not exist (a removed job is not re-created).
 local function existingJob(k, id, what)
@@ -230,7 +230,7 @@ register('glidemq_changeDelay', function(keys, args)
   end
   requireTypes(k, DELAYED_WRITES)
   local now = serverNow()
-  redis.call('ZADD', k.scheduled, 'XX', now + a.delay, id)
+  scheduleDue(k, id, now + a.delay, now)
   redis.call('HSET', jk, 'delay', a.delay)
   emit(k, 'delayed', id, 'delay', a.delay)
   return 1

@@ -35,7 +35,7 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
     put('delay', delay)
     put('state', 'delayed')
     redis.call('HSET', jk, unpack(fields))
-    redis.call('ZADD', k.scheduled, now + delay, id)
+    scheduleDue(k, id, now + delay, now)
     -- in an ordered group it takes its place in the line now (lua/group.lua groupHoldPlace)
     if group then groupHoldPlace(k, id, jk, group.id) end
   elseif group then

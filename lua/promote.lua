@@ -7,6 +7,7 @@
            Due groups go back to ready-groups and wake workers. A due job of a group rejoins
            its group's line at its seq: a delayed job of an ordered group, which held its place
            in the line through its delay, becomes waiting in that place (lua/group.lua).
+  Events   'waiting' (prev 'delayed') per promoted job, only while a QueueEvents listens.
   Errors   ERR_INVALID (limit), ERR_WRONG_TYPE (a key it writes holds another type).
            A scheduled id whose job hash is gone (removed) is dropped, never re-created.
 ]]
@@ -30,10 +31,13 @@ register('glidemq_promote', function(keys, args)
     if delayed[i] and f[2] then groupRequireTypes(k, f[2]) end
   end
   local promoted = 0
+  local listen = listening(k, now)
   for i, id in ipairs(due) do
     redis.call('ZREM', k.scheduled, id)
     if delayed[i] then
+      redis.call('HSET', jobKey(k, id), 'delay', 0) -- job.delay is live, as BullMQ keeps it
       requeue(k, id, jobKey(k, id))
+      if listen then emit(k, 'waiting', id, 'prev', 'delayed') end
       promoted = promoted + 1
     end
   end

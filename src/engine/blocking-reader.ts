@@ -12,6 +12,8 @@ export interface Delivery {
   streamPairs: string[];
   /** Entry ids from the wake stream. */
   wakeIds: string[];
+  /** The least ms until a delayed job is due, from wake entries that carried one (lua scheduleDue). */
+  dueIn?: number;
 }
 
 export class BlockingReader {
@@ -47,7 +49,10 @@ export class BlockingReader {
     for (const [key, entries] of delivered) {
       for (const [sid, fields] of entries) {
         if (key === this.keys.stream) out.streamPairs.push(sid, fields?.[1] ?? '');
-        else out.wakeIds.push(sid);
+        else {
+          out.wakeIds.push(sid);
+          if (fields?.[0] === 'due') out.dueIn = Math.min(out.dueIn ?? Infinity, Number(fields[1]));
+        }
       }
     }
     return out;

@@ -766,6 +766,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
           this.readFailures = 0;
           continue;
         }
+        // A delayed job became the earliest due: promote when it is due, not on the next tick.
+        if (delivered.dueIn !== undefined) this.schedulePromotion(delivered.dueIn);
         const r = await this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
         this.readFailures = 0;
         paused = r.status === 'paused';
