@@ -139,6 +139,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private hadWork = false;
   private closing: Promise<void> | undefined;
   private promotionTimer: NodeJS.Timeout | undefined;
+  /** When the armed promotion timer fires, on this process's monotonic clock (performance.now). */
+  private promotionAt = 0;
+  private promoting = false;
+  /** The earliest due time a wake entry reported while a promotion was in flight (performance.now). */
+  private dueWhilePromoting = Infinity;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stalledTimer: NodeJS.Timeout | undefined;
   /** Refreshes this worker's entry in the queue's worker registry (worker-registry.ts). */
@@ -767,7 +772,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
           continue;
         }
         // A delayed job became the earliest due: promote when it is due, not on the next tick.
-        if (delivered.dueIn !== undefined) this.schedulePromotion(delivered.dueIn);
+        if (delivered.dueIn !== undefined) this.promoteBy(delivered.dueIn);
         const r = await this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
         this.readFailures = 0;
         paused = r.status === 'paused';
@@ -830,11 +835,25 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private schedulePromotion(inMs: number): void {
     if (!this.running || this.closing) return;
     clearTimeout(this.promotionTimer);
+    this.promotionAt = performance.now() + Math.max(0, inMs);
     this.promotionTimer = setTimeout(() => void this.promote(), Math.max(0, inMs));
+  }
+
+  /**
+   * A wake entry said a job is due in `inMs`: promotion moves earlier for it, never later (the
+   * regular tick still runs, for jobs scheduled by paths that write no wake entry).
+   */
+  private promoteBy(inMs: number): void {
+    const at = performance.now() + inMs;
+    // a promotion in flight read the scheduled set maybe before this job: it ends by arming for this
+    if (this.promoting) this.dueWhilePromoting = Math.min(this.dueWhilePromoting, at);
+    else if (this.promotionTimer === undefined || at < this.promotionAt) this.schedulePromotion(inMs);
   }
 
   private async promote(): Promise<void> {
     let next = this.settings.promotionInterval;
+    this.promoting = true;
+    this.dueWhilePromoting = Infinity;
     try {
       const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [PROMOTE_BATCH])) as number[];
       // r[1] is relative to the server's clock (ms until the next delayed job is due): waited
@@ -849,7 +868,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     } catch (err) {
       if (this.running && !this.closing) this.emitError(err);
     }
-    this.schedulePromotion(next);
+    this.promoting = false;
+    this.schedulePromotion(Math.min(next, this.dueWhilePromoting - performance.now()));
   }
 
   /**
