@@ -21,7 +21,9 @@ interface Closable extends EventEmitter {
 }
 
 interface Runnable extends Closable {
+  /** A Worker's resolves once it has closed (then waitUntilReady() says it started); a BroadcastWorker's once it works. */
   run(): Promise<void>;
+  waitUntilReady?(): Promise<void>;
   /**
    * Stops taking jobs at once (Worker.pause(true)): claims that arrive or wait unstarted go back to
    * the queue, no attempt and no stall counted. A worker without it just closes.
@@ -170,7 +172,7 @@ export async function runUntilStopped<T>(worker: Runnable, spec: RunSpec<T>): Pr
   let started: boolean;
   try {
     // a signal while it still connects closes it: then run() may never settle
-    started = await Promise.race([run.then(() => true), closed.then(() => false)]);
+    started = await Promise.race([(worker.waitUntilReady?.() ?? run).then(() => true), closed.then(() => false)]);
   } catch (err) {
     // the command's own error line follows (exit 2); a log collector gets the record
     if (spec.logJson) voice.say('error', 'exit', describeError(err, about.server), { reason: 'error', code: 2 });

@@ -239,8 +239,9 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return this.active.size - this.finishingRuns;
   }
 
+  /** Runs and takes jobs: false before run(), after close() and while paused (as BullMQ's). */
   isRunning(): boolean {
-    return this.running;
+    return this.running && !this.localPaused;
   }
 
   /** BullMQ's static form of `new RateLimitError()`. */
@@ -270,14 +271,15 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   /**
-   * Starts processing; resolves once the first jobs are fetched and the loops are running (unlike
-   * BullMQ's run(), which resolves when the worker closes: wait for `closed` for that). A worker
-   * runs once: a second call rejects, as BullMQ's does (autorun already called it).
+   * Starts processing and resolves once the worker has closed, as BullMQ's run() does (rejects with
+   * what stopped its start-up; waitUntilReady() resolves once it works). A worker runs once: a
+   * second call rejects, as BullMQ's does (autorun already called it).
    */
   run(): Promise<void> {
     if (this.startup) return Promise.reject(new Error(`the worker of queue ${this.name} is already running (run() starts a worker once; autorun calls it in the constructor)`));
     this.startup = this.start();
-    return this.startup;
+    // close() sets `closing` at once and emits `closed` at its end: one of the two is always ahead
+    return this.startup.then(() => this.closing ?? new Promise<void>((resolve) => this.once('closed', () => resolve())));
   }
 
   private async start(): Promise<void> {

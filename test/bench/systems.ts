@@ -75,7 +75,8 @@ export const glidemq: System = {
     const w = new Worker(queue, noop, { connection: glidemqConnection(url), concurrency, autorun: false });
     w.on('completed', (job) => onCompleted(job.data));
     w.on('error', (err) => console.error(`glidemq worker error: ${String(err)}`));
-    await w.run();
+    w.run().catch(() => undefined); // settles at close
+    await w.waitUntilReady();
     return { close: () => w.close() };
   },
   async listen(url, queue) {

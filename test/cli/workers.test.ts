@@ -141,7 +141,8 @@ describe('CLI: workers, pel worker names, oldest waiting age', function () {
     const held = new Worker(name, async () => 1, { connection: server().url, prefix, concurrency: 3, autorun: false });
     workers.push(held);
     await held.pause(true);
-    await held.run();
+    held.run().catch(() => undefined); // settles at close
+    await held.waitUntilReady();
     await q.setGlobalConcurrency(7);
 
     const j = JSON.parse((await cli(['stats', name, '--json'])).stdout) as { oldestWaitingMs: number; workers: number; globalConcurrency: number };

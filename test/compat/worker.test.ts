@@ -24,6 +24,33 @@ describe('BullMQ compatibility: Worker', function () {
     expect(idle.isRunning()).to.equal(false);
   });
 
+  it('run() resolves only once the worker has closed, as BullMQ\'s does', async () => {
+    const q = queue();
+    const w = worker(q, async () => 'ok', { autorun: false });
+    let settled = false;
+    const running = w.run().then(() => (settled = true));
+    await w.waitUntilReady();
+    await q.add('one', {});
+    await new Promise<void>((resolve) => w.once('completed', () => resolve()));
+    expect(settled, 'run() settled while the worker still runs').to.equal(false);
+    await w.close();
+    await running;
+    expect(settled).to.equal(true);
+  });
+
+  it('isRunning() is false while the worker is paused and true again after resume()', async () => {
+    const q = queue();
+    const w = worker(q, async () => 'ok');
+    await w.waitUntilReady();
+    expect(w.isRunning()).to.equal(true);
+    await w.pause();
+    expect(w.isRunning()).to.equal(false);
+    w.resume();
+    expect(w.isRunning()).to.equal(true);
+    await w.close();
+    expect(w.isRunning()).to.equal(false);
+  });
+
   it('emits ready, active(job, prev), completed(job, result, prev) with the job up to date, drained, closing and closed', async () => {
     const q = queue();
     const events: string[] = [];

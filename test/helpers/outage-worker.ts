@@ -115,7 +115,8 @@ async function main(): Promise<void> {
     if (w.activeCount > cfg.concurrency || running > cfg.concurrency) say({ e: 'over', running, active: w.activeCount });
   }, 20).unref();
 
-  await w.run();
+  w.run().catch(() => undefined); // settles at close; a start-up failure rejects waitUntilReady too
+  await w.waitUntilReady();
   say({ e: 'ready' });
 }
 

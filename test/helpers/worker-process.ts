@@ -34,7 +34,8 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => {
     void worker.close().then(() => process.exit(0));
   });
-  await worker.run();
+  worker.run().catch(() => undefined); // settles at close; a start-up failure rejects waitUntilReady too
+  await worker.waitUntilReady();
   report('ready');
 }
 

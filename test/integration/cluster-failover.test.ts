@@ -137,7 +137,8 @@ describe('cluster failover', function () {
     const rescuer = new Worker(orphanName, async () => 'rescued', { connection: connection(c), ...FAST, autorun: false });
     rescuer.on('error', (err: Error) => errors.push(err.message));
     closers.push(() => rescuer.close());
-    await rescuer.run();
+    rescuer.run().catch(() => undefined); // settles at close
+    await rescuer.waitUntilReady();
 
     const done = () => [...completedBy.values()].reduce((n, t) => n + t.length, 0);
     await waitFor(() => done() >= 150, 'a steady state before the kill', 30000);

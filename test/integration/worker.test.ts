@@ -109,7 +109,8 @@ describe('Worker (real valkey-server)', () => {
     const seen: string[] = [];
     const w1 = h.worker(name, async (job: Job) => void seen.push(job.id), { autorun: false });
     const w2 = h.worker(name, async (job: Job) => void seen.push(job.id), { autorun: false });
-    await Promise.all([w1.run(), w2.run()]);
+    for (const w of [w1, w2]) w.run().catch(() => undefined); // settles at close
+    await Promise.all([w1.waitUntilReady(), w2.waitUntilReady()]);
     await q.add('a', {});
     await q.add('p', {}, { priority: 1 });
     await q.add('l', {}, { lifo: true });
@@ -276,7 +277,8 @@ describe('Worker (real valkey-server)', () => {
       },
       { concurrency: 1, prefetch: 2, autorun: false },
     );
-    await w.run();
+    w.run().catch(() => undefined); // settles at close
+    await w.waitUntilReady();
     await waitFor(() => started.length === 1, 'first job started');
     const c = await q.getJobCounts();
     expect(c.active).to.equal(3); // one running, two prefetched claims
