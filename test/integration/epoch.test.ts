@@ -10,6 +10,7 @@ import { CONSUMER_GROUP } from '../../src/engine/keys.js';
 import { callFunction } from '../../src/engine/library.js';
 import { Queue } from '../../src/engine/queue.js';
 import { uniqueQueue } from '../helpers/engine.js';
+import { ownedPerTest } from '../helpers/owned.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';
 
 const LOCK = 1500;
@@ -29,14 +30,7 @@ async function reclaim(q: Queue): Promise<string[]> {
 
 describe('stalled recovery and the server epoch', function () {
   this.timeout(60000);
-  const servers: TestServer[] = [];
-  const queues: Queue[] = [];
-  const clients: Redis[] = [];
-  afterEach(async () => {
-    await Promise.all(queues.splice(0).map((q) => q.close()));
-    clients.splice(0).forEach((c) => c.disconnect());
-    await Promise.all(servers.splice(0).map((s) => s.stop()));
-  });
+  const { servers, queues, clients } = ownedPerTest();
 
   it('a restart: claims idle longer than the lock, counting the outage, are not stalled until the server has served a lock', async () => {
     const server = await new TestServer({ persistence: 'aof-always' }).start();

@@ -11,6 +11,7 @@ import { Queue } from '../../src/engine/queue.js';
 import { Worker } from '../../src/engine/worker.js';
 import { createRoleUser } from '../helpers/acl.js';
 import { uniqueQueue } from '../helpers/engine.js';
+import { ownedPerTest } from '../helpers/owned.js';
 import { PowerLossServer } from '../helpers/power-loss.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';
 
@@ -29,14 +30,7 @@ async function addRounds(q: Queue, calls: number): Promise<string[]> {
 
 describe('job ids after a new server epoch', function () {
   this.timeout(60000);
-  const servers: TestServer[] = [];
-  const queues: Queue[] = [];
-  const clients: Redis[] = [];
-  afterEach(async () => {
-    await Promise.all(queues.splice(0).map((q) => q.close()));
-    clients.splice(0).forEach((c) => c.disconnect());
-    await Promise.all(servers.splice(0).map((s) => s.stop()));
-  });
+  const { servers, queues, clients } = ownedPerTest();
 
   it('a power cut under everysec: no job added after the restart gets an id an acknowledged job had', async () => {
     const server = await new PowerLossServer({ persistence: 'aof-everysec' }).start();
