@@ -20,6 +20,7 @@ import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { GroupOptions } from '../../src/engine/groups.js';
 import { Queue } from '../../src/engine/queue.js';
@@ -73,24 +74,17 @@ class OutageProcess {
       env: { ...process.env, GLIDEMQ_OUTAGE_WORKER: JSON.stringify(cfg) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let buf = '';
-    this.proc.stdout!.on('data', (chunk: Buffer) => {
-      buf += chunk.toString();
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const text = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        let line: OutageLine;
-        try {
-          line = JSON.parse(text) as OutageLine;
-        } catch {
-          continue;
-        }
-        if (line.e === 'ready') this.ready = true;
-        if (line.e === 'start') this.running++;
-        if (line.e === 'end') this.running--;
-        log.add(label, line);
+    createInterface({ input: this.proc.stdout! }).on('line', (text) => {
+      let line: OutageLine;
+      try {
+        line = JSON.parse(text) as OutageLine;
+      } catch {
+        return;
       }
+      if (line.e === 'ready') this.ready = true;
+      if (line.e === 'start') this.running++;
+      if (line.e === 'end') this.running--;
+      log.add(label, line);
     });
     this.proc.stderr!.on('data', (chunk: Buffer) => {
       if (this.stderr.length < 20_000) this.stderr += chunk.toString();

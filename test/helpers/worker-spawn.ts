@@ -1,5 +1,6 @@
 /** Starts worker-process.ts children and follows what they report (the parent side of crash tests). */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { WorkerProcessConfig } from './worker-process.js';
 import { fixturePath } from './fixtures.js';
@@ -38,16 +39,7 @@ export class WorkerProcess {
       env: { ...process.env, GLIDEMQ_TEST_WORKER: JSON.stringify(cfg) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let buf = '';
-    this.proc.stdout!.on('data', (chunk: Buffer) => {
-      buf += chunk.toString();
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        this.onLine(line);
-      }
-    });
+    createInterface({ input: this.proc.stdout! }).on('line', (line) => this.onLine(line));
     this.proc.stderr!.on('data', (chunk: Buffer) => {
       this.stderr += chunk.toString();
     });
