@@ -8,11 +8,13 @@
  */
 import type { Client } from './connection.js';
 import { listQueues } from './discovery.js';
-import type { JobCounts } from './job-queries.js';
 import { validateQueueName } from './keys.js';
 import type { QueueMetrics } from './metrics.js';
 import { MINUTE_MS, METRICS_RETENTION_MINUTES } from './metrics.js';
 import { Queue } from './queue.js';
+import { readQueue, type QueueReading } from './queue-reading.js';
+
+export { readQueue, type QueueReading } from './queue-reading.js';
 
 export class QueueSet {
   private readonly queues = new Map<string, Queue>();
@@ -70,29 +72,6 @@ export class QueueSet {
     await Promise.all([...this.queues.values()].map((q) => q.close().catch(() => undefined)));
     this.queues.clear();
   }
-}
-
-/** One queue as an overview shows it (read by readQueue). */
-export interface QueueReading {
-  name: string;
-  counts: JobCounts;
-  /** The per-minute metrics of the minutes asked for. */
-  metrics: QueueMetrics;
-  /** ms, on the server's clock; null when no job waits. */
-  oldestWaitingMs: number | null;
-  /** Live workers in the queue's registry. */
-  workers: number;
-}
-
-/** Reads `q`'s counts, `minutes` of metrics, oldest waiting age and live workers, at once. */
-export async function readQueue(q: Queue, minutes = METRICS_RETENTION_MINUTES): Promise<QueueReading> {
-  const [counts, metrics, oldestWaitingMs, workers] = await Promise.all([
-    q.getJobCounts(),
-    q.getMetrics({ minutes }),
-    q.getOldestWaitingAge(),
-    q.getWorkers(),
-  ]);
-  return { name: q.name, counts, metrics, oldestWaitingMs, workers: workers.length };
 }
 
 /** A per-minute counter as one read of the metrics saw it: minute start (ms) -> count. */

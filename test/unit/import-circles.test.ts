@@ -22,7 +22,7 @@ const KNOWN_CIRCLES: string[][] = [
     'engine/job-queries.ts',
     'engine/job.ts',
     'engine/prometheus.ts',
-    'engine/queue-set.ts',
+    'engine/queue-reading.ts',
     'engine/queue.ts',
   ],
 ];
