@@ -389,6 +389,33 @@ describe('step jobs: durability', function () {
     await queue.close();
   });
 
+  it("a step job of BullMQ's pattern (moveToDelayed, updateData, DelayedError) whose worker is SIGKILLed resumes from the step updateData stored", async () => {
+    const name = qname();
+    const queue = new Queue(name, { connection: server.url });
+    const job = await queue.add('crash', { id: 'y' });
+    const traceKey = `trace:${name}`;
+    const child = spawn(process.execPath, [STEP_WORKER, server.url, name], {
+      // parked for 2 s: the test kills the child once the next step is stored, before it is due
+      env: { ...process.env, STEPS: 'one,two,three', PARK_MS: '2000', TRACE_KEY: traceKey, PATTERN: 'bullmq' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    children.push(child);
+    await waitFor(async () => {
+      const j = await queue.getJob(job.id);
+      return j?.state === 'delayed' && j.data.step === 'two';
+    }, 'the child to park the job and store step two');
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    expect(await queue.client.lrange(traceKey, 0, -1)).to.deep.equal([`${job.id}:one`]);
+
+    const seen: string[] = [];
+    const worker = new Worker(name, stepper(['one', 'two', 'three'], seen, 0), { connection: server.url });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete on another worker');
+    expect(seen).to.deep.equal([`${job.id}:two`, `${job.id}:three`]);
+    await worker.close();
+    await queue.close();
+  });
+
   for (const kind of ['stream', 'priority', 'lifo'] as const) {
     it(`a ${kind} step job whose worker is SIGKILLed mid-step is reclaimed and reruns only that step`, async () => {
       const name = qname();
