@@ -88,7 +88,7 @@ applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
   if mode == 'debounce' and debounceable(f) then
     if ttl == 0 then ttl = delay end
     redis.call('HSET', jk, 'data', data, 'delay', delay)
-    redis.call('ZADD', k.scheduled, now + delay, existing)
+    scheduleDue(k, existing, now + delay, now) -- (glidemq_add checked the wake key's type)
     redis.call('HSET', k.dedup, dedupId, dedupEntry('debounce', now + ttl, existing))
     emit(k, 'debounced', existing, 'dedupId', dedupId)
     return 'debounced', existing

@@ -4,7 +4,11 @@
   Progress, logs and data may be written by two kinds of caller:
     - the worker that runs the job, with its claim's fence: the write takes effect only while that
       claim is current, so a stale worker (its job was reclaimed and given to another worker, or
-      it finished) changes nothing;
+      it finished) changes nothing. A claim that parked its job by its own step
+      (glidemq_moveToDelayed, which records the claim's fence as `parkFence`) stays current for
+      these writes until the job is claimed again (a claim takes the next fence): BullMQ's step
+      pattern updates the data after moveToDelayed. A job delayed by anything else (a backoff
+      retry) takes no write from the claim that ran it;
     - a handle that holds no claim (a Queue, or a Job fetched with Job.fromId), with fence '': the
       write takes effect on any job that exists, whatever its state. Such a write never finishes,
       moves or takes a job: it changes only the field or the log it names.
@@ -84,7 +88,8 @@ local function ownedBy(jk, fence)
 end
 
 -- The job a write names: it must exist (never re-created). With a fence the write is the running
--- worker's and needs its claim to be current; with '' it is a handle's, which holds no claim.
+-- worker's and needs its claim to be current (running the job, or having parked it by its own
+-- step, and not claimed since); with '' it is a handle's, which holds no claim.
 -- Returns the job key, or nil for a stale claim. Raises ERR_JOB_NOT_FOUND for a removed job.
 local function writableJob(k, id, fence, what)
   local jk = jobKey(k, id)
@@ -95,7 +100,9 @@ local function writableJob(k, id, fence, what)
     requireKeyType(jk, 'hash')
     return jk
   end
-  if not ownedBy(jk, fence) then return nil end
+  local f = redis.call('HMGET', jk, 'state', 'fence', 'parkFence')
+  if tonumber(f[2]) ~= fence then return nil end
+  if f[1] ~= 'active' and tonumber(f[3]) ~= fence then return nil end
   return jk
 end
 

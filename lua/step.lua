@@ -18,6 +18,10 @@
   Returns  'delayed' (parked until its run time) | 'waiting' (the run time is not after the
            server's now: re-queued at once) | 'stale' (the caller no longer owns the claim:
            nothing was changed).
+  Writes   the job's `delay` (ms from the server's now to the run time, 0 when re-queued: job.delay
+           is live, as BullMQ keeps it) and `parkFence` (the claim's fence: until the job is
+           claimed again, that claim may still write its data, progress and logs, lua/progress.lua).
+           A run time that becomes the earliest due writes a wake entry (helpers.lua scheduleDue).
   Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (an argument, or the job's data is
            not a JSON object, so it has no place for `step`), ERR_WRONG_TYPE (a key it writes
            holds another type). All checked before the first write.
@@ -105,7 +109,7 @@ local STEP_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonE
     if v == '' or pcall(cjson.decode, v) then return v end
     return nil
   end) }
-local STEP_PARK_TYPES = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream' }
+local STEP_PARK_TYPES = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream', 'wake', 'stream' }
 
 register('glidemq_moveToDelayed', function(keys, args)
   local k = keysFor(keys[1])
@@ -136,14 +140,23 @@ register('glidemq_moveToDelayed', function(keys, args)
   requireTypes(k, STEP_PARK_TYPES)
 
   releaseActive(k, id, jk)
-  if data then redis.call('HSET', jk, 'data', data) end
+  -- parkFence: this claim may still write the job's data, progress and logs until its next claim
+  -- (BullMQ's step pattern updates the data after moveToDelayed; lua/progress.lua writableJob)
+  local fields = { 'parkFence', a.fence, 'delay', math.max(0, runAt - now) }
+  if data then
+    fields[#fields + 1] = 'data'
+    fields[#fields + 1] = data
+  end
   if runAt <= now then
+    redis.call('HSET', jk, unpack(fields))
     requeue(k, id, jk)
     emit(k, 'waiting', id, 'step', step)
     return 'waiting'
   end
-  redis.call('HSET', jk, 'state', 'delayed')
-  redis.call('ZADD', k.scheduled, runAt, id)
+  fields[#fields + 1] = 'state'
+  fields[#fields + 1] = 'delayed'
+  redis.call('HSET', jk, unpack(fields))
+  scheduleDue(k, id, runAt, now)
   groupHoldDelayed(k, id, jk)
   emit(k, 'delayed', id, 'step', step, 'delay', runAt - now)
   return 'delayed'

@@ -46,6 +46,12 @@ export class Job<D = any, R = any> {
     lifo: false,
   };
   state: JobState = 'unknown';
+  /**
+   * The ms the job waits from when it was last scheduled until it is due, as BullMQ keeps it: live,
+   * not the add option. A delayed add, a backoff retry, changeDelay and moveToDelayed store theirs;
+   * promotion stores 0. As stored when this handle read the job (getJob shows it now).
+   */
+  delay = 0;
   timestamp = 0;
   attemptsMade = 0;
   stalledCount = 0;
@@ -119,6 +125,7 @@ export class Job<D = any, R = any> {
     if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) opts = {} as Job['opts'];
     opts.attempts = num(h.attempts, 1);
     opts.delay = num(h.delay, 0);
+    job.delay = opts.delay;
     opts.priority = num(h.priority, 0);
     opts.lifo = h.lifo === '1';
     job.opts = opts;
@@ -241,13 +248,13 @@ export class Job<D = any, R = any> {
   async promote(): Promise<void> {
     const t = await this.editTarget('promote');
     this.state = await edits.promoteJob(t, this.id);
-    this.opts.delay = 0;
+    this.opts.delay = this.delay = 0;
   }
 
   /** Makes a delayed job due `delay` ms from now, by the server's clock (JobStateError when it is not delayed). */
   async changeDelay(delay: number): Promise<void> {
     const t = await this.editTarget('changeDelay');
-    this.opts.delay = await edits.changeDelay(t, this.id, delay);
+    this.opts.delay = this.delay = await edits.changeDelay(t, this.id, delay);
   }
 
   /**
@@ -347,6 +354,8 @@ export class Job<D = any, R = any> {
     }
     this.moved = true;
     this.state = r === 'waiting' ? 'waiting' : 'delayed';
+    // the server stored the exact delay from its own now; this handle's is as near as its clock says
+    this.delay = r === 'waiting' ? 0 : timing === 'in' ? ms : Math.max(0, ms - Date.now());
     if (nextStep !== undefined && this.data !== null && typeof this.data === 'object') (this.data as Record<string, unknown>).step = nextStep;
   }
 
@@ -368,6 +377,7 @@ export class Job<D = any, R = any> {
       state: this.state,
       data: this.data,
       opts: this.opts,
+      delay: this.delay,
       timestamp: this.timestamp,
       attemptsMade: this.attemptsMade,
       stalledCount: this.stalledCount,

@@ -168,6 +168,7 @@ export class Queue extends SafeEmitter {
     const created = code === 1;
     const job = Job.fromFields({ id, name, data: dataJson, ts: String(ts) });
     job.opts = { ...job.opts, attempts: opts.attempts ?? 1, delay: Number(opts.delay ?? 0) || 0, priority: opts.priority ?? 0, lifo: !!opts.lifo };
+    job.delay = job.opts.delay;
     job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
     job.created = created;
     job.queue = this;

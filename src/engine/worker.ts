@@ -606,6 +606,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
       if (status === 'failed') this.finished.failed++;
       job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
+      if (status === 'delayed') job.delay = retryDelay; // as the server stored it (job.delay is live)
       job.failedReason = value;
       // (the claim carried no earlier stacks: getJob shows every kept one)
       job.stacktrace = appendStack(job.stacktrace, request.stack);

@@ -223,4 +223,35 @@ describe('BullMQ compatibility: Worker', function () {
     expect(failed).to.deep.equal([]);
     expect(runs).to.deep.equal([null, null]);
   });
+
+  it('the step-job pattern: moveToDelayed, updateData, DelayedError walks the job through its steps', async () => {
+    // BullMQ's "process step jobs" guide: the processor parks its job, stores the next step in its
+    // data (after the move: the holder of the token may still write the job it parked), and throws
+    const q = queue();
+    const steps = ['initial', 'second', 'third', 'finish'];
+    const runs: string[] = [];
+    const updated: boolean[] = [];
+    const w = worker(q, async (job, token) => {
+      const step = (job.data.step as string | undefined) ?? steps[0];
+      runs.push(step);
+      // bounded: a step that is not stored runs again, and the test fails instead of looping
+      if (runs.length > steps.length + 2) return 'gave up';
+      if (step === 'finish') return `done after ${job.data.count as number} steps`;
+      await job.moveToDelayed(Date.now() + 50, token);
+      updated.push(await job.updateData({ step: steps[steps.indexOf(step) + 1], count: ((job.data.count as number) ?? 0) + 1 }));
+      await job.updateProgress(steps.indexOf(step) + 1);
+      throw new DelayedError();
+    });
+    let done: { job: Job; result: unknown } | undefined;
+    w.on('completed', (job: Job, result: unknown) => (done = { job, result }));
+    const added = await q.add('steps', {});
+    await waitFor(() => done !== undefined, 'the step job to complete');
+    expect(runs).to.deep.equal(steps);
+    expect(updated).to.deep.equal([true, true, true]);
+    expect(done?.result).to.equal('done after 3 steps');
+    const stored = await q.getJob(added.id);
+    expect(stored?.data).to.deep.equal({ step: 'finish', count: 3 });
+    expect(stored?.progress).to.equal(3);
+    expect(stored?.attemptsMade).to.equal(1);
+  });
 });

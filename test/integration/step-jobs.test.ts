@@ -9,7 +9,7 @@ import { InvalidArgumentError, StaleClaimError, type GlideMQError } from '../../
 import { callFunction } from '../../src/engine/library.js';
 import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';
-import { claimAs } from '../helpers/recovery.js';
+import { claimAs, termsArgs } from '../helpers/recovery.js';
 
 const STEP_WORKER = fileURLToPath(new URL('../fixtures/step-worker.js', import.meta.url));
 
@@ -175,6 +175,51 @@ describe('step jobs: moveToDelayed', function () {
     expect(await c.zcard(queue.keys.scheduled)).to.equal(0);
   });
 
+  it('the claim that parked its job may still write its data, progress and log, until the job is claimed again', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    await queue.add('fenced', { v: 1 });
+    const [{ id, fence }] = await claimAs(queue, 'c1', 1);
+    const other = (n: number) => String(Number(fence) + n);
+    const data = (f: string, v: unknown) => callFunction(c, 'glidemq_updateData', queue.keys.meta, [id, f, JSON.stringify({ v }), 0]);
+    const progress = (f: string, p: number) => callFunction(c, 'glidemq_updateProgress', queue.keys.meta, [id, f, String(p)]);
+    expect(await callFunction(c, 'glidemq_moveToDelayed', queue.keys.meta, [id, fence, 'c1', 'in', 60_000, ''])).to.equal('delayed');
+    // the parking claim writes the job it parked (BullMQ's step pattern: moveToDelayed, updateData)
+    expect(await data(fence, 2)).to.equal(1);
+    expect(await progress(fence, 50)).to.equal(1);
+    expect(await callFunction(c, 'glidemq_addLog', queue.keys.meta, [id, fence, 'parked at step 1', 0])).to.equal(1);
+    // any other fence is not the parking claim's
+    expect(await data(other(-1), 'older')).to.equal(0);
+    expect(await data(other(1), 'newer')).to.equal(0);
+    expect(await progress(other(1), 99)).to.equal(0);
+    // promoted but not yet claimed: still the parking claim's to write
+    expect(await callFunction(c, 'glidemq_promoteJob', queue.keys.meta, [id])).to.equal('waiting');
+    expect(await data(fence, 3)).to.equal(1);
+    // claimed again: the old token may write nothing more, the new claim may
+    const [again] = await claimAs(queue, 'c2', 1);
+    expect(again).to.deep.equal({ id, fence: other(1) });
+    expect(await data(fence, 'stale')).to.equal(0);
+    expect(await progress(fence, 100)).to.equal(0);
+    expect(await callFunction(c, 'glidemq_addLog', queue.keys.meta, [id, fence, 'stale line', 0])).to.equal(0);
+    const h = await c.hgetall(queue.keys.job(id));
+    expect(h.data).to.equal('{"v":3}');
+    expect(h.progress).to.equal('50');
+    expect(await c.lrange(queue.keys.logs(id), 0, -1)).to.deep.equal(['parked at step 1']);
+    expect(await data(again.fence, 4)).to.equal(1);
+  });
+
+  it('a job delayed by its backoff, not by its own step, refuses the writes of the claim that failed', async () => {
+    queue = new Queue(qname(), { connection: server().url });
+    const c = queue.client;
+    await queue.add('retry', { v: 1 }, { attempts: 3 });
+    const [{ id, fence }] = await claimAs(queue, 'c1', 1);
+    const r = (await callFunction(c, 'glidemq_finish', queue.keys.meta, [id, fence, 'c1', 'failed', 'boom', 60_000, 0, '', 1, '0', ...termsArgs()])) as unknown[];
+    expect(r[0]).to.equal('delayed');
+    expect(await callFunction(c, 'glidemq_updateData', queue.keys.meta, [id, fence, '{"v":2}', 0])).to.equal(0);
+    expect(await callFunction(c, 'glidemq_updateProgress', queue.keys.meta, [id, fence, '7'])).to.equal(0);
+    expect(await c.hget(queue.keys.job(id), 'data')).to.equal('{"v":1}');
+  });
+
   it('refuses a job whose data is not an object, before writing anything', async () => {
     queue = new Queue(qname(), { connection: server().url });
     const c = queue.client;
@@ -338,6 +383,33 @@ describe('step jobs: durability', function () {
     const seen: string[] = [];
     // once due (by the server's clock) another worker's promotion re-queues it
     const worker = new Worker(name, stepper(['one', 'two', 'three'], seen, 0), { connection: server.url, promotionInterval: 50 });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete on another worker');
+    expect(seen).to.deep.equal([`${job.id}:two`, `${job.id}:three`]);
+    await worker.close();
+    await queue.close();
+  });
+
+  it("a step job of BullMQ's pattern (moveToDelayed, updateData, DelayedError) whose worker is SIGKILLed resumes from the step updateData stored", async () => {
+    const name = qname();
+    const queue = new Queue(name, { connection: server.url });
+    const job = await queue.add('crash', { id: 'y' });
+    const traceKey = `trace:${name}`;
+    const child = spawn(process.execPath, [STEP_WORKER, server.url, name], {
+      // parked for 2 s: the test kills the child once the next step is stored, before it is due
+      env: { ...process.env, STEPS: 'one,two,three', PARK_MS: '2000', TRACE_KEY: traceKey, PATTERN: 'bullmq' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    children.push(child);
+    await waitFor(async () => {
+      const j = await queue.getJob(job.id);
+      return j?.state === 'delayed' && j.data.step === 'two';
+    }, 'the child to park the job and store step two');
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    expect(await queue.client.lrange(traceKey, 0, -1)).to.deep.equal([`${job.id}:one`]);
+
+    const seen: string[] = [];
+    const worker = new Worker(name, stepper(['one', 'two', 'three'], seen, 0), { connection: server.url });
     await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed', 'the job to complete on another worker');
     expect(seen).to.deep.equal([`${job.id}:two`, `${job.id}:three`]);
     await worker.close();
