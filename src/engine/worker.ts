@@ -195,6 +195,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private readonly takesSignal: boolean;
   /** Made for a worker without a processor: getNextJob and the jobs it hands out (manual-fetch.ts). */
   private manual: ManualFetch | undefined;
+  /** Such a worker's connection settled (a cluster found) and the library loaded: once, on first use. */
+  private manualReady: Promise<void> | undefined;
 
   /**
    * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
@@ -387,6 +389,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       throw invalid(`getNextJob is for a worker made without a processor; the worker of queue ${this.name} runs its processor`);
     }
     if (this.closing) return undefined;
+    await this.prepareManual();
     this.manual ??= new ManualFetch({ client: () => this.client, acquired: this.acquired, keys: this.keys, settings: this.settings });
     return (await this.manual.next(token, opts.block ?? true)) as Job<D, R> | undefined;
   }
@@ -397,8 +400,25 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    */
   async startStalledCheckTimer(): Promise<void> {
     if (this.stalledTimer || this.closing) return;
-    await ensureLibrary(this.client);
+    if (typeof this.processor === 'function') await this.waitUntilReady();
+    else await this.prepareManual();
+    if (this.closing) return;
     this.stalledTimer ??= setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+  }
+
+  /** What start() does first, for a worker without a processor (which never starts): once, retried after a failure. */
+  private prepareManual(): Promise<void> {
+    this.manualReady ??= (async () => {
+      const standalone = this.client;
+      if ((await settleTopology(this.acquired)) !== standalone) {
+        this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+      }
+      await ensureLibrary(this.client);
+    })().catch((err) => {
+      this.manualReady = undefined;
+      throw err;
+    });
+    return this.manualReady;
   }
 
   /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */

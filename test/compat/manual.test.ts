@@ -21,6 +21,12 @@ describe('BullMQ compatibility: manual processing (getNextJob, moveToCompleted, 
     return w;
   };
 
+  /** A connection of the server is blocked in an XREAD now (the manual worker's wait). */
+  const blockedOnRead = async (): Promise<boolean> =>
+    String(await redis().client('LIST'))
+      .split('\n')
+      .some((line) => /\bflags=\w*b/.test(line) && /\bcmd=xread\b/.test(line));
+
   it('a fetch-process-complete loop takes every job once, in order, with fetchNext', async () => {
     const q = queue();
     const n = 20;
@@ -124,13 +130,39 @@ describe('BullMQ compatibility: manual processing (getNextJob, moveToCompleted, 
     const started = Date.now();
     const pending = w.getNextJob('waiter', { block: true });
     // the worker waits on its blocking connection before the job exists
-    await waitFor(async () => /cmd=xread\b/.test(String(await redis().client('LIST'))), 'the blocking wait');
+    await waitFor(blockedOnRead, 'the blocking wait');
     const added = await q.add('late', { v: 7 });
     const job = (await pending)!;
     expect(job.id).to.equal(added.id);
     expect(job.data).to.deep.equal({ v: 7 });
     expect(Date.now() - started).to.be.below(15000);
     await job.moveToCompleted('ok', 'waiter', false);
+  });
+
+  it('close() ends a blocking getNextJob, which resolves undefined', async () => {
+    const q = queue();
+    const w = manualWorker(q, { blockTimeout: 20000 });
+    const started = Date.now();
+    const pending = w.getNextJob('waiter');
+    await waitFor(blockedOnRead, 'the blocking wait');
+    await w.close();
+    expect(await pending).to.equal(undefined);
+    expect(Date.now() - started).to.be.below(15000);
+    expect(await w.getNextJob('waiter')).to.equal(undefined);
+  });
+
+  it('a paused queue hands out nothing; getNextJob(token) wakes on resume', async () => {
+    const q = queue();
+    await q.add('held', {});
+    await q.pause();
+    const w = manualWorker(q, { blockTimeout: 20000 });
+    expect(await w.getNextJob('t', { block: false })).to.equal(undefined);
+    const pending = w.getNextJob('t');
+    await waitFor(blockedOnRead, 'the blocking wait');
+    await q.resume();
+    const job = (await pending)!;
+    expect(job.name).to.equal('held');
+    await job.moveToCompleted('ok', 't', false);
   });
 
   it('a manual job left without extendLock is recovered on its own lock, by a worker with a longer lock', async () => {
