@@ -392,10 +392,16 @@ export class Job<D = any, R = any> {
 
   /**
    * Keeps the claim `token` holds for `duration` ms more from the server's now (stalled recovery
-   * judges it by that duration from then on). Resolves 1.
+   * judges it by that duration from then on). Resolves 1. A processor may call it too, with its
+   * token (its worker renews the lock anyway, by the worker's lockDuration).
    */
   async extendLock(token: string, duration: number): Promise<number> {
-    return this.manualClaims('extendLock').extendLock(this, token, duration);
+    const c = this.claim;
+    if (c?.manual) return c.manual.extendLock(this, token, duration);
+    if (!c) throw invalid(`job ${this.id}: extendLock is for a job a worker holds (from getNextJob, or a processor's job)`);
+    if (token !== this.token) throw staleTokenError(this.id, 'extendLock', String(token));
+    // (the claim's terms were recorded when it was made: this maxStalledCount is used by no claim of this version)
+    return extendClaimLock(c.client, c.keys, this, c.consumer, token, duration, 1);
   }
 
   private manualClaims(op: string): ManualClaims {
@@ -443,6 +449,33 @@ export class Job<D = any, R = any> {
     if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
     return this.claim;
   }
+}
+
+/**
+ * Renews job's claim (its fence, owned by `owner`) for `duration` ms from the server's now, the
+ * duration recorded as the claim's lock (glidemq_extendLock). Resolves 1; a StaleClaimError naming
+ * `token` when `owner` does not hold the claim. `maxStalledCount`: recorded only for a claim with no terms.
+ */
+export async function extendClaimLock(
+  client: Client, keys: QueueKeys, job: Job, owner: string, token: string, duration: number, maxStalledCount: number,
+): Promise<number> {
+  if (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 1) {
+    throw invalid(`job ${job.id}: extendLock(token, duration): duration must be a number of ms >= 1, got ${String(duration)}`);
+  }
+  const ms = Math.min(Math.ceil(duration), Number.MAX_SAFE_INTEGER);
+  const r = await callFunction(client, 'glidemq_extendLock', keys.meta, [job.id, job.claim?.fence ?? '', owner, ms, maxStalledCount]);
+  if (Number(r) !== 1) throw staleTokenError(job.id, 'extendLock', token);
+  return 1;
+}
+
+/** The refusal of a call made with a token that does not hold the job's claim. */
+export function staleTokenError(id: string, op: string, token: string): StaleClaimError {
+  return new StaleClaimError(
+    'ERR_STALE_CLAIM',
+    `job ${id}: ${op} with token "${token}" refused: that token does not hold the job's claim (another token fetched it, ` +
+      'or its lock ran out and stalled recovery took the job back, or it was finished already): nothing was changed; ' +
+      'use the token the job was fetched with, and extend its lock (job.extendLock) before it runs out',
+  );
 }
 
 /** A claim reply as glidemq_fetch/activate/finish return it, one per claimed job. */

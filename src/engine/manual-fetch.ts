@@ -22,8 +22,8 @@
 import type { Acquired, Client } from './connection.js';
 import { BlockingConnection } from './blocking-connection.js';
 import { ChangeWaiter } from './change-waiter.js';
-import { invalid, isUnrecoverable, JobNotFoundError, StaleClaimError } from './errors.js';
-import { Job, type ClaimReply } from './job.js';
+import { invalid, isUnrecoverable, JobNotFoundError } from './errors.js';
+import { extendClaimLock, Job, staleTokenError, type ClaimReply } from './job.js';
 import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 import { encodeRetention } from './options.js';
@@ -115,7 +115,7 @@ export class ManualFetch {
       await this.giveBack(token, next);
       throw status === 'missing'
         ? new JobNotFoundError('ERR_JOB_NOT_FOUND', `job ${job.id}: ${op}: the job no longer exists (it was removed): nothing was stored`, true)
-        : staleToken(job.id, op, token);
+        : staleTokenError(job.id, op, token);
     }
     job.attemptsMade++;
     job.finishedOn = Date.now();
@@ -136,15 +136,7 @@ export class ManualFetch {
    */
   async extendLock(job: Job, token: string, duration: number): Promise<number> {
     checkToken(token, 'extendLock');
-    if (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 1) {
-      throw invalid(`job ${job.id}: extendLock(token, duration): duration must be a number of ms >= 1, got ${String(duration)}`);
-    }
-    const ms = Math.min(Math.ceil(duration), Number.MAX_SAFE_INTEGER);
-    const r = await callFunction(this.ctx.client(), 'glidemq_extendLock', this.ctx.keys.meta, [
-      job.id, job.claim?.fence ?? '', token, ms, this.ctx.settings.maxStalledCount,
-    ]);
-    if (Number(r) !== 1) throw staleToken(job.id, 'extendLock', token);
-    return 1;
+    return extendClaimLock(this.ctx.client(), this.ctx.keys, job, token, token, duration, this.ctx.settings.maxStalledCount);
   }
 
   /** Ends a blocking wait in progress and closes the blocking connection. */
@@ -229,15 +221,6 @@ function checkToken(token: unknown, op: string): asserts token is string {
   if (typeof token !== 'string' || token === '') {
     throw invalid(`${op}: the token must be a non-empty string (the same one for the job's fetch and its finish), got ${String(token)}`);
   }
-}
-
-function staleToken(id: string, op: string, token: string): StaleClaimError {
-  return new StaleClaimError(
-    'ERR_STALE_CLAIM',
-    `job ${id}: ${op} with token "${token}" refused: that token does not hold the job's claim (another token fetched it, ` +
-      'or its lock ran out and stalled recovery took the job back, or it was finished already): nothing was changed; ' +
-      'use the token the job was fetched with, and extend its lock (job.extendLock) before it runs out',
-  );
 }
 
 /** The stored return value (JSON text); a value JSON cannot hold is refused before anything is stored. */

@@ -85,6 +85,22 @@ describe('BullMQ compatibility: manual processing (getNextJob, moveToCompleted, 
     expect(stored.stacktrace).to.have.length(2);
   });
 
+  it('moveToFailed with a backoff delays the retry; a manual worker\'s fetch promotes it once due', async () => {
+    const q = queue();
+    const added = await q.add('later', {}, { attempts: 2, backoff: { type: 'fixed', delay: 200 } });
+    const w = manualWorker(q, { blockTimeout: 10000 });
+    const first = (await w.getNextJob('t', { block: false }))!;
+    await first.moveToFailed(new Error('not yet'), 't');
+    expect(first.state).to.equal('delayed');
+    expect(await q.getJobState(added.id)).to.equal('delayed');
+    // no worker of the queue runs a promotion timer: the blocking fetch promotes the retry when due
+    const again = (await w.getNextJob('t'))!;
+    expect(again.id).to.equal(added.id);
+    expect(again.attemptsMade).to.equal(1);
+    await again.moveToCompleted('ok', 't', false);
+    expect(await q.getJobState(added.id)).to.equal('completed');
+  });
+
   it('a wrong token is refused with a StaleClaimError naming the job and the call, and changes nothing', async () => {
     const q = queue();
     await q.add('mine', {});
@@ -223,5 +239,20 @@ describe('BullMQ compatibility: manual processing (getNextJob, moveToCompleted, 
     await q.add('x', {});
     await waitFor(() => seen, 'the processor ran');
     expect(await rejection(() => seen!.moveToCompleted('x', seen!.token!))).to.be.instanceOf(Error);
+  });
+
+  it('a processor may extend its own lock with its token (BullMQ\'s job.extendLock in a processor)', async () => {
+    const q = queue();
+    const results: unknown[] = [];
+    const w = worker(q, async (job, token) => {
+      results.push(await job.extendLock(token!, 60000));
+      results.push(await rejection(() => job.extendLock('not-its-token', 60000)));
+      return 'ok';
+    });
+    const done = new Promise<void>((resolve) => w.once('completed', () => resolve()));
+    await q.add('long', {});
+    await done;
+    expect(results[0]).to.equal(1);
+    expect(results[1]).to.be.instanceOf(StaleClaimError);
   });
 });
