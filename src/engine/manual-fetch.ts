@@ -18,6 +18,10 @@
  * connection of its own made on first use) and fetches when something changed, for at most the
  * worker's blockTimeout; blocking calls take turns on that connection. A fetch that finds nothing
  * promotes the delayed jobs that are due (a manual worker runs no promotion timer) and tries again.
+ *
+ * Not covered here: a reply lost to a broken connection (a getNextJob, or a move that fetched the
+ * next job) leaves its claim unknown to the application; stalled recovery takes it back once its
+ * lock runs out (a processor worker takes such claims back at once: claim-recovery.ts).
  */
 import type { Acquired, Client } from './connection.js';
 import { BlockingConnection } from './blocking-connection.js';
