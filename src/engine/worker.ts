@@ -23,6 +23,9 @@
  * finishedOn - processedOn is its run time (this process's clock), and after a failure `state` says
  * whether it runs again ('waiting' or 'delayed') or not ('failed'). A listener that throws never
  * stops the worker: the throw arrives as an `error` event (see SafeEmitter).
+ *
+ * A worker made without a processor runs none of this: the application takes jobs by hand with
+ * getNextJob(token) (BullMQ's manual processing, src/engine/manual-fetch.ts).
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -396,12 +399,12 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   /**
    * Runs stalled recovery every stalledInterval (BullMQ's call for a worker without a processor; a
-   * running worker does it already). Each claim is judged by its own lock, whoever made it.
+   * worker with one does it from run(), so this changes nothing for it). Each claim is judged by
+   * its own lock, whoever made it.
    */
   async startStalledCheckTimer(): Promise<void> {
-    if (this.stalledTimer || this.closing) return;
-    if (typeof this.processor === 'function') await this.waitUntilReady();
-    else await this.prepareManual();
+    if (typeof this.processor === 'function' || this.stalledTimer || this.closing) return;
+    await this.prepareManual();
     if (this.closing) return;
     this.stalledTimer ??= setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
   }
