@@ -1,5 +1,5 @@
 --[[ progress.lua — glidemq_updateProgress, glidemq_addLog, glidemq_updateData,
-  glidemq_clearLogs, glidemq_extendLocks
+  glidemq_clearLogs, glidemq_extendLocks, glidemq_extendLock
   Writes of a job's progress, logs and data, and the heartbeat of a running processor.
   Progress, logs and data may be written by two kinds of caller:
     - the worker that runs the job, with its claim's fence: the write takes effect only while that
@@ -64,6 +64,20 @@
     group.fence: the fence of its claim.
   Returns  the ids of the named jobs this consumer no longer owns (nothing was written for them).
   Errors   ERR_INVALID (an argument; an incomplete last group), ERR_WRONG_TYPE.
+
+  glidemq_extendLock — one claim's lock renewed for a duration the caller names (BullMQ's
+  job.extendLock(token, duration), for a job fetched by hand, src/engine/manual-fetch.ts): as
+  glidemq_extendLocks renews it, and the claim's terms (lua/activate.lua) record `lockMs` as its
+  lock, its maxStalledCount kept, so stalled recovery judges it by the new duration from the
+  server's now; a lock shorter than the queue's lockFloor lowers the floor.
+  KEYS[1]  meta key.
+  ARGV[1]  jobId: the job.
+  ARGV[2]  fence: the fence of the claim.
+  ARGV[3]  consumer: the claim's owner (a manual fetch's token).
+  ARGV[4]  lockMs: the new lock duration in ms (>= 1).
+  ARGV[5]  maxStalledCount: recorded with the lock when the claim has no terms (an older claim).
+  Returns  1, or 0 when `consumer` does not hold that claim (nothing was written).
+  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE.
 ]]
 -- Its locals stay inside this block: the main chunk may hold at most 200 (lua/ORDER).
 do
@@ -79,6 +93,9 @@ local DATA_ARGS = { 'jobId', ARG.jobId, 'fence', FENCE_OR_NONE, 'data', JSON_VAL
 local CLEAR_LOGS_ARGS = { 'jobId', ARG.jobId, 'fence', FENCE_OR_NONE, 'keep', ARG.int(0, MAX_SAFE_INT) }
 local EXTEND_HEAD = { 'consumer', ARG.nonEmpty }
 local EXTEND_CLAIM = { 'jobId', ARG.jobId, 'fence', ARG.fence }
+local EXTEND_ONE_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty,
+  'lockMs', ARG.int(1, MAX_SAFE_INT), 'maxStalledCount', ARG.int(0, 1000000000) }
+local META_TYPES = { 'meta', 'hash' }
 local PROGRESS_TYPES = { 'events', 'stream' }
 
 local function ownedBy(jk, fence)
@@ -185,5 +202,24 @@ register('glidemq_extendLocks', function(keys, args)
     end
   end
   return lost
+end)
+
+register('glidemq_extendLock', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_extendLock', args, EXTEND_ONE_ARGS)
+  -- check phase: the claim, its terms and the floor are read, the key types checked
+  local jk = jobKey(k, a.jobId)
+  local f = ownedBy(jk, a.fence)
+  if not f or f[3] ~= a.consumer then return 0 end
+  local sid = f[4] == 's' and f[5] or nil
+  if sid then requireTypes(k, STREAM_TYPES) end
+  requireTypes(k, META_TYPES)
+  local max = string.match(redis.call('HGET', jk, 'terms') or '', '^%d+:(%d+)$') or string.format('%.0f', a.maxStalledCount)
+  local floor = tonumber(redis.call('HGET', k.meta, 'lockFloor'))
+  local now = serverNow()
+  redis.call('HSET', jk, 'lockedAt', now, 'terms', string.format('%.0f', a.lockMs) .. ':' .. max)
+  if sid then redis.call('XCLAIM', k.stream, GROUP, a.consumer, 0, sid, 'JUSTID') end
+  if floor == nil or a.lockMs < floor then redis.call('HSET', k.meta, 'lockFloor', a.lockMs) end
+  return 1
 end)
 end

@@ -8,6 +8,7 @@ import type { QueueKeys } from './keys.js';
 import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
 import { readJobState, type JobStateName } from './job-queries.js';
 import type { Queue } from './queue.js';
+import type { ManualOutcome } from './manual-fetch.js';
 import { pairsToRecord } from './replies.js';
 import { parseStacktrace } from './stacktrace.js';
 
@@ -24,6 +25,14 @@ export interface Claim {
   fence: string;
   /** Told once a progress value is stored (the worker emits its `progress` event from here). */
   onProgress?: (job: Job, progress: unknown) => void;
+  /** Set on a claim made by worker.getNextJob: `consumer` is then the application's token (manual-fetch.ts). */
+  manual?: ManualClaims;
+}
+
+/** How a job fetched by hand (worker.getNextJob) is finished and kept alive (src/engine/manual-fetch.ts). */
+export interface ManualClaims {
+  finish(job: Job, token: string, outcome: ManualOutcome, fetchNext: boolean, op: string): Promise<Job | undefined>;
+  extendLock(job: Job, token: string, duration: number): Promise<number>;
 }
 
 /** What a job fetched by id needs of its queue to change itself without a claim (a Queue is one). */
@@ -83,7 +92,10 @@ export class Job<D = any, R = any> {
    * on a job no worker runs here. It names the claim: the worker's consumer and the claim's fence.
    */
   get token(): string | undefined {
-    return this.claim ? `${this.claim.consumer}:${this.claim.fence}` : undefined;
+    const c = this.claim;
+    if (!c) return undefined;
+    // a job fetched by hand: the token the application fetched it with owns the claim
+    return c.manual ? c.consumer : `${c.consumer}:${c.fence}`;
   }
 
   /** Activations so far, this one included (each claim takes the next fence). */
@@ -100,6 +112,7 @@ export class Job<D = any, R = any> {
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
     const job = Job.fromFields(decodeClaim(reply));
     job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, onProgress: claim.onProgress };
+    if (claim.manual) job.claim.manual = claim.manual;
     job.state = 'active';
     job.processedOn = claimedAt;
     return job;
@@ -359,6 +372,59 @@ export class Job<D = any, R = any> {
     if (nextStep !== undefined && this.data !== null && typeof this.data === 'object') (this.data as Record<string, unknown>).step = nextStep;
   }
 
+  // ---- Manual processing (BullMQ's "manually fetching jobs"; src/engine/manual-fetch.ts) ----
+  // For a job from worker.getNextJob (or a previous moveToCompleted / moveToFailed), with the
+  // token it was fetched with. A token that does not hold the job's claim (another token, or a
+  // claim stalled recovery took back) is refused with a StaleClaimError and nothing is stored.
+
+  /**
+   * Stores the job completed with `returnValue` and, with `fetchNext` (the default, as BullMQ's),
+   * claims the next job for the same token: resolves to that Job, or undefined when none waits
+   * (BullMQ resolves to the raw [jobData, jobId] instead).
+   */
+  async moveToCompleted(returnValue: R, token: string, fetchNext = true): Promise<Job<D, R> | undefined> {
+    return this.manualClaims('moveToCompleted').finish(this, token, { completed: true, value: returnValue }, fetchNext, 'moveToCompleted') as Promise<
+      Job<D, R> | undefined
+    >;
+  }
+
+  /**
+   * Stores the attempt failed with `err` (retried with the job's backoff while attempts are left,
+   * as a processor's failure; an UnrecoverableError is not) and, with `fetchNext`, claims the next
+   * job for the same token as moveToCompleted does.
+   */
+  async moveToFailed(err: Error, token: string, fetchNext = false): Promise<Job<D, R> | undefined> {
+    return this.manualClaims('moveToFailed').finish(this, token, { completed: false, error: err }, fetchNext, 'moveToFailed') as Promise<
+      Job<D, R> | undefined
+    >;
+  }
+
+  /**
+   * Keeps the claim `token` holds for `duration` ms more from the server's now (stalled recovery
+   * judges it by that duration from then on). Resolves 1. A processor may call it too, with its
+   * token (its worker renews the lock anyway, by the worker's lockDuration).
+   */
+  async extendLock(token: string, duration: number): Promise<number> {
+    const c = this.claim;
+    if (c?.manual) return c.manual.extendLock(this, token, duration);
+    if (!c) throw invalid(`job ${this.id}: extendLock is for a job a worker holds (from getNextJob, or a processor's job)`);
+    if (token !== this.token) throw staleTokenError(this.id, 'extendLock', String(token));
+    // (the claim's terms were recorded when it was made: this maxStalledCount is used by no claim of this version)
+    return extendClaimLock(c.client, c.keys, this, c.consumer, token, duration, 1);
+  }
+
+  private manualClaims(op: string): ManualClaims {
+    const m = this.claim?.manual;
+    if (!m) {
+      throw invalid(
+        `job ${this.id}: ${op} is for a job fetched with worker.getNextJob(token) (a Worker made without a processor); ` +
+          'a processor finishes its job by returning or throwing, and its worker keeps the lock',
+      );
+    }
+    return m;
+  }
+  // ---- end of manual processing ----
+
   /**
    * BullMQ's waitUntilFinished: resolves to the job's return value once it completed, rejects with
    * an Error whose message is its failedReason once it failed for good (a failed attempt that will
@@ -393,6 +459,33 @@ export class Job<D = any, R = any> {
     if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
     return this.claim;
   }
+}
+
+/**
+ * Renews job's claim (its fence, owned by `owner`) for `duration` ms from the server's now, the
+ * duration recorded as the claim's lock (glidemq_extendLock). Resolves 1; a StaleClaimError naming
+ * `token` when `owner` does not hold the claim. `maxStalledCount`: recorded only for a claim with no terms.
+ */
+export async function extendClaimLock(
+  client: Client, keys: QueueKeys, job: Job, owner: string, token: string, duration: number, maxStalledCount: number,
+): Promise<number> {
+  if (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 1) {
+    throw invalid(`job ${job.id}: extendLock(token, duration): duration must be a number of ms >= 1, got ${String(duration)}`);
+  }
+  const ms = Math.min(Math.ceil(duration), Number.MAX_SAFE_INTEGER);
+  const r = await callFunction(client, 'glidemq_extendLock', keys.meta, [job.id, job.claim?.fence ?? '', owner, ms, maxStalledCount]);
+  if (Number(r) !== 1) throw staleTokenError(job.id, 'extendLock', token);
+  return 1;
+}
+
+/** The refusal of a call made with a token that does not hold the job's claim. */
+export function staleTokenError(id: string, op: string, token: string): StaleClaimError {
+  return new StaleClaimError(
+    'ERR_STALE_CLAIM',
+    `job ${id}: ${op} with token "${token}" refused: that token does not hold the job's claim (another token fetched it, ` +
+      'or its lock ran out and stalled recovery took the job back, or it was finished already): nothing was changed; ' +
+      'use the token the job was fetched with, and extend its lock (job.extendLock) before it runs out',
+  );
 }
 
 /** A claim reply as glidemq_fetch/activate/finish return it, one per claimed job. */

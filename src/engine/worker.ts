@@ -23,6 +23,9 @@
  * finishedOn - processedOn is its run time (this process's clock), and after a failure `state` says
  * whether it runs again ('waiting' or 'delayed') or not ('failed'). A listener that throws never
  * stops the worker: the throw arrives as an `error` event (see SafeEmitter).
+ *
+ * A worker made without a processor runs none of this: the application takes jobs by hand with
+ * getNextJob(token) (BullMQ's manual processing, src/engine/manual-fetch.ts).
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -46,6 +49,7 @@ import { SafeEmitter } from './safe-emitter.js';
 import { refreshInterval, WorkerRegistration } from './worker-registry.js';
 import { appendStack, boundedStack } from './stacktrace.js';
 import { watchConnection } from './connection-watch.js';
+import { ManualFetch } from './manual-fetch.js';
 
 export type { WorkerOptions } from './worker-options.js';
 
@@ -192,10 +196,18 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * (`signal = undefined`) is not seen; give it a plain one.
    */
   private readonly takesSignal: boolean;
+  /** Made for a worker without a processor: getNextJob and the jobs it hands out (manual-fetch.ts). */
+  private manual: ManualFetch | undefined;
+  /** Such a worker's connection settled (a cluster found) and the library loaded: once, on first use. */
+  private manualReady: Promise<void> | undefined;
 
+  /**
+   * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
+   * jobs with getNextJob(token) and finishes them itself (BullMQ's manual processing).
+   */
   constructor(
     readonly name: string,
-    private readonly processor: Processor<D, R>,
+    private readonly processor?: Processor<D, R> | null,
     opts: WorkerOptions = {},
   ) {
     super();
@@ -222,7 +234,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       running: () => this.running && !this.closing,
       emitError: (err) => this.emitError(err),
     });
-    if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
+    if (typeof processor === 'function' && opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
 
   /** A Cluster client once run() found the server is a cluster node. */
@@ -276,6 +288,9 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * second call rejects, as BullMQ's does (autorun already called it).
    */
   run(): Promise<void> {
+    if (typeof this.processor !== 'function') {
+      return Promise.reject(invalid(`the worker of queue ${this.name} has no processor to run: take its jobs with getNextJob(token), or give the Worker a processor`));
+    }
     if (this.startup) return Promise.reject(new Error(`the worker of queue ${this.name} is already running (run() starts a worker once; autorun calls it in the constructor)`));
     this.startup = this.start();
     // close() sets `closing` at once and emits `closed` at its end: one of the two is always ahead
@@ -364,6 +379,49 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   isPaused(): boolean {
     return this.localPaused;
+  }
+
+  /**
+   * BullMQ's manual processing: claims the next job for `token` (the claim's owner: the same token
+   * finishes it, job.moveToCompleted / moveToFailed, and extends its lock, job.extendLock), or
+   * resolves undefined. `block` (default true, as BullMQ's) waits up to blockTimeout for a job;
+   * false answers at once. Only for a worker made without a processor; nothing is prefetched.
+   */
+  async getNextJob(token: string, opts: { block?: boolean } = {}): Promise<Job<D, R> | undefined> {
+    if (typeof this.processor === 'function') {
+      throw invalid(`getNextJob is for a worker made without a processor; the worker of queue ${this.name} runs its processor`);
+    }
+    if (this.closing) return undefined;
+    await this.prepareManual();
+    this.manual ??= new ManualFetch({ client: () => this.client, acquired: this.acquired, keys: this.keys, settings: this.settings });
+    return (await this.manual.next(token, opts.block ?? true)) as Job<D, R> | undefined;
+  }
+
+  /**
+   * Runs stalled recovery every stalledInterval (BullMQ's call for a worker without a processor; a
+   * worker with one does it from run(), so this changes nothing for it). Each claim is judged by
+   * its own lock, whoever made it.
+   */
+  async startStalledCheckTimer(): Promise<void> {
+    if (typeof this.processor === 'function' || this.stalledTimer || this.closing) return;
+    await this.prepareManual();
+    if (this.closing) return;
+    this.stalledTimer ??= setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+  }
+
+  /** What start() does first, for a worker without a processor (which never starts): once, retried after a failure. */
+  private prepareManual(): Promise<void> {
+    this.manualReady ??= (async () => {
+      const standalone = this.client;
+      if ((await settleTopology(this.acquired)) !== standalone) {
+        this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+      }
+      await ensureLibrary(this.client);
+    })().catch((err) => {
+      this.manualReady = undefined;
+      throw err;
+    });
+    return this.manualReady;
   }
 
   /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */
@@ -531,7 +589,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     try {
       // A corrupt or foreign job fails at once with the reason; the processor never sees it.
       if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
-      const result = await this.processor(job, job.token, run.abort?.signal);
+      const result = await this.processor!(job, job.token, run.abort?.signal);
       value = serialiseResult(result);
     } catch (err) {
       error = err instanceof Error ? err : new Error(String(err));
@@ -949,6 +1007,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       clearTimeout(this.promotionTimer);
       this.rateTimer?.end();
       clearInterval(this.stalledTimer);
+      await this.manual?.close();
       // A server that is gone must not hold the close: a call is made only on a live connection,
       // and waited for a short while (what it would have done is left to recovery: a prefetched
       // claim not given back is a stall, a consumer not removed is removed as stale).

@@ -185,6 +185,10 @@ export const TEMPLATES: Record<string, Template> = {
     return [idIn(f, rng, rng.pick(['waiting', 'prioritized', 'delayed', 'active'])), priority, lifo];
   },
   glidemq_extendLocks: (f, rng) => [f.consumer, ...some(rng, f.active).flatMap((j) => [j.id, j.fence])],
+  glidemq_extendLock: (f, rng) => {
+    const j = activeJob(f, rng);
+    return [j.id, j.fence, rng.chance(0.8) ? f.consumer : 'fz-token', String(rng.pick([1, 1000, HOUR])), '1'];
+  },
   glidemq_getCounts: () => [],
   glidemq_listenEvents: (_f, rng) => [String(rng.pick([1000, 30_000, 86_400_000]))],
   glidemq_removeJob: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
