@@ -22,7 +22,7 @@ local DEDUP_MAX_ID_LEN = 512 -- bytes of a dedup id (src/engine/options.ts agree
 -- agrees): now + ttl stays far below 2^53, so a window end is stored and read back exactly.
 local DEDUP_MAX_TTL = 315576000000
 -- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).
-local parseDedupEntry, checkDedup, applyDedup, recordDedup, dedupSweep
+local parseDedupEntry, checkDedup, applyDedup, recordDedup, dedupSweep, dedupEntryOver
 do
 local DEDUP_SWEEP_COUNT = 100
 
@@ -69,10 +69,12 @@ local function dedupEntry(mode, expiresAt, jobId)
   return DEDUP_MODES[mode] .. ':' .. string.format('%.0f', expiresAt) .. ':' .. jobId
 end
 
---[[ Decides an add with a dedup id before anything is created.
+--[[ Decides an add with a dedup id before anything is created. `addId` is the id the add took
+  (its custom id, or one from the counter): the events name it as the add that was dropped
+  (BullMQ's deduplicatedJobId), next to the kept job and the dedup id.
   Returns 'new' (go ahead and record the entry with recordDedup once the job exists),
   or 'blocked', existingId, or 'debounced', existingId (the delayed job took the new data). ]]
-applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
+applyDedup = function(k, now, dedupId, ttl, mode, data, delay, addId)
   local v = redis.call('HGET', k.dedup, dedupId)
   if not v then return 'new' end
   local _, expiresAt, existing = parseDedupEntry(v)
@@ -82,7 +84,7 @@ applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
   if mode == 'throttle' or mode == 'extend' or (mode == 'simple' and jobUnfinished(f[1])) then
     -- extend: the window restarts at this add (the entry keeps pointing at the earlier job)
     if mode == 'extend' then redis.call('HSET', k.dedup, dedupId, dedupEntry('extend', now + ttl, existing)) end
-    emit(k, 'deduplicated', existing, 'dedupId', dedupId)
+    emit(k, 'deduplicated', existing, 'deduplicationId', dedupId, 'deduplicatedJobId', addId)
     return 'blocked', existing
   end
   if mode == 'debounce' and debounceable(f) then
@@ -90,7 +92,7 @@ applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
     redis.call('HSET', jk, 'data', data, 'delay', delay)
     redis.call('ZADD', k.scheduled, now + delay, existing)
     redis.call('HSET', k.dedup, dedupId, dedupEntry('debounce', now + ttl, existing))
-    emit(k, 'debounced', existing, 'dedupId', dedupId)
+    emit(k, 'debounced', existing, 'deduplicationId', dedupId, 'deduplicatedJobId', addId)
     return 'debounced', existing
   end
   return 'new'
@@ -105,7 +107,7 @@ end
 
 -- Whether an entry can no longer block or absorb any add. A job key another program replaced by
 -- another type is no job: its entry is over (read with pcall, so that key cannot stop the sweep).
-local function dedupEntryOver(k, v, now)
+dedupEntryOver = function(k, v, now)
   local mode, expiresAt, jobId = parseDedupEntry(v)
   if not mode or not dedupWindowOpen(expiresAt, now) then return true end
   if mode == 't' or mode == 'e' then return false end

@@ -161,6 +161,30 @@ export interface StoredOptions {
   keepLogs?: number;
   /** The application's creation time (job option `timestamp`); job.timestamp shows it. */
   timestamp?: number;
+  /** The job's deduplication, BullMQ's form (job.deduplicationId reads its id). */
+  deduplication?: DeduplicationOptions;
+  /** The job's deduplication, glidemq's form (job.deduplicationId reads its id). */
+  dedup?: DedupOptions;
+}
+
+/**
+ * The deduplication a job keeps in its stored options, in the form it was given (BullMQ keeps
+ * job.opts.deduplication), so that job.deduplicationId reads it on any handle. Call after
+ * encodeJob validated `opts`.
+ */
+export function storedDedup(opts: JobOptions): Pick<StoredOptions, 'dedup' | 'deduplication'> {
+  if (opts.dedup !== undefined) {
+    const { id, ttl, mode } = opts.dedup;
+    return { dedup: { id, ...(ttl !== undefined ? { ttl } : {}), ...(mode !== undefined ? { mode } : {}) } };
+  }
+  const d = bullmqDeduplication(opts);
+  if (d === undefined) return {};
+  const { id, ttl, extend, replace } = d;
+  const kept: DeduplicationOptions = { id };
+  if (ttl !== undefined) kept.ttl = ttl;
+  if (extend !== undefined) kept.extend = extend;
+  if (replace !== undefined) kept.replace = replace;
+  return { deduplication: kept };
 }
 
 /**
@@ -298,8 +322,10 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
     }
     if (opts.keepLogs > 0) stored.keepLogs = opts.keepLogs;
   }
+  const encodedDedup = encodeDedup(dedup, delay);
+  Object.assign(stored, storedDedup(opts));
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
-  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(dedup, delay), group];
+  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodedDedup, group];
 }
 
 /** The job option sizeLimit: refuses data whose JSON is larger, naming the job, the size and the limit. */
