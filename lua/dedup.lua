@@ -6,7 +6,11 @@
   tick's bounded sweep (dedupSweep) deletes the ones nobody meets again. Windows are opened and
   compared with the server's TIME only (callers pass serverNow()): a producer whose clock is off
   can neither shorten nor stretch a window.
-  Modes, as the new add asks:
+  An entry stands (blocks or absorbs adds) as the add that wrote it asked, whatever mode a later
+  add asks (dedupEntryOver): a simple entry while its job is not finished (and, with a ttl, its
+  window is open); a throttle or extend entry while its window is open; a debounce entry while its
+  window is open and its job can still be replaced. What an add that meets a standing entry does
+  is its own mode's:
     simple    blocked while the earlier job is not finished (and, with a ttl, its window is open).
     throttle  blocked while the window (ttl from the first add) is open, whatever the job does.
     extend    as throttle, and each add it blocks restarts the window (ttl from that add):
@@ -77,11 +81,13 @@ end
 applyDedup = function(k, now, dedupId, ttl, mode, data, delay, addId)
   local v = redis.call('HGET', k.dedup, dedupId)
   if not v then return 'new' end
-  local _, expiresAt, existing = parseDedupEntry(v)
-  if not existing or existing == '' or not dedupWindowOpen(expiresAt, now) then return 'new' end
+  local _, _, existing = parseDedupEntry(v)
+  -- Whether the entry still stands is the entry's to say (the mode and window of the add that
+  -- wrote it, as BullMQ's key lives by the add that set it); what this add does then is its own.
+  if not existing or existing == '' or dedupEntryOver(k, v, now) then return 'new' end
   local jk = jobKey(k, existing)
   local f = redis.call('HMGET', jk, 'state', 'fence')
-  if mode == 'throttle' or mode == 'extend' or (mode == 'simple' and jobUnfinished(f[1])) then
+  if mode == 'throttle' or mode == 'extend' or mode == 'simple' then
     -- extend: the window restarts at this add (the entry keeps pointing at the earlier job)
     if mode == 'extend' then redis.call('HSET', k.dedup, dedupId, dedupEntry('extend', now + ttl, existing)) end
     emit(k, 'deduplicated', existing, 'deduplicationId', dedupId, 'deduplicatedJobId', addId)

@@ -214,4 +214,21 @@ describe('BullMQ compatibility: deduplication queries, debounce and queue events
     await waitFor(() => dedups === 4, "four 'deduplicated' events");
     expect(await q.getJobCounts('completed', 'delayed')).to.deep.equal({ completed: 1, delayed: 0 });
   });
+
+  it('the entry decides while it blocks: a throttle window blocks a simple add even once its job is gone; a finished simple job blocks no throttle add', async () => {
+    const q = queue();
+    await q.add('d', { v: 1 }, { jobId: 'a1', deduplication: { id: 'win', ttl: HOUR } });
+    await redis().del(q.keys.job('a1')); // the job is gone, the window is not
+    const simple = await q.add('d', { v: 2 }, { jobId: 'a2', deduplication: { id: 'win' } });
+    expect(simple).to.include({ id: 'a1', created: false });
+    expect(await q.getJob('a2')).to.equal(undefined);
+    expect(await q.getDeduplicationJobId('win')).to.equal('a1');
+
+    const first = await q.add('d', {}, { jobId: 'b1', deduplication: { id: 'fin' } });
+    worker(q, async () => 'ok');
+    await finished(q, first.id);
+    const throttled = await q.add('d', {}, { jobId: 'b2', deduplication: { id: 'fin', ttl: HOUR } });
+    expect(throttled).to.include({ id: 'b2', created: true });
+    expect(await q.getDeduplicationJobId('fin')).to.equal('b2');
+  });
 });
