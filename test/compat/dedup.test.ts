@@ -231,4 +231,23 @@ describe('BullMQ compatibility: deduplication queries, debounce and queue events
     expect(throttled).to.include({ id: 'b2', created: true });
     expect(await q.getDeduplicationJobId('fin')).to.equal('b2');
   });
+
+  it("removing a job forgets the dedup id that points at it (the next add creates a job), not one that points at another job", async () => {
+    const q = queue();
+    const first = await q.add('d', {}, { deduplication: { id: 'rm', ttl: HOUR } });
+    await first.remove();
+    const second = await q.add('d', {}, { deduplication: { id: 'rm', ttl: HOUR } });
+    expect(second.created).to.equal(true);
+    expect(await q.getDeduplicationJobId('rm')).to.equal(second.id);
+
+    const done = await q.add('d', {}, { deduplication: { id: 'old' } });
+    worker(q, async () => 'ok');
+    await finished(q, done.id);
+    const next = await q.add('d', {}, { delay: HOUR, deduplication: { id: 'old' } });
+    expect(next.created).to.equal(true);
+    expect(await q.remove(done.id)).to.equal(true); // the finished job 'old' no longer points at
+    const blocked = await q.add('d', {}, { deduplication: { id: 'old' } });
+    expect(blocked).to.include({ id: next.id, created: false });
+    expect(await q.getDeduplicationJobId('old')).to.equal(next.id);
+  });
 });
