@@ -2,7 +2,7 @@
  * Job options: validation with messages that name the option, encoding into the argument group
  * glidemq_add takes, and the backoff arithmetic used when an attempt fails.
  */
-import { invalid, PayloadTooLargeError } from './errors.js';
+import { invalid, NotSupportedError, PayloadTooLargeError } from './errors.js';
 import { parseDuration } from './duration.js';
 import { encodeGroup, type GroupOptions } from './groups.js';
 
@@ -56,6 +56,8 @@ export interface DeduplicationOptions {
   ttl?: number;
   extend?: boolean;
   replace?: boolean;
+  /** BullMQ's: refused (NotSupportedError) when true; see fromDeduplication. */
+  keepLastIfActive?: boolean;
 }
 
 export interface JobOptions {
@@ -146,6 +148,12 @@ export function fromDeduplication(d: DeduplicationOptions | undefined, delay: nu
     if (d[flag] !== undefined && typeof d[flag] !== 'boolean') throw invalid(`deduplication.${flag} must be true or false, got ${String(d[flag])}`);
   }
   if (typeof d.id !== 'string' || d.id.length === 0) throw invalid('deduplication.id must be a non-empty string (the id that marks duplicates)');
+  if (d.keepLastIfActive !== undefined && d.keepLastIfActive !== false) {
+    // refused by name rather than ignored: an application relying on it would lose the later add
+    throw new NotSupportedError('ERR_NOT_SUPPORTED', 'deduplication.keepLastIfActive is not supported: glidemq keeps no next job ' +
+      'for an active one. To run one job of an id at a time, give the jobs a group with maxConcurrency 1 (group: { id, maxConcurrency: 1 }); ' +
+      'to keep only the latest data while a job waits, use replace with a delay', true);
+  }
   const ttl = d.ttl === undefined ? 0 : checkDelay(d.ttl, 'deduplication.ttl');
   const withTtl = ttl > 0 ? { ttl } : {};
   if (d.replace && delay > 0) return { id: d.id, ...withTtl, mode: 'debounce' };

@@ -7,7 +7,7 @@
  * arguments; and the counts and returned jobs of the throttle and replace modes.
  */
 import { expect } from 'chai';
-import { QueueEvents, type Job, type Queue } from '../../src/index.js';
+import { NotSupportedError, QueueEvents, type Job, type Queue } from '../../src/index.js';
 import { gate, HOUR, rejection, useCompat } from '../helpers/compat.js';
 import { waitFor } from '../helpers/valkey.js';
 
@@ -249,5 +249,15 @@ describe('BullMQ compatibility: deduplication queries, debounce and queue events
     const blocked = await q.add('d', {}, { deduplication: { id: 'old' } });
     expect(blocked).to.include({ id: next.id, created: false });
     expect(await q.getDeduplicationJobId('old')).to.equal(next.id);
+  });
+
+  it('keepLastIfActive: true is refused by name (NotSupportedError), before anything is written; false is the default', async () => {
+    const q = queue();
+    const err = await rejection(() => q.add('d', {}, { deduplication: { id: 'k', keepLastIfActive: true } }));
+    expect(err).to.be.instanceOf(NotSupportedError);
+    expect(err.message).to.match(/deduplication\.keepLastIfActive is not supported/);
+    expect(await q.count()).to.equal(0);
+    expect(await q.getDeduplicationJobId('k')).to.equal(null);
+    expect((await q.add('d', {}, { deduplication: { id: 'k', keepLastIfActive: false } })).created).to.equal(true);
   });
 });
