@@ -260,4 +260,28 @@ describe('BullMQ compatibility: deduplication queries, debounce and queue events
     expect(await q.getDeduplicationJobId('k')).to.equal(null);
     expect((await q.add('d', {}, { deduplication: { id: 'k', keepLastIfActive: false } })).created).to.equal(true);
   });
+
+  it('getDeduplicationJobId of a replace id: the delayed job while it can still take an add, null once it started (an add then creates a job)', async () => {
+    const q = queue();
+    const promoted = await q.add('r', {}, { delay: HOUR, deduplication: { id: 'early', ttl: HOUR, replace: true } });
+    await promoted.promote(); // waiting now: no add can replace it
+    expect(await q.getDeduplicationJobId('early')).to.equal(null);
+    expect((await q.add('r', {}, { delay: HOUR, deduplication: { id: 'early', ttl: HOUR, replace: true } })).created).to.equal(true);
+
+    const job = await q.add('r', {}, { delay: 200, deduplication: { id: 'rep', ttl: HOUR, replace: true } });
+    expect(await q.getDeduplicationJobId('rep')).to.equal(job.id);
+    const running = gate();
+    const release = gate();
+    worker(q, async (j) => {
+      if (j.id !== job.id) return;
+      running.open();
+      await release.promise;
+    });
+    await running.promise;
+    expect(await q.getDeduplicationJobId('rep')).to.equal(null);
+    const next = await q.add('r', {}, { delay: HOUR, deduplication: { id: 'rep', ttl: HOUR, replace: true } });
+    release.open();
+    expect(next.created).to.equal(true);
+    expect(await q.getDeduplicationJobId('rep')).to.equal(next.id);
+  });
 });
