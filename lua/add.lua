@@ -42,8 +42,7 @@
            'deduplicated'; 3 = debounced: the id is the earlier delayed job's, which took this
            add's data and delay. An add with a dedup id and no custom id takes an id from the
            counter even when it creates nothing: the event names it (deduplicatedJobId, as
-           BullMQ's). A repeated call
-           (same producer and seq) gets the first run's reply.
+           BullMQ's). A repeated call (same producer and seq) gets the first run's reply.
   Errors   ERR_INVALID (an argument, named with its job), ERR_TOO_LARGE (data over maxPayload),
            ERR_WRONG_TYPE (a key the call writes holds another type: another program wrote to it).
            Every job of the call is checked, and the type of every key it writes, before the first
