@@ -284,4 +284,13 @@ describe('BullMQ compatibility: deduplication queries, debounce and queue events
     expect(next.created).to.equal(true);
     expect(await q.getDeduplicationJobId('rep')).to.equal(next.id);
   });
+
+  it('a job scheduler template with deduplication is refused, as BullMQ has no deduplication in scheduler templates', async () => {
+    const q = queue();
+    for (const opts of [{ deduplication: { id: 's' } }, { debounce: { id: 's' } }, { dedup: { id: 's' } }]) {
+      const err = await rejection(() => q.upsertJobScheduler('every-hour', { every: HOUR }, { name: 'tick', opts }));
+      expect(err.message).to.match(/jobs it adds cannot use dedup/);
+    }
+    expect(await q.getJobScheduler('every-hour')).to.equal(undefined);
+  });
 });
