@@ -38,9 +38,11 @@
   Returns  a flat list: ts, id1, created1, id2, created2, ...: ts is the server time (ms) stored as
            the ts of the jobs the call created; created 1 = added; 0 = a job with that custom id
            already existed and nothing was written for it but the event 'duplicated'; 2 =
-           deduplicated: the id is the earlier job's and nothing was written; 3 = debounced: the
-           id is the earlier delayed job's, which took this add's data and delay. A repeated call
-           (same producer and seq) gets the first run's reply.
+           deduplicated: the id is the earlier job's and nothing was written but the event
+           'deduplicated'; 3 = debounced: the id is the earlier delayed job's, which took this
+           add's data and delay. An add with a dedup id and no custom id takes an id from the
+           counter even when it creates nothing: the event names it (deduplicatedJobId, as
+           BullMQ's). A repeated call (same producer and seq) gets the first run's reply.
   Errors   ERR_INVALID (an argument, named with its job), ERR_TOO_LARGE (data over maxPayload),
            ERR_WRONG_TYPE (a key the call writes holds another type: another program wrote to it).
            Every job of the call is checked, and the type of every key it writes, before the first
@@ -229,7 +231,9 @@ register('glidemq_add', function(keys, args)
     local created = 1
     local verdict, existing = 'new', nil
     if job.dedupId ~= '' then
-      verdict, existing = applyDedup(k, now, job.dedupId, job.dedupTtl, job.dedupMode, job.data, job.delay)
+      -- as BullMQ's, an add with a dedup id takes its id first: a deduplicated add's event names it
+      if id == '' then id = nextJobId(k) end
+      verdict, existing = applyDedup(k, now, job.dedupId, job.dedupTtl, job.dedupMode, job.data, job.delay, id)
     end
     if verdict ~= 'new' then
       id, created = existing, (verdict == 'blocked' and 2 or 3)

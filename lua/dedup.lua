@@ -6,7 +6,11 @@
   tick's bounded sweep (dedupSweep) deletes the ones nobody meets again. Windows are opened and
   compared with the server's TIME only (callers pass serverNow()): a producer whose clock is off
   can neither shorten nor stretch a window.
-  Modes, as the new add asks:
+  An entry stands (blocks or absorbs adds) as the add that wrote it asked, whatever mode a later
+  add asks (dedupEntryOver): a simple entry while its job is not finished (and, with a ttl, its
+  window is open); a throttle or extend entry while its window is open; a debounce entry while its
+  window is open and its job can still be replaced. What an add that meets a standing entry does
+  is its own mode's:
     simple    blocked while the earlier job is not finished (and, with a ttl, its window is open).
     throttle  blocked while the window (ttl from the first add) is open, whatever the job does.
     extend    as throttle, and each add it blocks restarts the window (ttl from that add):
@@ -22,7 +26,7 @@ local DEDUP_MAX_ID_LEN = 512 -- bytes of a dedup id (src/engine/options.ts agree
 -- agrees): now + ttl stays far below 2^53, so a window end is stored and read back exactly.
 local DEDUP_MAX_TTL = 315576000000
 -- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).
-local parseDedupEntry, checkDedup, applyDedup, recordDedup, dedupSweep
+local parseDedupEntry, checkDedup, applyDedup, recordDedup, dedupSweep, dedupEntryOver
 do
 local DEDUP_SWEEP_COUNT = 100
 
@@ -69,20 +73,24 @@ local function dedupEntry(mode, expiresAt, jobId)
   return DEDUP_MODES[mode] .. ':' .. string.format('%.0f', expiresAt) .. ':' .. jobId
 end
 
---[[ Decides an add with a dedup id before anything is created.
+--[[ Decides an add with a dedup id before anything is created. `addId` is the id the add took
+  (its custom id, or one from the counter): the events name it as the add that was dropped
+  (BullMQ's deduplicatedJobId), next to the kept job and the dedup id.
   Returns 'new' (go ahead and record the entry with recordDedup once the job exists),
   or 'blocked', existingId, or 'debounced', existingId (the delayed job took the new data). ]]
-applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
+applyDedup = function(k, now, dedupId, ttl, mode, data, delay, addId)
   local v = redis.call('HGET', k.dedup, dedupId)
   if not v then return 'new' end
-  local _, expiresAt, existing = parseDedupEntry(v)
-  if not existing or existing == '' or not dedupWindowOpen(expiresAt, now) then return 'new' end
+  local _, _, existing = parseDedupEntry(v)
+  -- Whether the entry still stands is the entry's to say (the mode and window of the add that
+  -- wrote it, as BullMQ's key lives by the add that set it); what this add does then is its own.
+  if not existing or existing == '' or dedupEntryOver(k, v, now) then return 'new' end
   local jk = jobKey(k, existing)
   local f = redis.call('HMGET', jk, 'state', 'fence')
-  if mode == 'throttle' or mode == 'extend' or (mode == 'simple' and jobUnfinished(f[1])) then
+  if mode == 'throttle' or mode == 'extend' or mode == 'simple' then
     -- extend: the window restarts at this add (the entry keeps pointing at the earlier job)
     if mode == 'extend' then redis.call('HSET', k.dedup, dedupId, dedupEntry('extend', now + ttl, existing)) end
-    emit(k, 'deduplicated', existing, 'dedupId', dedupId)
+    emit(k, 'deduplicated', existing, 'deduplicationId', dedupId, 'deduplicatedJobId', addId)
     return 'blocked', existing
   end
   if mode == 'debounce' and debounceable(f) then
@@ -90,7 +98,7 @@ applyDedup = function(k, now, dedupId, ttl, mode, data, delay)
     redis.call('HSET', jk, 'data', data, 'delay', delay)
     scheduleDue(k, existing, now + delay, now) -- (glidemq_add checked the wake key's type)
     redis.call('HSET', k.dedup, dedupId, dedupEntry('debounce', now + ttl, existing))
-    emit(k, 'debounced', existing, 'dedupId', dedupId)
+    emit(k, 'debounced', existing, 'deduplicationId', dedupId, 'deduplicatedJobId', addId)
     return 'debounced', existing
   end
   return 'new'
@@ -105,7 +113,7 @@ end
 
 -- Whether an entry can no longer block or absorb any add. A job key another program replaced by
 -- another type is no job: its entry is over (read with pcall, so that key cannot stop the sweep).
-local function dedupEntryOver(k, v, now)
+dedupEntryOver = function(k, v, now)
   local mode, expiresAt, jobId = parseDedupEntry(v)
   if not mode or not dedupWindowOpen(expiresAt, now) then return true end
   if mode == 't' or mode == 'e' then return false end

@@ -4,6 +4,8 @@
   Each function reads every job hash it will remove (a job key of another type raises
   ERR_WRONG_TYPE there) and checks the type of every queue and group key it may write, all before
   the first write, so a refused call writes nothing.
+  A removed job's dedup id is forgotten if it still points at the job, as BullMQ's removal deletes
+  its key: the next add with it creates a job.
   A removed group job leaves its group's line (a waiting job, or a delayed one holding its place
   in an ordered group's line); a removed job that held its group (heldBy, or the head of the line)
   frees it and wakes a worker for it (lua/group.lua groupForget).
@@ -96,7 +98,7 @@ local CLEAN_AGE_FIELDS = { waiting = { 'finishedOn', 'processedOn', 'ts' }, dela
 -- keeps groupWaiting/groupTurn; a released group slot wakes workers), list-active, events.
 local REMOVE_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'scheduled', 'zset',
   'prioritized', 'zset', 'lifo', 'list', 'completed', 'zset', 'failed', 'zset', 'readyGroups', 'zset',
-  'timedGroups', 'zset', 'listActiveIds', 'set', 'listActive', 'string' }
+  'timedGroups', 'zset', 'listActiveIds', 'set', 'listActive', 'string', 'dedup', 'hash' }
 
 -- Reads what removing job `id` needs (raises on a job key of another type); checks its group's
 -- keys. Returns its state (nil when there is no such job).
@@ -106,10 +108,27 @@ local function readForRemoval(k, jk)
   return f[1] or nil
 end
 
+-- Forgets the dedup id a removed job was added with if it still points at the job (BullMQ
+-- deletes its key then too): the next add with it creates a job. The id is in the job's stored
+-- options (src/engine/options.ts storedDedup); opts another program wrote are read with pcall.
+local function forgetDedupOf(k, id, opts)
+  if not opts or not string.find(opts, 'dedup', 1, true) then return end
+  local ok, o = pcall(cjson.decode, opts)
+  if not ok or type(o) ~= 'table' then return end
+  local d = o.deduplication or o.dedup
+  local dedupId = type(d) == 'table' and d.id
+  if type(dedupId) ~= 'string' then return end
+  local v = redis.call('HGET', k.dedup, dedupId)
+  if not v then return end
+  local _, _, pointsAt = parseDedupEntry(v)
+  if pointsAt == id then redis.call('HDEL', k.dedup, dedupId) end
+end
+
 -- Removes a job that is not active from every structure, then its hash and logs. `lineGid`: the
 -- group whose line listed it (drain), for an entry whose job hash is gone.
 local function dropJob(k, id, jk, lineGid)
-  local f = redis.call('HMGET', jk, 'sid', 'state')
+  local f = redis.call('HMGET', jk, 'sid', 'state', 'opts')
+  forgetDedupOf(k, id, f[3])
   local sid = f[1]
   if sid then redis.call('XDEL', k.stream, sid) end
   groupForget(k, id, jk, lineGid)

@@ -14,7 +14,9 @@ function parseEntry(v: string): { mode: string; expiresAt: number; jobId: string
 /**
  * The job that dedup id `id` points at while it still blocks adds, else null (as BullMQ's key that
  * expired or was deleted). The window is judged on the server's TIME, read in the same MULTI as the
- * entry; a simple-mode id lasts only while its job is unfinished, as BullMQ's.
+ * entry; a simple-mode id lasts only while its job is unfinished, as BullMQ's, and a debounce
+ * (replace) id only while its job can still take an add's data: as an add judges it
+ * (lua/dedup.lua dedupEntryOver), whether or not the sweep has deleted it yet.
  */
 export async function deduplicationJobId(client: Client, keys: QueueKeys, id: string): Promise<string | null> {
   const r = await client.multi().hget(keys.dedup, id).time().exec();
@@ -23,9 +25,11 @@ export async function deduplicationJobId(client: Client, keys: QueueKeys, id: st
   const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
   const e = raw ? parseEntry(raw) : undefined;
   if (!e || e.jobId === '' || (e.expiresAt !== 0 && now >= e.expiresAt)) return null;
-  if (e.mode === 's') {
-    const state = await client.hget(keys.job(e.jobId), 'state');
-    if (state === null || state === 'completed' || state === 'failed') return null;
+  if (e.mode === 's' || e.mode === 'd') {
+    const [state, fence] = await client.hmget(keys.job(e.jobId), 'state', 'fence');
+    if (e.mode === 's' && (state === null || state === 'completed' || state === 'failed')) return null;
+    // a debounce (replace) id stands while its job waits out its first delay (lua/dedup.lua debounceable)
+    if (e.mode === 'd' && (state !== 'delayed' || fence !== null)) return null;
   }
   return e.jobId;
 }

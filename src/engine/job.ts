@@ -98,6 +98,11 @@ export class Job<D = any, R = any> {
     return c.manual ? c.consumer : `${c.consumer}:${c.fence}`;
   }
 
+  /** The job's deduplication id (job option `deduplication.id` or `dedup.id`), else undefined. */
+  get deduplicationId(): string | undefined {
+    return this.opts.deduplication?.id ?? this.opts.dedup?.id;
+  }
+
   /** Activations so far, this one included (each claim takes the next fence). */
   get attemptsStarted(): number {
     // startsBase: the fence when a retry asked to count from 0 again (lua/job-edit.lua)
@@ -240,6 +245,18 @@ export class Job<D = any, R = any> {
     const t = await this.editTarget('remove');
     const removed = await callFunction(t.client, 'glidemq_removeJob', t.keys.meta, [this.id, '0']);
     if (removed === 1) this.queue?.emit('removed', this);
+  }
+
+  /**
+   * Forgets the job's deduplication id if it still deduplicates adds for this job, so that the
+   * next add with it creates a job (BullMQ's job.removeDeduplicationKey()). True when it did;
+   * false when the id points at another job, its window is over, or the job has none.
+   */
+  async removeDeduplicationKey(): Promise<boolean> {
+    const dedupId = this.deduplicationId;
+    if (dedupId === undefined) return false;
+    const t = await this.editTarget('removeDeduplicationKey');
+    return (await callFunction(t.client, 'glidemq_removeDedupKeyOf', t.keys.meta, [dedupId, this.id])) === 1;
   }
 
   /**

@@ -2,7 +2,7 @@
  * Job options: validation with messages that name the option, encoding into the argument group
  * glidemq_add takes, and the backoff arithmetic used when an attempt fails.
  */
-import { invalid, PayloadTooLargeError } from './errors.js';
+import { invalid, NotSupportedError, PayloadTooLargeError } from './errors.js';
 import { parseDuration } from './duration.js';
 import { encodeGroup, type GroupOptions } from './groups.js';
 
@@ -56,6 +56,8 @@ export interface DeduplicationOptions {
   ttl?: number;
   extend?: boolean;
   replace?: boolean;
+  /** BullMQ's: refused (NotSupportedError) when true; see fromDeduplication. */
+  keepLastIfActive?: boolean;
 }
 
 export interface JobOptions {
@@ -146,6 +148,12 @@ export function fromDeduplication(d: DeduplicationOptions | undefined, delay: nu
     if (d[flag] !== undefined && typeof d[flag] !== 'boolean') throw invalid(`deduplication.${flag} must be true or false, got ${String(d[flag])}`);
   }
   if (typeof d.id !== 'string' || d.id.length === 0) throw invalid('deduplication.id must be a non-empty string (the id that marks duplicates)');
+  if (d.keepLastIfActive !== undefined && d.keepLastIfActive !== false) {
+    // refused by name rather than ignored: an application relying on it would lose the later add
+    throw new NotSupportedError('ERR_NOT_SUPPORTED', 'deduplication.keepLastIfActive is not supported: glidemq keeps no next job ' +
+      'for an active one. To run one job of an id at a time, give the jobs a group with maxConcurrency 1 (group: { id, maxConcurrency: 1 }); ' +
+      'to keep only the latest data while a job waits, use replace with a delay', true);
+  }
   const ttl = d.ttl === undefined ? 0 : checkDelay(d.ttl, 'deduplication.ttl');
   const withTtl = ttl > 0 ? { ttl } : {};
   if (d.replace && delay > 0) return { id: d.id, ...withTtl, mode: 'debounce' };
@@ -161,6 +169,30 @@ export interface StoredOptions {
   keepLogs?: number;
   /** The application's creation time (job option `timestamp`); job.timestamp shows it. */
   timestamp?: number;
+  /** The job's deduplication, BullMQ's form (job.deduplicationId reads its id). */
+  deduplication?: DeduplicationOptions;
+  /** The job's deduplication, glidemq's form (job.deduplicationId reads its id). */
+  dedup?: DedupOptions;
+}
+
+/**
+ * The deduplication a job keeps in its stored options, in the form it was given (BullMQ keeps
+ * job.opts.deduplication), so that job.deduplicationId reads it on any handle. Call after
+ * encodeJob validated `opts`.
+ */
+export function storedDedup(opts: JobOptions): Pick<StoredOptions, 'dedup' | 'deduplication'> {
+  if (opts.dedup !== undefined) {
+    const { id, ttl, mode } = opts.dedup;
+    return { dedup: { id, ...(ttl !== undefined ? { ttl } : {}), ...(mode !== undefined ? { mode } : {}) } };
+  }
+  const d = bullmqDeduplication(opts);
+  if (d === undefined) return {};
+  const { id, ttl, extend, replace } = d;
+  const kept: DeduplicationOptions = { id };
+  if (ttl !== undefined) kept.ttl = ttl;
+  if (extend !== undefined) kept.extend = extend;
+  if (replace !== undefined) kept.replace = replace;
+  return { deduplication: kept };
 }
 
 /**
@@ -298,8 +330,10 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
     }
     if (opts.keepLogs > 0) stored.keepLogs = opts.keepLogs;
   }
+  const encodedDedup = encodeDedup(dedup, delay);
+  Object.assign(stored, storedDedup(opts));
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
-  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodeDedup(dedup, delay), group];
+  return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodedDedup, group];
 }
 
 /** The job option sizeLimit: refuses data whose JSON is larger, naming the job, the size and the limit. */

@@ -72,10 +72,11 @@ export interface QueueEventsListener<R = any> {
   cleaned: (args: { count: string }, id: string) => void;
   /** `returnvalue` is parsed from its JSON; undefined for an event written while no QueueEvents listened. */
   completed: (args: { jobId: string; returnvalue: R; prev?: string }, id: string) => void;
-  /** `jobId` is the job the add was folded into (no new job was created). */
   /** An add named the custom jobId of an existing job and was ignored. */
   duplicated: (args: { jobId: string }, id: string) => void;
-  deduplicated: (args: { jobId: string; deduplicationId: string; deduplicatedJobId?: string }, id: string) => void;
+  /** An add with `deduplicationId` was folded into job `jobId` (no new job was created);
+   * `deduplicatedJobId` is the id that add took (its custom jobId, or one from the counter). */
+  deduplicated: (args: { jobId: string; deduplicationId: string; deduplicatedJobId: string }, id: string) => void;
   /** glidemq's debounce mode: the waiting delayed job `jobId` took a later add's data and delay. */
   debounced: (args: { jobId: string; debounceId: string }, id: string) => void;
   /** `delay` is when the job is due: ms since the epoch, on the server's clock. */
@@ -411,13 +412,16 @@ export class QueueEvents<R = any> extends SafeEmitter {
       case 'duplicated':
         this.emit('duplicated', { jobId }, id);
         return;
+      // (dedupId: the field's name in entries written before BullMQ's names were used)
       case 'deduplicated':
-        this.emit('deduplicated', { jobId, deduplicationId: f.dedupId ?? f.deduplicationId ?? '', deduplicatedJobId: f.deduplicatedJobId }, id);
+        this.emit('deduplicated', dedupArgs(jobId, f), id);
         return;
-      case 'debounced':
-        this.emit('deduplicated', { jobId, deduplicationId: f.dedupId ?? '', deduplicatedJobId: f.deduplicatedJobId }, id);
-        this.emit('debounced', { jobId, debounceId: f.dedupId ?? '' }, id);
+      case 'debounced': {
+        const args = dedupArgs(jobId, f);
+        this.emit('deduplicated', args, id);
+        this.emit('debounced', { jobId, debounceId: args.deduplicationId }, id);
         return;
+      }
       case 'drained':
         this.emit('drained', id);
         return;
@@ -614,6 +618,11 @@ function parse(text: string | undefined): unknown {
 }
 
 /** The server time (ms) a stream entry id was made at. */
+/** A dedup event's arguments, BullMQ's names, from its entry's fields (lua/dedup.lua applyDedup). */
+function dedupArgs(jobId: string, f: Record<string, string>): { jobId: string; deduplicationId: string; deduplicatedJobId: string } {
+  return { jobId, deduplicationId: f.deduplicationId ?? f.dedupId ?? '', deduplicatedJobId: f.deduplicatedJobId ?? '' };
+}
+
 function entryMs(id: string): number {
   return Number(id.split('-')[0]);
 }

@@ -22,7 +22,7 @@ import {
   type SchedulerTiming,
 } from './schedulers.js';
 import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
-import { DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
+import { DEFAULT_MAX_PAYLOAD, encodeJob, storedDedup, withDefaults, type BulkJob, type JobOptions } from './options.js';
 import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from './bulk-add.js';
 import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
@@ -169,6 +169,7 @@ export class Queue extends SafeEmitter {
     const job = Job.fromFields({ id, name, data: dataJson, ts: String(ts) });
     job.opts = { ...job.opts, attempts: opts.attempts ?? 1, delay: Number(opts.delay ?? 0) || 0, priority: opts.priority ?? 0, lifo: !!opts.lifo };
     job.delay = job.opts.delay;
+    Object.assign(job.opts, storedDedup(opts)); // job.deduplicationId, on a deduplicated add's job too
     job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
     job.created = created;
     job.queue = this;

@@ -99,7 +99,9 @@ export async function buildRecord(name: string, timing: SchedulerTiming, templat
   if (hasPattern === hasEvery) throw invalid(`scheduler ${name}: give either a cron pattern or an interval (every), not ${hasPattern ? 'both' : 'neither'}`);
   const opts = template.opts ?? {};
   if (opts.jobId !== undefined) throw invalid(`scheduler ${name}: jobs it adds cannot have a fixed jobId (every run adds a new job)`);
-  if (opts.dedup !== undefined) throw invalid(`scheduler ${name}: jobs it adds cannot use dedup`);
+  if (opts.dedup !== undefined || opts.deduplication !== undefined || opts.debounce !== undefined) {
+    throw invalid(`scheduler ${name}: jobs it adds cannot use dedup (dedup, deduplication or debounce): every run adds a new job`);
+  }
   if (opts.group !== undefined) throw invalid(`scheduler ${name}: jobs it adds cannot be group jobs (not supported yet)`);
   const group = encodeJob(template.name ?? name, template.data ?? {}, opts);
   const job = {
