@@ -64,7 +64,7 @@ export interface JobOptions {
    * the next id the queue hands out. */
   jobId?: string;
   delay?: number | string;
-  /** 1 is served first, up to 2097152. */
+  /** 1 is served first, up to 2097152; 0 (or none): not prioritized. */
   priority?: number;
   lifo?: boolean;
   attempts?: number;
@@ -276,9 +276,10 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (json === undefined) throw invalid('job data cannot be serialised to JSON');
   checkSizeLimit(name, json, opts.sizeLimit);
   const delay = opts.delay === undefined ? 0 : checkDelay(opts.delay, 'delay');
+  // 0: none, as BullMQ, glidemq_add and changePriority read it
   const priority = opts.priority ?? 0;
-  if (opts.priority !== undefined && (!Number.isInteger(priority) || priority < 1 || priority > MAX_PRIORITY)) {
-    throw invalid(`priority must be a whole number from 1 to ${MAX_PRIORITY}, got ${String(opts.priority)}`);
+  if (!Number.isInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
+    throw invalid(`priority must be a whole number from 1 (served first) to ${MAX_PRIORITY}, or 0 for none, got ${String(opts.priority)}`);
   }
   const attempts = wholeOption(opts.attempts ?? 1, 'attempts', 1);
   const jobId = opts.jobId ?? ''; // '' takes the next id, as leaving it out does (BullMQ reads it so)
@@ -288,9 +289,9 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (/^-?\d+$/.test(jobId)) {
     throw invalid(`job id "${jobId}" is invalid: custom ids cannot be whole numbers (those are the ids the queue hands out, so "${jobId}" could name another job); use e.g. "order-${jobId}"`);
   }
-  if (opts.priority !== undefined && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
+  if (priority > 0 && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
   const group = encodeGroup(opts.group);
-  if (group && (opts.priority !== undefined || opts.lifo)) {
+  if (group && (priority > 0 || opts.lifo)) {
     throw invalid("a group job runs in its group's order: it cannot be prioritized or LIFO");
   }
   if (opts.dedup !== undefined && (opts.deduplication ?? opts.debounce) !== undefined) {
