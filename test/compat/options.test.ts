@@ -367,6 +367,18 @@ describe('BullMQ compatibility: job and worker options', function () {
     });
   });
 
+  describe('priority: 0', () => {
+    it('means no priority, as BullMQ reads it (and changePriority here): the job waits in the stream, and may be LIFO', async () => {
+      const q = queue();
+      const none = await q.add('none', {}, { priority: 0 });
+      const lifo = await q.add('lifo', {}, { priority: 0, lifo: true });
+      expect([none.state, lifo.state]).to.deep.equal(['waiting', 'waiting']);
+      expect(await q.getJobState(none.id)).to.equal('waiting');
+      expect((await q.getJob(lifo.id))?.opts).to.deep.include({ priority: 0, lifo: true });
+      expect((await rejection(q.add('neg', {}, { priority: -1 }))).message).to.match(/priority must be a whole number from 1 \(served first\) to 2097152, or 0 for none, got -1/);
+    });
+  });
+
   describe('every option is checked at add as finish, retry, retention and logs take it', () => {
     const MAX = Number.MAX_SAFE_INTEGER;
     const refusedAt = async (q: Queue, opts: Record<string, unknown>, pattern: RegExp) => {
