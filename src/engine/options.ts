@@ -247,13 +247,21 @@ export function checkRetention(v: Retention | undefined, what: string): Retentio
 export function encodeRetention(v: Retention | undefined): string {
   if (v === undefined || v === false) return '';
   if (v === true) return '0';
-  if (typeof v === 'number') return v === 0 ? '0' : `count:${v}`;
+  if (typeof v === 'number') return v === 0 ? '0' : `count:${upToSafe(v)}`;
   if (v.count === 0) return '0';
-  const ms = v.age === undefined ? undefined : Math.floor(v.age * 1000);
-  if (ms !== undefined && v.count !== undefined) return `agecount:${ms}:${v.count}`;
-  if (v.count !== undefined) return `count:${v.count}`;
+  const ms = v.age === undefined ? undefined : upToSafe(v.age * 1000);
+  if (ms !== undefined && v.count !== undefined) return `agecount:${ms}:${upToSafe(v.count)}`;
+  if (v.count !== undefined) return `count:${upToSafe(v.count)}`;
   if (ms !== undefined) return `age:${ms}`;
   return '';
+}
+
+/**
+ * A rule's number as glidemq_finish takes it: whole, at most 2^53 - 1. Options are checked at add,
+ * but a job an older version stored may hold a larger count (it then keeps every job, as before).
+ */
+function upToSafe(n: number): number {
+  return Math.min(Math.floor(n), MAX_SAFE);
 }
 
 export interface EncodedJob {

@@ -406,6 +406,20 @@ describe('BullMQ compatibility: job and worker options', function () {
       expect(await q.getJobCounts()).to.deep.include({ waiting: 0, delayed: 0 });
     });
 
+    it('a job an older version stored with removeOnComplete: 1e17 still completes (kept), its finish not refused', async () => {
+      const q = queue();
+      const old = await q.add('old', {});
+      const olderFailed = await q.add('older-failed', {});
+      await redis().hset(q.keys.job(old.id), 'opts', '{"removeOnComplete":1e17,"removeOnFail":{"count":1e17}}');
+      await redis().hset(q.keys.job(olderFailed.id), 'opts', '{"removeOnFail":{"count":1e17,"age":60}}');
+      worker(q, async (job) => {
+        if (job.name === 'older-failed') throw new Error('no');
+        return 'ok';
+      });
+      await finished(q, old.id);
+      await finished(q, olderFailed.id, 'failed');
+    });
+
     it('the largest values add accepts are taken by finish, retry, retention and job.log', async () => {
       const q = queue();
       const kept = await q.add('kept', {}, { removeOnComplete: MAX, keepLogs: MAX });
