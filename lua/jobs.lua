@@ -1,4 +1,5 @@
---[[ jobs.lua — creating jobs (no registered functions here): insertJob, nextJobId, guardIdCounter.
+--[[ jobs.lua — creating jobs (no registered functions here): insertJob, nextJobId, guardIdCounter,
+  JOB_OPTS (the argument kind of the options a job stores).
   Shared by glidemq_add (lua/add.lua) and scheduler firing (lua/schedulers.lua).
   `now` is always the server's time (serverNow() of the calling function): it becomes the job's ts
   and, with its delay, its due time in the scheduled set.
