@@ -20,7 +20,8 @@
     group.priority: 0 = none, else 1..2097152 (lower runs first).
     group.lifo: '1' last in, first out; '0' not.
     group.attempts: attempts before it fails for good (>= 1).
-    group.opts: '' or a JSON object of the options only clients read (backoff, retention).
+    group.opts: '' or a JSON object of the options only clients read (backoff, retention, keepLogs,
+           timestamp), each within the range the calls that read it take (lua/jobs.lua JOB_OPTS).
     group.dedupId: '' = no dedup, else the dedup id (1..512 bytes; see lua/dedup.lua).
     group.dedupTtl: ms the dedup window lasts (0 = no end, at most 315576000000 = 10 years; needs
            a dedupId).
@@ -62,7 +63,7 @@
   ARGV[7]  priority: 0 = none, else 1..2097152.
   ARGV[8]  lifo: '1' last in, first out; '0' not.
   ARGV[9]  attempts: attempts before a job fails for good (>= 1).
-  ARGV[10] opts: '' or a JSON object of the options only clients read (backoff, retention).
+  ARGV[10] opts: as glidemq_add's group.opts (lua/jobs.lua JOB_OPTS).
   ARGV[11] count: how many jobs the call adds (0..10000); `count` arguments follow, one per job:
     group.data: the job's data (JSON text, at most maxPayload bytes).
   Returns  a flat list of numbers: ts, then the new jobs' ids in runs of consecutive ids, each run
@@ -89,7 +90,7 @@ local ADD_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
 local ADD_DATA_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
   'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ),
   'name', JOB_NAME, 'delay', ARG.ms, 'priority', ARG.int(0, MAX_PRIORITY), 'lifo', ARG.flag,
-  'attempts', ARG.int(1, MAX_SAFE_INT), 'opts', ARG.orEmpty(ARG.jsonObject), 'count', ARG.count }
+  'attempts', ARG.int(1, MAX_SAFE_INT), 'opts', JOB_OPTS, 'count', ARG.count }
 local ADD_DATA_JOB = { 'data', ARG.any }
 local ADD_JOB = {
   'jobId', kind(function()
@@ -106,7 +107,7 @@ local ADD_JOB = {
   'priority', ARG.int(0, MAX_PRIORITY),
   'lifo', ARG.flag,
   'attempts', ARG.int(1, MAX_SAFE_INT),
-  'opts', ARG.orEmpty(ARG.jsonObject),
+  'opts', JOB_OPTS,
   'dedupId', kind("'' or a dedup id of 1 to " .. DEDUP_MAX_ID_LEN .. ' bytes', function(v)
     if #v <= DEDUP_MAX_ID_LEN then return v end
     return nil

@@ -1,4 +1,5 @@
---[[ jobs.lua — creating jobs (no registered functions here): insertJob, nextJobId, guardIdCounter.
+--[[ jobs.lua — creating jobs (no registered functions here): insertJob, nextJobId, guardIdCounter,
+  JOB_OPTS (the argument kind of the options a job stores).
   Shared by glidemq_add (lua/add.lua) and scheduler firing (lua/schedulers.lua).
   `now` is always the server's time (serverNow() of the calling function): it becomes the job's ts
   and, with its delay, its due time in the scheduled set.
@@ -46,6 +47,75 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
   end
   -- a delayed job's event says so itself: a reader that looks the job up later may find it gone
   if delay > 0 then emit(k, 'added', id, 'delay', delay) else emit(k, 'added', id) end
+end
+
+--[[ JOB_OPTS: the argument kind of a job's stored options ('' or a JSON object: the `opts` of
+  glidemq_add, glidemq_addData and a scheduler's job; src/engine/options.ts StoredOptions). Every
+  option a later call reads from them is checked here as options.ts encodeJob checks it, within
+  the range that call takes (finish's KEEP_RULE, glidemq_addLog's keep, the retry delay: whole
+  numbers up to 2^53 - 1), so a job an add stores is never refused at finish, retry or retention.
+  Other fields are the client's own and pass unread. A refusal names the option. ]]
+local JOB_OPTS
+do
+local MAX_RETENTION_AGE_S = 9007199254740 -- seconds whose ms fit 2^53 - 1 (a literal: no math at load)
+local why = '' -- the last refusal's reason, for the expectation (built on refusal)
+
+local function wholeIn(v, min)
+  return type(v) == 'number' and v >= min and v <= MAX_SAFE_INT and v % 1 == 0
+end
+
+local function numberIn(v, min, max)
+  return type(v) == 'number' and v >= min and v <= max
+end
+
+-- Why retention rule `v` of option `name` cannot be used, or nil (absent, a boolean, a count or
+-- {count?, age?, limit?}).
+local function retentionProblem(name, v)
+  if v == nil or v == cjson.null or type(v) == 'boolean' or wholeIn(v, 0) then return nil end
+  if type(v) ~= 'table' then return name .. ' must be true, false, a whole number from 0 to 2^53 - 1 or {count?, age?}' end
+  if v.count ~= nil and not wholeIn(v.count, 0) then return name .. '.count must be a whole number from 0 to 2^53 - 1' end
+  if v.age ~= nil and not numberIn(v.age, 0, MAX_RETENTION_AGE_S) then
+    return name .. '.age must be a number of seconds from 0 to ' .. MAX_RETENTION_AGE_S
+  end
+  if v.limit ~= nil and not wholeIn(v.limit, 0) then return name .. '.limit must be a whole number from 0 to 2^53 - 1' end
+  return nil
+end
+
+local function backoffProblem(b)
+  if b == nil then return nil end
+  if type(b) ~= 'table' or type(b.type) ~= 'string' or b.type == '' then return 'backoff must be {type, delay?, jitter?}' end
+  if b.delay ~= nil and not numberIn(b.delay, 0, MAX_SAFE_INT) then return 'backoff.delay must be a number of ms from 0 to 2^53 - 1' end
+  if b.jitter ~= nil and not numberIn(b.jitter, 0, 1) then return 'backoff.jitter must be a number from 0 to 1' end
+  return nil
+end
+
+local function jobOptsProblem(o)
+  local problem = retentionProblem('removeOnComplete', o.removeOnComplete) or retentionProblem('removeOnFail', o.removeOnFail)
+    or backoffProblem(o.backoff)
+  if problem then return problem end
+  if o.keepLogs ~= nil and not wholeIn(o.keepLogs, 0) then return 'keepLogs must be a whole number from 0 to 2^53 - 1' end
+  if o.timestamp ~= nil and not numberIn(o.timestamp, 0, MAX_SAFE_INT) then
+    return 'timestamp must be a time in ms from 0 to 2^53 - 1'
+  end
+  return nil
+end
+
+JOB_OPTS = kind(function()
+  return "'' or a JSON object of job options (" .. why .. ')'
+end, function(v)
+  if v == '' then return v end
+  local ok, o = pcall(cjson.decode, v)
+  if not ok or type(o) ~= 'table' or not string.find(v, '^%s*{') then -- (an array decodes to a table too)
+    why = 'not a JSON object'
+    return nil
+  end
+  local problem = jobOptsProblem(o)
+  if problem then
+    why = problem
+    return nil
+  end
+  return v
+end)
 end
 
 -- How far the id counter moves on a new server epoch (guardIdCounter). It must exceed the ids a

@@ -94,9 +94,8 @@ decodeSchedulerRecord = function(v)
   if not whole(j.attempts, 1, MAX_SAFE_INT) then return nil, 'job.attempts must be a whole number >= 1' end
   local opts = j.opts
   if opts == nil or opts == cjson.null then opts = '' end
-  if not str(opts) or (opts ~= '' and not ARG.jsonObject.check(opts)) then
-    return nil, "job.opts must be '' or a JSON object as text"
-  end
+  if not str(opts) then return nil, "job.opts must be '' or a JSON object as text" end
+  if not JOB_OPTS.check(opts) then return nil, 'job.opts must be ' .. JOB_OPTS.expect() .. ' as text' end
   rec.job = { name = j.name, data = j.data, delay = j.delay, priority = j.priority, lifo = j.lifo,
     attempts = j.attempts, opts = opts }
   return rec

@@ -28,6 +28,16 @@ export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
 }
 
+/**
+ * A job as the CLI's --json prints it (CLI.md: `job`, `jobs`): its toJSON, where a field the job
+ * does not have (undefined in the API, as in BullMQ) is null, so each key is always printed.
+ */
+export function jobJson(job: { toJSON(): object }): Record<string, unknown> {
+  const o = job.toJSON() as Record<string, unknown>;
+  for (const key of ['returnvalue', 'failedReason', 'processedOn', 'finishedOn']) o[key] ??= null;
+  return o;
+}
+
 /** Many lines with one write (a big NDJSON enqueue prints an id per job). */
 export function printLines(lines: string[]): void {
   if (lines.length) process.stdout.write(lines.join('\n') + '\n');

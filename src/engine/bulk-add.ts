@@ -40,8 +40,6 @@ export interface EncodedBulk {
   shapes: (string | number)[][];
   /** Per job, its data as the JSON text stored. */
   datas: string[];
-  /** Per job, its options over the queue's defaults (what a Job object describes). */
-  opts: JobOptions[];
 }
 
 /** What the server did with each job of a bulk, in the order of the bulk. */
@@ -63,7 +61,6 @@ export function encodeBulkJobs(jobs: BulkJob[], defaults: JobOptions | undefined
   const n = jobs.length;
   const shapes = new Array<(string | number)[]>(n);
   const datas = new Array<string>(n);
-  const opts = new Array<JobOptions>(n);
   // a UTF-16 unit is at most 3 bytes of UTF-8: shorter texts need no byte count
   const surelyFits = maxPayload > 0 ? Math.floor(maxPayload / 3) : Infinity;
   let shape: (string | number)[] | undefined;
@@ -98,7 +95,6 @@ export function encodeBulkJobs(jobs: BulkJob[], defaults: JobOptions | undefined
         }
       }
       datas[i] = json;
-      opts[i] = merged;
     } catch (err) {
       const e = invalid(`job ${i + 1}: ${(err as Error).message}`) as Error & { index?: number; reason?: string };
       e.index = i + 1;
@@ -106,7 +102,7 @@ export function encodeBulkJobs(jobs: BulkJob[], defaults: JobOptions | undefined
       throw e;
     }
   }
-  return { shapes, datas, opts };
+  return { shapes, datas };
 }
 
 /** JSON text of a job's data, or undefined when JSON.stringify refuses it (encodeJob then reports). */

@@ -225,7 +225,7 @@ export function envelopeOf(job: Job, opts: { now: number; runAt?: number; keepId
   if (job.opts.removeOnComplete !== undefined) o.removeOnComplete = job.opts.removeOnComplete;
   if (job.opts.removeOnFail !== undefined) o.removeOnFail = job.opts.removeOnFail;
   if (job.opts.keepLogs !== undefined) o.keepLogs = job.opts.keepLogs;
-  if (job.groupId !== null) o.group = { id: job.groupId };
+  if (job.groupId !== undefined) o.group = { id: job.groupId };
   return { name: job.name, data: job.data, opts: o };
 }
 

@@ -8,7 +8,6 @@ import type { QueueKeys } from './keys.js';
 import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
 import { readJobState, type JobStateName } from './job-queries.js';
 import type { Queue } from './queue.js';
-import type { ManualOutcome } from './manual-fetch.js';
 import { pairsToRecord } from './replies.js';
 import { parseStacktrace } from './stacktrace.js';
 
@@ -28,6 +27,9 @@ export interface Claim {
   /** Set on a claim made by worker.getNextJob: `consumer` is then the application's token (manual-fetch.ts). */
   manual?: ManualClaims;
 }
+
+/** A job's outcome as the application gives it to moveToCompleted / moveToFailed. */
+export type ManualOutcome = { completed: true; value: unknown } | { completed: false; error: unknown };
 
 /** How a job fetched by hand (worker.getNextJob) is finished and kept alive (src/engine/manual-fetch.ts). */
 export interface ManualClaims {
@@ -65,14 +67,22 @@ export class Job<D = any, R = any> {
   attemptsMade = 0;
   stalledCount = 0;
   progress: unknown = 0;
+  /** The processor's result once the job completed; null before (BullMQ starts it so too). */
   returnvalue: R | null = null;
-  failedReason: string | null = null;
+  // A field the job does not have reads undefined, as in BullMQ: failedReason before a failure,
+  // processedOn before a claim, finishedOn before the job finished, groupId outside a group.
+  /** Why the last attempt failed (kept while a retry waits; cleared by job.retry()). */
+  failedReason?: string;
   /** The error stacks of its failed attempts, oldest first, the newest 10 kept, each cut to 4 KiB (BullMQ's job.stacktrace; stacktrace.ts). */
   stacktrace: string[] = NO_STACKS;
-  processedOn: number | null = null;
-  finishedOn: number | null = null;
-  /** The group the job runs in (job option `group.id`), or null. */
-  groupId: string | null = null;
+  processedOn?: number;
+  finishedOn?: number;
+  /** The group the job runs in (job option `group.id`). */
+  groupId?: string;
+  /** BullMQ's parent of a flow's child job: glidemq has no flows, so there is never one. */
+  readonly parent?: undefined;
+  /** BullMQ's key of a flow child's parent: never one (no flows). */
+  readonly parentKey?: undefined;
   /** @internal the claim, set while a worker runs this job */
   claim: Claim | undefined;
   /** @internal why a worker must not run this job (its hash is corrupt or not glidemq's), if so */
@@ -153,12 +163,12 @@ export class Job<D = any, R = any> {
     job.stalledCount = num(h.stalledCount, 0);
     job.progress = h.progress === undefined ? 0 : parseJson(h.progress, h.progress);
     job.returnvalue = h.returnvalue === undefined ? null : parseJson(h.returnvalue, h.returnvalue);
-    job.failedReason = h.failedReason ?? null;
+    job.failedReason = h.failedReason;
     if (h.stacktrace !== undefined) job.stacktrace = parseStacktrace(h.stacktrace);
-    job.finishedOn = h.finishedOn ? Number(h.finishedOn) : null;
-    job.groupId = h.grp ?? null;
+    job.finishedOn = h.finishedOn ? Number(h.finishedOn) : undefined;
+    job.groupId = h.grp;
     job.state = (h.state as JobState) ?? 'unknown';
-    job.processedOn = h.processedOn ? Number(h.processedOn) : null;
+    job.processedOn = h.processedOn ? Number(h.processedOn) : undefined;
     return job;
   }
 
@@ -266,10 +276,10 @@ export class Job<D = any, R = any> {
   async retry(state: 'completed' | 'failed' = 'failed', opts: RetryOptions = {}): Promise<void> {
     const t = await this.editTarget('retry');
     this.state = await edits.retryJob(t, this.id, state, opts);
-    this.failedReason = null;
+    this.failedReason = undefined;
     this.returnvalue = null;
-    this.finishedOn = null;
-    this.processedOn = null;
+    this.finishedOn = undefined;
+    this.processedOn = undefined;
     if (opts.resetAttemptsMade) this.attemptsMade = 0;
     if (opts.resetAttemptsStarted) this.raw.startsBase = String(this.claim?.fence ?? this.raw.fence ?? 0);
   }

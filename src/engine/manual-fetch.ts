@@ -27,7 +27,7 @@ import type { Acquired, Client } from './connection.js';
 import { BlockingConnection } from './blocking-connection.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { invalid, isUnrecoverable, JobNotFoundError } from './errors.js';
-import { extendClaimLock, Job, staleTokenError, type ClaimReply } from './job.js';
+import { extendClaimLock, Job, staleTokenError, type ClaimReply, type ManualOutcome } from './job.js';
 import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 import { encodeRetention } from './options.js';
@@ -46,9 +46,6 @@ export interface ManualContext {
   keys: QueueKeys;
   settings: Settings;
 }
-
-/** A job's outcome as the application gives it: a return value, or the error it failed with. */
-export type ManualOutcome = { completed: true; value: unknown } | { completed: false; error: unknown };
 
 /** One fetch's answer: the job claimed, if any, and how long at most to wait before trying again. */
 interface Take {

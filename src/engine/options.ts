@@ -62,10 +62,11 @@ export interface DeduplicationOptions {
 
 export interface JobOptions {
   /** Custom id: adding a job whose id exists adds nothing and returns the existing job. Not a whole
-   * number such as '2' (those are the ids the queue hands out): use e.g. 'order-2'. */
+   * number such as '2' (those are the ids the queue hands out): use e.g. 'order-2'. '' or none:
+   * the next id the queue hands out. */
   jobId?: string;
   delay?: number | string;
-  /** 1 is served first, up to 2097152. */
+  /** 1 is served first, up to 2097152; 0 (or none): not prioritized. */
   priority?: number;
   lifo?: boolean;
   attempts?: number;
@@ -215,7 +216,7 @@ export function parseBackoff(value: JobOptions['backoff'], custom = false): Back
     throw invalid(`backoff type must be "fixed", "exponential" or the name of a custom type (for the Worker's settings.backoffStrategy), got ${String(value.type)}`);
   }
   const jitter = value.jitter ?? 0;
-  if (!(jitter >= 0 && jitter <= 1)) throw invalid(`backoff jitter must be between 0 and 1, got ${jitter}`);
+  if (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1)) throw invalid(`backoff jitter must be a number from 0 to 1, got ${String(jitter)}`);
   const delay = builtin || value.delay !== undefined ? { delay: checkDelay(value.delay, 'backoff delay') } : {};
   return { type: value.type, ...delay, ...(jitter ? { jitter } : {}) };
 }
@@ -225,9 +226,27 @@ export function isCustomBackoff(backoff: BackoffOptions | undefined): backoff is
   return !!backoff && !(BUILTIN_BACKOFFS as readonly string[]).includes(backoff.type);
 }
 
+/*
+ * Every number an option holds is checked here against the range each later call takes it in
+ * (lua/args.lua ARG.ms and intKind, outcomes.lua KEEP_RULE, progress.lua's keep: whole numbers up
+ * to 2^53 - 1), so what add accepts, finish, retry, retention and job.log accept too: a value one
+ * of them would refuse is refused here, at add, naming the option.
+ */
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+/** A whole number from `min` to 2^53 - 1, or a refusal naming the option (`hint` says what it means). */
+function wholeOption(v: unknown, what: string, min: number, hint = ''): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
+    throw invalid(`${what} must be a whole number from ${min} to ${MAX_SAFE}${hint}, got ${String(v)}`);
+  }
+  return v;
+}
+
 function checkDelay(v: unknown, what: string): number {
   if (typeof v === 'string') return parseDuration(v, what);
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw invalid(`${what} must be a number of ms >= 0`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > MAX_SAFE) {
+    throw invalid(`${what} must be a number of ms from 0 to ${MAX_SAFE} (or a duration such as "5s"), got ${String(v)}`);
+  }
   return Math.floor(v);
 }
 
@@ -237,15 +256,17 @@ const MAX_RETENTION_AGE_S = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
 export function checkRetention(v: Retention | undefined, what: string): Retention | undefined {
   if (v === undefined || typeof v === 'boolean') return v;
   if (typeof v === 'number') {
-    if (!Number.isInteger(v) || v < 0) throw invalid(`${what} must be true, false, a count >= 0 or {count?, age?} (age in seconds), got ${v}`);
+    if (!Number.isSafeInteger(v) || v < 0) {
+      throw invalid(`${what} must be true, false, a whole number from 0 to ${MAX_SAFE} (how many jobs to keep) or {count?, age?} (age in seconds), got ${v}`);
+    }
     return v;
   }
   if (typeof v === 'object' && v !== null) {
-    if (v.count !== undefined && (!Number.isSafeInteger(v.count) || v.count < 0)) throw invalid(`${what}.count must be a whole number >= 0, got ${String(v.count)}`);
+    if (v.count !== undefined) wholeOption(v.count, `${what}.count`, 0);
     if (v.age !== undefined && (typeof v.age !== 'number' || !Number.isFinite(v.age) || v.age < 0 || v.age > MAX_RETENTION_AGE_S)) {
       throw invalid(`${what}.age must be a number of seconds from 0 to ${MAX_RETENTION_AGE_S} (BullMQ's unit: { age: 3600 } keeps an hour), got ${String(v.age)}`);
     }
-    if (v.limit !== undefined && (!Number.isSafeInteger(v.limit) || v.limit < 0)) throw invalid(`${what}.limit must be a whole number >= 0, got ${String(v.limit)}`);
+    if (v.limit !== undefined) wholeOption(v.limit, `${what}.limit`, 0);
     return v;
   }
   throw invalid(`${what} must be true, false, a count or {count?, age?} (age in seconds)`);
@@ -258,13 +279,21 @@ export function checkRetention(v: Retention | undefined, what: string): Retentio
 export function encodeRetention(v: Retention | undefined): string {
   if (v === undefined || v === false) return '';
   if (v === true) return '0';
-  if (typeof v === 'number') return v === 0 ? '0' : `count:${v}`;
+  if (typeof v === 'number') return v === 0 ? '0' : `count:${upToSafe(v)}`;
   if (v.count === 0) return '0';
-  const ms = v.age === undefined ? undefined : Math.floor(v.age * 1000);
-  if (ms !== undefined && v.count !== undefined) return `agecount:${ms}:${v.count}`;
-  if (v.count !== undefined) return `count:${v.count}`;
+  const ms = v.age === undefined ? undefined : upToSafe(v.age * 1000);
+  if (ms !== undefined && v.count !== undefined) return `agecount:${ms}:${upToSafe(v.count)}`;
+  if (v.count !== undefined) return `count:${upToSafe(v.count)}`;
   if (ms !== undefined) return `age:${ms}`;
   return '';
+}
+
+/**
+ * A rule's number as glidemq_finish takes it: whole, at most 2^53 - 1. Options are checked at add,
+ * but a job an older version stored may hold a larger count (it then keeps every job, as before).
+ */
+function upToSafe(n: number): number {
+  return Math.min(Math.floor(n), MAX_SAFE);
 }
 
 export interface EncodedJob {
@@ -287,23 +316,22 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (json === undefined) throw invalid('job data cannot be serialised to JSON');
   checkSizeLimit(name, json, opts.sizeLimit);
   const delay = opts.delay === undefined ? 0 : checkDelay(opts.delay, 'delay');
+  // 0: none, as BullMQ, glidemq_add and changePriority read it
   const priority = opts.priority ?? 0;
-  if (opts.priority !== undefined && (!Number.isInteger(priority) || priority < 1 || priority > MAX_PRIORITY)) {
-    throw invalid(`priority must be a whole number from 1 to ${MAX_PRIORITY}, got ${String(opts.priority)}`);
+  if (!Number.isInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
+    throw invalid(`priority must be a whole number from 1 (served first) to ${MAX_PRIORITY}, or 0 for none, got ${String(opts.priority)}`);
   }
-  const attempts = opts.attempts ?? 1;
-  if (!Number.isInteger(attempts) || attempts < 1) throw invalid(`attempts must be a whole number >= 1, got ${String(opts.attempts)}`);
-  const jobId = opts.jobId ?? '';
-  if (opts.jobId !== undefined && jobId === '') throw invalid('job id is empty: leave it out to get the next id');
+  const attempts = wholeOption(opts.attempts ?? 1, 'attempts', 1);
+  const jobId = opts.jobId ?? ''; // '' takes the next id, as leaving it out does (BullMQ reads it so)
   if (typeof jobId !== 'string' || Buffer.byteLength(jobId) > MAX_JOB_ID_BYTES || /[:\s{}\p{Cc}]/u.test(jobId)) {
     throw invalid(`job id "${String(jobId)}" is invalid: at most ${MAX_JOB_ID_BYTES} bytes, no ":", "{", "}", whitespace or control characters`);
   }
   if (/^-?\d+$/.test(jobId)) {
     throw invalid(`job id "${jobId}" is invalid: custom ids cannot be whole numbers (those are the ids the queue hands out, so "${jobId}" could name another job); use e.g. "order-${jobId}"`);
   }
-  if (opts.priority !== undefined && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
+  if (priority > 0 && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
   const group = encodeGroup(opts.group);
-  if (group && (opts.priority !== undefined || opts.lifo)) {
+  if (group && (priority > 0 || opts.lifo)) {
     throw invalid("a group job runs in its group's order: it cannot be prioritized or LIFO");
   }
   if (opts.dedup !== undefined && (opts.deduplication ?? opts.debounce) !== undefined) {
@@ -312,10 +340,10 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   const dedup = opts.dedup ?? fromDeduplication(bullmqDeduplication(opts), delay);
   const stored: StoredOptions = {};
   if (opts.timestamp !== undefined) {
-    if (typeof opts.timestamp !== 'number' || !Number.isFinite(opts.timestamp) || opts.timestamp < 0) {
-      throw invalid(`timestamp must be a time in ms since the epoch, got ${String(opts.timestamp)}`);
+    if (typeof opts.timestamp !== 'number' || !Number.isFinite(opts.timestamp) || opts.timestamp < 0 || opts.timestamp > MAX_SAFE) {
+      throw invalid(`timestamp must be a time in ms since the epoch, from 0 to ${MAX_SAFE}, got ${String(opts.timestamp)}`);
     }
-    stored.timestamp = Math.min(Math.floor(opts.timestamp), Number.MAX_SAFE_INTEGER);
+    stored.timestamp = Math.floor(opts.timestamp);
   }
   const backoff = parseBackoff(opts.backoff, true);
   if (backoff) stored.backoff = backoff;
@@ -324,16 +352,29 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   // an explicit false is kept: it overrides a Worker-level rule
   if (roc !== undefined) stored.removeOnComplete = roc;
   if (rof !== undefined) stored.removeOnFail = rof;
-  if (opts.keepLogs !== undefined) {
-    if (!Number.isInteger(opts.keepLogs) || opts.keepLogs < 0) {
-      throw invalid(`keepLogs must be a whole number >= 0 (0 or none: keep every line), got ${String(opts.keepLogs)}`);
-    }
-    if (opts.keepLogs > 0) stored.keepLogs = opts.keepLogs;
+  if (opts.keepLogs !== undefined && wholeOption(opts.keepLogs, 'keepLogs', 0, ' (0 or none: keep every line)') > 0) {
+    stored.keepLogs = opts.keepLogs;
   }
   const encodedDedup = encodeDedup(dedup, delay);
   Object.assign(stored, storedDedup(opts));
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
   return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodedDedup, group];
+}
+
+/**
+ * The hash fields glidemq_add stores for the job `shape` encodes (its encodeJob argument group;
+ * lua/jobs.lua insertJob writes them), so a Job made from them reads as getJob reads the stored
+ * job. `dataJson` is its data as sent; `ts` the server time of the add.
+ */
+export function addedFields(id: string, dataJson: string, shape: (string | number)[], ts: number): Record<string, string> {
+  const h: Record<string, string> = { id, name: String(shape[1]), data: dataJson, ts: String(ts) };
+  if (Number(shape[3]) > 0) h.delay = String(shape[3]);
+  if (Number(shape[4]) > 0) h.priority = String(shape[4]);
+  if (shape[5] === '1') h.lifo = '1';
+  if (Number(shape[6]) > 1) h.attempts = String(shape[6]);
+  if (shape[7] !== '') h.opts = String(shape[7]);
+  if (shape[11] !== '') h.grp = (JSON.parse(String(shape[11])) as { id: string }).id;
+  return h;
 }
 
 /** The job option sizeLimit: refuses data whose JSON is larger, naming the job, the size and the limit. */

@@ -22,7 +22,7 @@ import {
   type SchedulerTiming,
 } from './schedulers.js';
 import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
-import { DEFAULT_MAX_PAYLOAD, encodeJob, storedDedup, withDefaults, type BulkJob, type JobOptions } from './options.js';
+import { addedFields, DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
 import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from './bulk-add.js';
 import { readGroupState, type GroupState } from './groups.js';
 import { pairsToRecord } from './replies.js';
@@ -118,7 +118,7 @@ export class Queue extends SafeEmitter {
     await this.waitUntilReady();
     // reply: the server's ts of the call, then id, created
     const r = (await this.addCall([group])) as (string | number)[];
-    const job = this.describeAdded(String(r[1]), name, String(group[2]), opts, Number(r[0]), Number(r[2]));
+    const job = this.describeAdded(String(r[1]), String(group[2]), group, Number(r[0]), Number(r[2]));
     if (job.created) this.emit('waiting', job); // BullMQ's Queue event, for each job an add created
     return job;
   }
@@ -138,7 +138,7 @@ export class Queue extends SafeEmitter {
     const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
     await this.waitUntilReady();
     const added = await addEncoded(this.addTarget(), enc);
-    const jobs = bulk.map((j, i) => this.describeAdded(added.ids[i], j.name, enc.datas[i], enc.opts[i], added.ts[i], added.codes[i]));
+    const jobs = bulk.map((_, i) => this.describeAdded(added.ids[i], enc.datas[i], enc.shapes[i], added.ts[i], added.codes[i]));
     for (const job of jobs) if (job.created) this.emit('waiting', job);
     return jobs;
   }
@@ -160,21 +160,17 @@ export class Queue extends SafeEmitter {
   }
 
   /**
-   * `code` is glidemq_add's: 1 created, 0 custom id existed, 2 deduplicated, 3 debounced.
-   * `dataJson` is the JSON text that was sent (the job's data as stored); `ts` the server's time
-   * of the call (the stored ts of a job it created).
+   * The job an add describes, holding what was stored (the fields getJob reads back): `shape` is
+   * its glidemq_add argument group (options.ts encodeJob), `dataJson` the JSON text of its data,
+   * `code` glidemq_add's (1 created, 0 custom id existed, 2 deduplicated, 3 debounced) and `ts`
+   * the server's time of the call (the stored ts of a job it created).
    */
-  private describeAdded(id: string, name: string, dataJson: string, opts: JobOptions, ts: number, code: number): Job {
+  private describeAdded(id: string, dataJson: string, shape: (string | number)[], ts: number, code: number): Job {
     const created = code === 1;
-    const job = Job.fromFields({ id, name, data: dataJson, ts: String(ts) });
-    job.opts = { ...job.opts, attempts: opts.attempts ?? 1, delay: Number(opts.delay ?? 0) || 0, priority: opts.priority ?? 0, lifo: !!opts.lifo };
-    job.delay = job.opts.delay;
-    Object.assign(job.opts, storedDedup(opts)); // job.deduplicationId, on a deduplicated add's job too
-    job.state = created ? (opts.delay ? 'delayed' : opts.priority ? 'prioritized' : 'waiting') : 'unknown';
+    const job = Job.fromFields(addedFields(id, dataJson, shape, ts));
+    job.state = created ? (job.opts.delay ? 'delayed' : job.opts.priority ? 'prioritized' : 'waiting') : 'unknown';
     job.created = created;
     job.queue = this;
-    // the application's creation time (job option timestamp), as getJob reads it (job.ts fromFields)
-    if (created && typeof opts.timestamp === 'number') job.timestamp = job.opts.timestamp = Math.floor(opts.timestamp);
     if (code === 2) job.deduplicated = 'blocked';
     if (code === 3) {
       job.deduplicated = 'debounced';

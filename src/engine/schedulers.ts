@@ -104,6 +104,8 @@ export async function buildRecord(name: string, timing: SchedulerTiming, templat
   }
   if (opts.group !== undefined) throw invalid(`scheduler ${name}: jobs it adds cannot be group jobs (not supported yet)`);
   const group = encodeJob(template.name ?? name, template.data ?? {}, opts);
+  // a record holds times up to MAX_RECORD_MS (lua/scheduler-records.lua checks the job's delay too)
+  if (Number(group[3]) > MAX_RECORD_MS) throw invalid(`scheduler ${name}: the job's delay must be at most ${MAX_RECORD_MS} ms, got ${group[3]}`);
   const job = {
     name: String(group[1]),
     data: String(group[2]),

@@ -60,7 +60,7 @@ describe('CLI: enqueue, worker, stats, job, queues', function () {
     const cases: [string[], string | undefined, RegExp][] = [
       [['enqueue', name, '{bad'], undefined, /data is not valid JSON/],
       [['enqueue', name, '--ndjson'], '{"ok":1}\n{"ok":2}\n{broken\n', /line 3: not valid JSON/],
-      [['enqueue', name, '--ndjson', '--envelope'], '{"name":"a"}\n{"name":"b","opts":{"priority":0}}\n', /line 2: .*priority/],
+      [['enqueue', name, '--ndjson', '--envelope'], '{"name":"a"}\n{"name":"b","opts":{"priority":-1}}\n', /line 2: .*priority/],
       [['enqueue', 'bad{queue', '{}'], undefined, /invalid queue name "bad\{queue"/],
       [['enqueue', 'bad:queue', '{}'], undefined, /invalid queue name "bad:queue"/],
       [['enqueue', name, '{}', '--priority', '0'], undefined, /--priority must be a whole number from 1 to 2097152/],

@@ -228,8 +228,11 @@ describe('BullMQ compatibility: changing jobs from any handle', function () {
     expect(job.state).to.equal('waiting');
     let stored = await q.getJob(id);
     expect(stored?.state).to.equal('waiting');
-    expect(stored?.failedReason).to.equal(null);
-    expect(stored?.finishedOn).to.equal(null);
+    expect(stored?.failedReason).to.equal(undefined);
+    expect(stored?.finishedOn).to.equal(undefined);
+    expect(job.failedReason).to.equal(undefined);
+    expect(job.finishedOn).to.equal(undefined);
+    expect(job.processedOn).to.equal(undefined);
     expect(stored?.attemptsMade).to.equal(1);
     expect(await redis().zscore(q.keys.failed, id)).to.equal(null);
     expect(await rejection(job.retry())).to.be.instanceOf(JobStateError); // waiting, not failed

@@ -221,6 +221,47 @@ describe('BullMQ compatibility: job states and counts', function () {
     expect(((await rejection(q.getJobCounts('complete' as never))) as Error).message).to.match(/unknown job type "complete".*completed/);
   });
 
+  it('fields a job does not have read undefined, as in BullMQ (returnvalue stays null, as BullMQ starts it); each is set once the job has it', async () => {
+    const q = queue();
+    const added = await q.add('a', {});
+    const blank = (j: Job, where: string) => {
+      for (const field of ['failedReason', 'finishedOn', 'processedOn', 'parent', 'parentKey', 'groupId'] as const) {
+        expect((j as unknown as Record<string, unknown>)[field], `${where}: ${field}`).to.equal(undefined);
+      }
+      expect(j.returnvalue, `${where}: returnvalue`).to.equal(null);
+      expect(j.stacktrace, `${where}: stacktrace`).to.deep.equal([]);
+    };
+    blank(added, 'from add');
+    blank((await q.getJob(added.id))!, 'from getJob');
+    blank((await Job.fromId(q, added.id))!, 'from Job.fromId');
+    blank((await q.getWaiting())[0], 'from getWaiting');
+    const inProcessor = gate();
+    let running: Job | undefined;
+    worker(q, async (job) => {
+      running = job;
+      expect(job.failedReason).to.equal(undefined);
+      expect(job.finishedOn).to.equal(undefined);
+      expect(job.processedOn).to.be.a('number');
+      await inProcessor.promise;
+      if (job.name === 'bad') throw new Error('bad failed');
+      return 'done';
+    });
+    await waitFor(() => running !== undefined, 'the job running');
+    inProcessor.open();
+    await waitFor(async () => (await q.getJobState(added.id)) === 'completed', 'the job completed');
+    const done = (await q.getJob(added.id))!;
+    expect(done.failedReason).to.equal(undefined);
+    expect(done.returnvalue).to.equal('done');
+    expect(done.finishedOn).to.be.a('number');
+    expect(done.processedOn).to.be.a('number');
+    const bad = await q.add('bad', {}, { group: { id: 'g1' } });
+    await waitFor(async () => (await q.getJobState(bad.id)) === 'failed', 'the bad job failed');
+    const failed = (await q.getJob(bad.id))!;
+    expect(failed.failedReason).to.equal('bad failed');
+    expect(failed.returnvalue).to.equal(null);
+    expect(failed.groupId).to.equal('g1');
+  });
+
   it("'repeat' counts the job schedulers; getJobs('repeat') lists none (a scheduler is not a job)", async () => {
     const q = queue();
     await q.upsertScheduler('every-hour', { every: HOUR });

@@ -54,7 +54,7 @@ describe('BullMQ compatibility: job and worker options', function () {
     it('a bad default is refused when the queue is made, naming defaultJobOptions and the option', async () => {
       const err = await rejection(() => new Queue(uniqueQueue('opts'), { connection: connection(), defaultJobOptions: { attempts: 0 } }));
       expect(err).to.be.instanceOf(InvalidArgumentError);
-      expect(err.message).to.match(/defaultJobOptions: attempts must be a whole number >= 1/);
+      expect(err.message).to.match(/defaultJobOptions: attempts must be a whole number from 1 to 9007199254740991, got 0/);
     });
   });
 
@@ -310,6 +310,132 @@ describe('BullMQ compatibility: job and worker options', function () {
       expect(bulk.message).to.match(/job 2: job "big": data is \d+ bytes of JSON, over its sizeLimit of 50 bytes/);
       const limited = queue({ defaultJobOptions: { sizeLimit: 10 } });
       expect((await rejection(limited.add('d', { long: 'text' }))).message).to.match(/sizeLimit of 10 bytes/);
+    });
+  });
+
+  describe('the job add and addBulk return', () => {
+    const OPTS = {
+      keepLogs: 2,
+      backoff: { type: 'fixed', delay: 50 },
+      removeOnComplete: 3,
+      removeOnFail: { age: 60, count: 4 },
+      timestamp: 1_700_000_000_000,
+      attempts: 2,
+      delay: 60_000,
+    };
+    /** Logs three lines through the handle: keepLogs 2 keeps the newest two. */
+    const logThrough = async (q: Queue, job: Job) => {
+      for (const line of ['one', 'two', 'three']) await job.log(line);
+      return (await q.getJobLogs(job.id)).logs;
+    };
+
+    it("add(): job.opts holds what was stored (keepLogs, backoff, removeOn*), as getJob reads it; job.log keeps keepLogs lines", async () => {
+      const q = queue();
+      const job = await q.add('a', {}, OPTS);
+      const stored = (await q.getJob(job.id))!;
+      expect(job.opts).to.deep.equal(stored.opts);
+      expect(job.opts).to.deep.include({ keepLogs: 2, removeOnComplete: 3, removeOnFail: { age: 60, count: 4 } });
+      expect(job.opts.backoff).to.deep.equal({ type: 'fixed', delay: 50 });
+      expect(await logThrough(q, job)).to.deep.equal(['two', 'three']);
+    });
+
+    it('addBulk(): each job holds what was stored, for runs of alike jobs and for mixed ones', async () => {
+      const q = queue({ defaultJobOptions: { removeOnComplete: true } });
+      const alike = Array.from({ length: 20 }, (_, i) => ({ name: 'same', data: { i }, opts: OPTS }));
+      const mixed = [
+        { name: 'x', data: {}, opts: { keepLogs: 2, backoff: 'exponential:100' } },
+        { name: 'y', data: {}, opts: { removeOnFail: false, jobId: 'custom-y' } },
+      ];
+      const jobs = await q.addBulk([...alike, ...mixed]);
+      for (const job of jobs) expect(job.opts, `job ${job.id}`).to.deep.equal((await q.getJob(job.id))!.opts);
+      expect(jobs[0].opts).to.deep.include({ keepLogs: 2, removeOnComplete: 3 });
+      expect(jobs[20].opts).to.deep.include({ keepLogs: 2, removeOnComplete: true, backoff: { type: 'exponential', delay: 100 } });
+      expect(jobs[21].opts).to.deep.include({ removeOnFail: false, removeOnComplete: true });
+      expect(await logThrough(q, jobs[0])).to.deep.equal(['two', 'three']);
+      expect(await logThrough(q, jobs[20])).to.deep.equal(['two', 'three']);
+    });
+  });
+
+  describe("jobId: ''", () => {
+    it('gets the next id from the queue, as BullMQ does (add, addBulk and the defaults)', async () => {
+      const q = queue();
+      const a = await q.add('a', {}, { jobId: '' });
+      const [b, c] = await q.addBulk([{ name: 'b', data: {}, opts: { jobId: '' } }, { name: 'c', data: {}, opts: { jobId: '' } }]);
+      expect([a.id, b.id, c.id]).to.deep.equal(['1', '2', '3']);
+      expect([a.created, b.created, c.created]).to.deep.equal([true, true, true]);
+      expect((await q.getJob('2'))?.name).to.equal('b');
+    });
+  });
+
+  describe('priority: 0', () => {
+    it('means no priority, as BullMQ reads it (and changePriority here): the job waits in the stream, and may be LIFO', async () => {
+      const q = queue();
+      const none = await q.add('none', {}, { priority: 0 });
+      const lifo = await q.add('lifo', {}, { priority: 0, lifo: true });
+      expect([none.state, lifo.state]).to.deep.equal(['waiting', 'waiting']);
+      expect(await q.getJobState(none.id)).to.equal('waiting');
+      expect((await q.getJob(lifo.id))?.opts).to.deep.include({ priority: 0, lifo: true });
+      expect((await rejection(q.add('neg', {}, { priority: -1 }))).message).to.match(/priority must be a whole number from 1 \(served first\) to 2097152, or 0 for none, got -1/);
+    });
+  });
+
+  describe('every option is checked at add as finish, retry, retention and logs take it', () => {
+    const MAX = Number.MAX_SAFE_INTEGER;
+    const refusedAt = async (q: Queue, opts: Record<string, unknown>, pattern: RegExp) => {
+      const err = await rejection(q.add('bad', {}, opts));
+      expect(err, JSON.stringify(opts)).to.be.instanceOf(InvalidArgumentError);
+      expect(err.message, JSON.stringify(opts)).to.match(pattern);
+      const bulk = await rejection(q.addBulk([{ name: 'ok', data: {} }, { name: 'bad', data: {}, opts }]));
+      expect(bulk.message, JSON.stringify(opts)).to.match(/^job 2: /);
+    };
+
+    it('numbers past 2^53 - 1 are refused at add, naming the option, whatever form the option takes', async () => {
+      const q = queue();
+      await refusedAt(q, { removeOnComplete: 1e17 }, /removeOnComplete must be .*whole number.* 9007199254740991.*got 100000000000000000/);
+      await refusedAt(q, { removeOnFail: 1e17 }, /removeOnFail must be .*whole number.* 9007199254740991/);
+      await refusedAt(q, { removeOnComplete: { count: 1e17 } }, /removeOnComplete\.count must be a whole number from 0 to 9007199254740991/);
+      await refusedAt(q, { keepLogs: 1e17 }, /keepLogs must be a whole number from 0 to 9007199254740991/);
+      await refusedAt(q, { attempts: 1e17 }, /attempts must be a whole number from 1 to 9007199254740991/);
+      await refusedAt(q, { delay: 1e17 }, /delay must be a number of ms from 0 to 9007199254740991/);
+      await refusedAt(q, { backoff: 1e17 }, /backoff must be a number of ms from 0 to 9007199254740991/);
+      await refusedAt(q, { backoff: { type: 'fixed', delay: 1e300 } }, /backoff delay must be a number of ms from 0 to 9007199254740991/);
+      await refusedAt(q, { backoff: { type: 'exponential', delay: 10, jitter: '0.5' } }, /backoff jitter must be a number from 0 to 1/);
+      await refusedAt(q, { timestamp: 1e300 }, /timestamp must be a time in ms since the epoch, from 0 to 9007199254740991/);
+      const w = await rejection(() => worker(q, async () => 'x', { autorun: false, removeOnComplete: 1e17 }));
+      expect(w.message).to.match(/removeOnComplete must be .*whole number/);
+      expect(await q.getJobCounts()).to.deep.include({ waiting: 0, delayed: 0 });
+    });
+
+    it('a job an older version stored with removeOnComplete: 1e17 still completes (kept), its finish not refused', async () => {
+      const q = queue();
+      const old = await q.add('old', {});
+      const olderFailed = await q.add('older-failed', {});
+      await redis().hset(q.keys.job(old.id), 'opts', '{"removeOnComplete":1e17,"removeOnFail":{"count":1e17}}');
+      await redis().hset(q.keys.job(olderFailed.id), 'opts', '{"removeOnFail":{"count":1e17,"age":60}}');
+      worker(q, async (job) => {
+        if (job.name === 'older-failed') throw new Error('no');
+        return 'ok';
+      });
+      await finished(q, old.id);
+      await finished(q, olderFailed.id, 'failed');
+    });
+
+    it('the largest values add accepts are taken by finish, retry, retention and job.log', async () => {
+      const q = queue();
+      const kept = await q.add('kept', {}, { removeOnComplete: MAX, keepLogs: MAX });
+      const counted = await q.add('counted', {}, { removeOnComplete: { count: MAX, age: Math.floor(MAX / 1000) } });
+      const retried = await q.add('retried', {}, { attempts: MAX, backoff: { type: 'exponential', delay: MAX }, removeOnFail: MAX });
+      const failed = await q.add('failed', {}, { removeOnFail: MAX });
+      expect(await kept.log('line')).to.equal(1);
+      worker(q, async (job) => {
+        if (job.name === 'retried' || job.name === 'failed') throw new Error('no');
+        return 'ok';
+      });
+      await finished(q, kept.id);
+      await finished(q, counted.id);
+      await finished(q, failed.id, 'failed');
+      await finished(q, retried.id, 'delayed');
+      expect((await q.getJob(retried.id))?.attemptsMade).to.equal(1);
     });
   });
 

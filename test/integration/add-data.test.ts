@@ -142,6 +142,44 @@ describe('glidemq_addData: many jobs that share their options, only their data s
     }
   });
 
+  it('glidemq_add and glidemq_addData refuse stored options that finish, retention or job.log would refuse, naming the option, before any write', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.waitUntilReady();
+    const c = q.client as Redis;
+    await q.add('seed', {});
+    const before = await keyspaceFingerprint(c, `${q.keys.meta.slice(0, -5)}*`);
+    const bad: [string, RegExp][] = [
+      ['{"removeOnComplete":1e17}', /removeOnComplete must be true, false, a whole number from 0 to 2\^53 - 1/],
+      ['{"removeOnFail":{"count":1e17}}', /removeOnFail\.count must be a whole number from 0 to 2\^53 - 1/],
+      ['{"removeOnFail":{"age":1e13}}', /removeOnFail\.age must be a number of seconds from 0 to 9007199254740/],
+      ['{"removeOnComplete":"all"}', /removeOnComplete must be/],
+      ['{"keepLogs":2.5}', /keepLogs must be a whole number from 0 to 2\^53 - 1/],
+      ['{"backoff":{"type":"fixed","delay":1e300}}', /backoff\.delay must be a number of ms from 0 to 2\^53 - 1/],
+      ['{"backoff":{"type":"fixed","delay":5,"jitter":2}}', /backoff\.jitter must be a number from 0 to 1/],
+      ['{"backoff":5}', /backoff must be \{type, delay\?, jitter\?\}/],
+      ['{"timestamp":-1}', /timestamp must be a time in ms/],
+    ];
+    const g = encodeJob('j', {});
+    for (const [opts, says] of bad) {
+      const add = [0, '', 0, 0, 1, g[0], g[1], g[2], g[3], g[4], g[5], g[6], opts, g[8], g[9], g[10], g[11]];
+      const addData = [0, '', 0, 0, 'j', 0, 0, '0', 1, opts, 1, '{}'];
+      for (const [fn, args] of [['glidemq_add', add], ['glidemq_addData', addData]] as const) {
+        let err: unknown;
+        try {
+          await callFunction(c, fn, q.keys.meta, args);
+        } catch (e) {
+          err = e;
+        }
+        const e = err as { code?: string; message?: string } | undefined;
+        expect(`${e?.code}: ${e?.message}`, `${fn} ${opts}`).to.match(/^ERR_INVALID: /).and.to.match(says);
+        expect(await keyspaceFingerprint(c, `${q.keys.meta.slice(0, -5)}*`)).to.equal(before);
+      }
+    }
+    // the largest values are stored, and other fields the client keeps pass unread
+    const good = JSON.stringify({ removeOnComplete: Number.MAX_SAFE_INTEGER, removeOnFail: { age: 9007199254740, count: 0 }, keepLogs: 3, backoff: { type: 'custom' }, own: [1] });
+    await callFunction(c, 'glidemq_addData', q.keys.meta, [0, '', 0, 0, 'j', 0, 0, '0', 1, good, 1, '{}']);
+  });
+
   it('addBulk over runs of alike jobs mixed with custom ids, dedup, groups and other options: each job gets its own id, in order', async () => {
     const q = h.queue(uniqueQueue());
     const existing = await q.add('x', { pre: true }, { jobId: 'taken' });

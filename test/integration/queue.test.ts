@@ -55,7 +55,7 @@ describe('Queue (real valkey-server)', () => {
     const name = uniqueQueue();
     const q = new Queue(name, { connection: server().url, maxPayloadBytes: 100 });
     h.queues.push(q);
-    for (const bad of [0, -1, 2097153, 1.5]) {
+    for (const bad of [-1, 2097153, 1.5, Number.NaN]) {
       let err: unknown;
       try {
         await q.add('a', {}, { priority: bad });

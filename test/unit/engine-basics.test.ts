@@ -48,7 +48,9 @@ describe('job options', () => {
     expect(JSON.parse(String(g[7]))).to.deep.equal({ backoff: { type: 'exponential', delay: 100 }, removeOnComplete: 10 });
   });
   it('refuses out-of-range options with a message naming them', () => {
-    expect(() => encodeJob('n', {}, { priority: 0 })).to.throw(/priority/);
+    expect(() => encodeJob('n', {}, { priority: -1 })).to.throw(/priority/);
+    expect(() => encodeJob('n', {}, { priority: 1.5 })).to.throw(/priority/);
+    expect(encodeJob('n', {}, { priority: 0, lifo: true }).slice(4, 6)).to.deep.equal([0, '1']); // 0: none, as BullMQ reads it
     expect(() => encodeJob('n', {}, { priority: 2097153 })).to.throw(/priority/);
     expect(() => encodeJob('n', {}, { attempts: 0 })).to.throw(/attempts/);
     expect(() => encodeJob('n', {}, { jobId: 'a:b' })).to.throw(/job id/);

@@ -27,6 +27,9 @@ export function jobOptionsFromFlags(f: EnqueueFlags): JobOptions {
   if (f.delay !== undefined) opts.delay = parseDuration(f.delay, '--delay');
   if (f.priority !== undefined) opts.priority = parseInteger(f.priority, '--priority', 1, MAX_PRIORITY);
   if (f.lifo) opts.lifo = true;
+  // the API reads jobId '' as "the next id" (as BullMQ does); on a command line an empty id is more
+  // likely a variable that expanded to nothing, which would add a new job on every run
+  if (f.jobId === '') throw invalid("job id is empty (--job-id ''): leave the flag out to get the next id");
   if (f.jobId !== undefined) opts.jobId = f.jobId;
   if (f.attempts !== undefined) opts.attempts = parseInteger(f.attempts, '--attempts', 1, 1_000_000);
   if (f.backoff !== undefined) opts.backoff = f.backoff;

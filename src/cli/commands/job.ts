@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { JobNotFoundError } from '../../engine/errors.js';
 import { action, withQueue } from '../context.js';
-import { colour, ellipsis, formatDuration, formatTime, outputWidth, print, printJson, status, table, wrapText } from '../output.js';
+import { colour, ellipsis, formatDuration, formatTime, jobJson, outputWidth, print, printJson, status, table, wrapText } from '../output.js';
 
 function show(value: unknown): string {
   if (value === null || value === undefined) return '';
@@ -47,7 +47,7 @@ Examples:
         const { job, logs } = found;
         if (ctx.json) {
           const { stacktrace } = job as { stacktrace?: unknown };
-          printJson({ ...job.toJSON(), ...(Array.isArray(stacktrace) ? { stacktrace } : {}), logs });
+          printJson({ ...jobJson(job), ...(Array.isArray(stacktrace) ? { stacktrace } : {}), logs });
           return 0;
         }
         const rows: [string, string][] = [

@@ -4,7 +4,7 @@ import { parseDuration, parseInteger } from '../../engine/duration.js';
 import { invalid } from '../../engine/errors.js';
 import { checkState, LISTABLE_STATES, listJobPage, type JobFilter, type ListableState, type ListedJob } from '../../engine/job-listing.js';
 import { action, withQueue } from '../context.js';
-import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
+import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, jobJson, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
 
 interface JobsFlags {
   state?: string;
@@ -86,7 +86,7 @@ Examples:
         const result = await withQueue(ctx, queue, (q) => listJobPage(q, filter, { offset, limit }));
         const { jobs, now } = result;
         if (ctx.json) {
-          printLines(jobs.map(({ job, runAt }) => JSON.stringify({ ...job.toJSON(), ...(runAt === undefined ? {} : { runAt }) })));
+          printLines(jobs.map(({ job, runAt }) => JSON.stringify({ ...jobJson(job), ...(runAt === undefined ? {} : { runAt }) })));
           return 0;
         }
         const what = describeFilter(filter, f.since);
