@@ -125,6 +125,8 @@ end
 -- longer only while the disk stalls), `appendfsync no`'s (the kernel writes back within ~30 s) and
 -- replication lag. RDB-only can lose more than that (README, "Job ids after a crash"). Ids stay
 -- below 10^14 (Lua writes them exactly up to 14 digits), so a queue has room for 10^6 epochs.
+local guardIdCounter
+do
 local ID_EPOCH_GAP = 100000000
 
 -- Called by every call that takes ids from the counter, before its first (in its write phase:
@@ -133,11 +135,12 @@ local ID_EPOCH_GAP = 100000000
 -- on, so no id a crash or failover took back is handed out again; the epoch is kept in meta
 -- (idEpoch), so this happens once per epoch per queue. A queue with no counter yet starts at 1.
 -- Nothing moves for a user whose ACL refuses INFO (README, "ACL roles", gives +info|replication).
-local function guardIdCounter(k)
+guardIdCounter = function(k)
   local epoch = replicationEpoch()
   if not epoch or redis.call('HGET', k.meta, 'idEpoch') == epoch then return end
   if redis.call('EXISTS', k.id) == 1 then redis.call('INCRBY', k.id, ID_EPOCH_GAP) end
   redis.call('HSET', k.meta, 'idEpoch', epoch)
+end
 end
 
 -- The next free id from the counter, skipping values a job already holds (custom ids are refused

@@ -105,10 +105,10 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     const q = h.queue(name);
     const N = 6;
     const jobs = await q.addBulk(Array.from({ length: N }, (_, i) => ({ name: 'n', data: { i } })));
-    // another program made one job's stored retention one the server refuses (over 2^53 - 1)
+    // another program made one job's stored retention one the server refuses (a negative count)
     const bad = jobs[2];
     const opts = JSON.parse((await q.client.hget(q.keys.job(bad.id), 'opts')) ?? '{}');
-    await q.client.hset(q.keys.job(bad.id), 'opts', JSON.stringify({ ...opts, removeOnComplete: 1e17 }));
+    await q.client.hset(q.keys.job(bad.id), 'opts', JSON.stringify({ ...opts, removeOnComplete: -5 }));
     const runs = new Map<string, number>();
     const stalled: string[] = [];
     const failed = new Map<string, string>();
