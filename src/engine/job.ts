@@ -7,7 +7,6 @@ import { callFunction } from './library.js';
 import type { QueueKeys } from './keys.js';
 import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
 import { readJobState, type JobStateName } from './job-queries.js';
-import type { Queue } from './queue.js';
 import { pairsToRecord } from './replies.js';
 import { parseStacktrace } from './stacktrace.js';
 
@@ -44,6 +43,12 @@ export interface JobQueueHandle {
   readonly maxPayloadBytes?: number;
   waitUntilReady(): Promise<void>;
   emit(event: string, ...args: unknown[]): boolean;
+}
+
+/** What Job.fromId and Job.addJobLog need of a queue (a Queue is one; job.ts does not import it). */
+export interface JobSource extends JobQueueHandle {
+  getJob(id: string): Promise<Job | undefined>;
+  addJobLog(id: string, line: string, keepLogs?: number): Promise<number>;
 }
 
 export class Job<D = any, R = any> {
@@ -183,14 +188,14 @@ export class Job<D = any, R = any> {
   queue: JobQueueHandle | undefined;
 
   /** The job `id` of `queue`, able to change itself without a claim; undefined when there is none. */
-  static async fromId<D = any, R = any>(queue: Queue, id: string): Promise<Job<D, R> | undefined> {
+  static async fromId<D = any, R = any>(queue: JobSource, id: string): Promise<Job<D, R> | undefined> {
     const job = await queue.getJob(id);
     if (job) job.queue = queue;
     return job as Job<D, R> | undefined;
   }
 
   /** BullMQ's Job.addJobLog: queue.addJobLog(id, line, keepLogs). */
-  static addJobLog(queue: Queue, id: string, line: string, keepLogs?: number): Promise<number> {
+  static addJobLog(queue: JobSource, id: string, line: string, keepLogs?: number): Promise<number> {
     return queue.addJobLog(id, line, keepLogs);
   }
 

@@ -1,7 +1,7 @@
 /** The producer and inspector side of a queue: add jobs, pause/resume, counts, jobs by state. */
 import { acquireClient, closeClient, settleTopology, type Acquired, type ConnectionInput, type Client } from './connection.js';
 import { invalid } from './errors.js';
-import { Job } from './job.js';
+import { Job, type JobSource } from './job.js';
 import * as queries from './job-queries.js';
 import type { JobCounts, JobStateName, JobType } from './job-queries.js';
 import { addLog, getJobLogs, promoteJobs, retryJobs, updateProgress, type EditTarget, type RetryJobsOptions } from './job-edits.js';
@@ -65,7 +65,7 @@ function checkJobDefaults(d: QueueOptions['defaultJobOptions']): JobOptions | un
 }
 
 /** An event emitter as Worker is: a listener that throws arrives as `error` (see SafeEmitter). */
-export class Queue extends SafeEmitter {
+export class Queue extends SafeEmitter implements JobSource {
   readonly keys: QueueKeys;
   private readonly acquired: Acquired;
   private readonly maxPayload: number;
