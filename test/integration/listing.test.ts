@@ -29,10 +29,9 @@ describe('Listing jobs while workers claim them (issue 27, bug 6)', () => {
     const reader = h.queue(name);
     const N = 400;
     const all = new Set<string>();
-    // stream, LIFO and prioritized jobs: each kind is claimed by its own path
-    const added = await q.addBulk(
-      Array.from({ length: N }, (_, i) => ({ name: 'l', data: { i }, opts: i % 5 === 1 ? { lifo: true } : i % 5 === 2 ? { priority: 1 + (i % 3) } : {} })),
-    );
+    // stream, LIFO, prioritized and group jobs: each kind is claimed by its own path
+    const kinds = [{}, { lifo: true }, { priority: 2 }, { group: { id: 'g1', maxConcurrency: 2 } }, { group: { id: 'g2' } }];
+    const added = await q.addBulk(Array.from({ length: N }, (_, i) => ({ name: 'l', data: { i }, opts: kinds[i % kinds.length] })));
     for (const j of added) all.add(j.id);
     let done = 0;
     const processor = async (job: Job) => {
