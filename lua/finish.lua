@@ -172,7 +172,8 @@ local function removedFinish(k, id, fence)
       if (tonumber(string.match(e[1], '^(%d+)')) or 0) < oldest then return nil end
       local fields = e[2]
       for i = 1, #fields, 2 do
-        -- a removed job is never re-created: its newest record is its only one
+        -- the newest record of an id answers (a custom id added again after its removal is a
+        -- new job, whose claims count from fence 1 again)
         if fields[i] == id then return markOf(fields[i + 1], fence) end
       end
     end
@@ -186,8 +187,9 @@ end
   hash, decides its status and checks the types of the keys the write phase will write for it.
   Returns status ('completed', 'failed', 'retried', 'delayed', 'stale' or 'missing'), then for an
   owned claim: its job key, src, stream entry id, attempts made, whether its writes may put a
-  job in a list (a released list claim, a requeue), and the job's retry marks (`rf`, or nil). A stream claim's entry is acked by the XACK
-  that opens the caller's write phase (which so checks the stream's type). `seen` (finishMany):
+  job in a list (a released list claim, a requeue), and the job's retry marks (`rf`, or nil). A
+  stream claim's entry is acked by the XACK that opens the caller's write phase (which so checks
+  the stream's type). `seen` (finishMany):
   the status a later finish of an id gets once an earlier job of the call finished it.
   `announce`: 'completed' is emitted (a limit, or a QueueEvents listening). (Results go back as
   values, not as fields of `j`: growing the decoded table per job costs more than the rest of the
