@@ -80,9 +80,10 @@ register('glidemq_getCounts', function(keys, args)
   }
 end, { 'no-writes' })
 
--- A whole number as a command argument (a Lua number above 1e14 would go as '1e+15').
+-- A whole number as a command argument (a Lua number above 1e14 would go as '1e+15'; -0, which
+-- an argument '-0' decodes to, as '0': the server refuses '-0').
 local function whole(n)
-  return string.format('%.0f', n)
+  return string.format('%.0f', n + 0)
 end
 
 -- Appends to `out` up to `room` (nil: no limit) ids of the stream entries no worker has been
