@@ -35,8 +35,13 @@
            A repeated finish (sent again after its reply was lost) of a job this claim completed
            or failed for good gets that status again, and changes nothing; so does one whose
            claim put the job back for a retry ('retried' or 'delayed': the job's `rf` field keeps
-           '<fence>:<status>' of the last such finish), even once the job is claimed again; one
-           whose job was removed at once (keep '0') gets 'missing'.
+           '<fence>:<status>' of the last 8 such finishes), even once the job is claimed and
+           finished again; so does one whose finish removed the job (keep '0', or a rule that
+           dropped the job itself, such as age 0), or whose retry a later claim's finish that
+           removed the job kept: such a finish records the job id with those marks in the
+           queue's removed-finishes stream (trimmed to about 10000 entries; a record answers for
+           5 minutes by the server's clock). A finish of a claim that stored nothing gets
+           'stale' or 'missing'.
   Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_finishMany — the same for several jobs of one consumer in one call (a worker sends the
@@ -122,23 +127,69 @@ local FINISH_TYPES = {
   completed = { 'completed', 'zset' },
   delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream', 'wake', 'stream' },
   events = { 'events', 'stream' },
+  record = { 'removedFinishes', 'stream' },
 }
+-- The retry marks a job keeps in `rf` (the newest), and the removal records kept: entries of
+-- removed-finishes (one per call that removed a job it finished, approximately trimmed), and how
+-- long one answers a repeat (ms of the server's clock).
+local RF_KEEP = 8
+local RECORD_MAXLEN = 10000
+local RECORD_MS = 300000
+-- Entries read per step when a repeat looks for its record.
+local RECORD_PAGE = 100
 
--- The status ('retried' or 'delayed') a finish of claim `fence` gave job `jk` when it put the job
--- back for a retry, from the job's `rf` field ('<fence>:<status>', written by applyFinish), or nil.
--- Read only when a finish finds the job no longer its claim's (off the hot path).
-local function repeatedRetry(jk, fence)
-  local f, status = string.match(redis.call('HGET', jk, 'rf') or '', '^(%d+):(%a+)$')
-  if f and tonumber(f) == fence then return status end
+-- The status that marks list `marks` ('<fence>:<status>' words, the newest last: a job's `rf`, or
+-- a removal record) gives claim `fence`, or nil.
+local function markOf(marks, fence)
+  for f, status in string.gmatch(marks or '', '(%d+):(%a+)') do
+    if tonumber(f) == fence then return status end
+  end
+  return nil
+end
+
+-- `marks` with claim `fence`'s `status` added as the newest, keeping the newest RF_KEEP (a job
+-- retried, claimed and finished again before a repeat arrives keeps the repeat's answer).
+local function withMark(marks, fence, status)
+  local words = {}
+  for w in string.gmatch(marks or '', '%S+') do words[#words + 1] = w end
+  words[#words + 1] = string.format('%d:%s', fence, status)
+  local from = math.max(1, #words - RF_KEEP + 1)
+  local out = words[from]
+  for i = from + 1, #words do out = out .. ' ' .. words[i] end
+  return out
+end
+
+-- The status a finish of claim `fence` stored for job `id` before a finish removed the job (its
+-- own, or a later claim's that kept the marks of the retries before it), from removed-finishes,
+-- or nil. Only records younger than RECORD_MS by the server's clock answer. Read only when a
+-- finish finds no job (off the hot path).
+local function removedFinish(k, id, fence)
+  local oldest = serverNow() - RECORD_MS
+  local from = '+'
+  for _ = 1, math.ceil(RECORD_MAXLEN / RECORD_PAGE) + 2 do
+    local page = redis.call('XREVRANGE', k.removedFinishes, from, '-', 'COUNT', RECORD_PAGE)
+    for _, e in ipairs(page) do
+      if (tonumber(string.match(e[1], '^(%d+)')) or 0) < oldest then return nil end
+      local fields = e[2]
+      for i = 1, #fields, 2 do
+        -- the newest record of an id answers (a custom id added again after its removal is a
+        -- new job, whose claims count from fence 1 again)
+        if fields[i] == id then return markOf(fields[i + 1], fence) end
+      end
+    end
+    if #page < RECORD_PAGE then return nil end
+    from = '(' .. page[#page][1]
+  end
   return nil
 end
 
 --[[ The check phase for one job `j` (a decoded argument group), writing nothing: reads the job's
   hash, decides its status and checks the types of the keys the write phase will write for it.
   Returns status ('completed', 'failed', 'retried', 'delayed', 'stale' or 'missing'), then for an
-  owned claim: its job key, src, stream entry id, attempts made, and whether its writes may put a
-  job in a list (a released list claim, a requeue). A stream claim's entry is acked by the XACK
-  that opens the caller's write phase (which so checks the stream's type). `seen` (finishMany):
+  owned claim: its job key, src, stream entry id, attempts made, whether its writes may put a
+  job in a list (a released list claim, a requeue), and the job's retry marks (`rf`, or nil). A
+  stream claim's entry is acked by the XACK that opens the caller's write phase (which so checks
+  the stream's type). `seen` (finishMany):
   the status a later finish of an id gets once an earlier job of the call finished it.
   `announce`: 'completed' is emitted (a limit, or a QueueEvents listening). (Results go back as
   values, not as fields of `j`: growing the decoded table per job costs more than the rest of the
@@ -151,11 +202,13 @@ local function planFinish(k, j, consumer, seen, announce)
   local cur
   if j.outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf')
   else
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'attemptsMade', 'attempts')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'attemptsMade', 'attempts')
   end
-  if not cur[1] then return 'missing' end
+  -- a finish of this claim that removed the job (or a later one that kept this claim's retry
+  -- mark) recorded it: this call repeats it
+  if not cur[1] then return removedFinish(k, id, j.fence) or 'missing' end
   if cur[1] ~= 'active' or tonumber(cur[2]) ~= j.fence or cur[3] ~= consumer then
     -- a finish of this claim already stored the outcome: this call repeats it (sent again after
     -- its reply was lost). Only a finish leaves a finished job with its claim's fence (a stall
@@ -163,18 +216,20 @@ local function planFinish(k, j, consumer, seen, announce)
     if tonumber(cur[2]) == j.fence and (cur[1] == 'completed' or cur[1] == 'failed') then return cur[1] end
     -- a finish of this claim that put the job back for a retry left its mark (`rf`, applyFinish):
     -- the repeat gets the same status, whatever the job did since (a stall or release leaves no mark)
-    return repeatedRetry(jk, j.fence) or 'stale'
+    return markOf(cur[6], j.fence) or 'stale'
   end
   local src, sid = cur[4], cur[5]
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
-  local made = toInt(cur[6], 0) + 1
+  local made = toInt(cur[7], 0) + 1
   local status
+  -- a rule that may remove the job records the removal (removedFinish)
+  if keep ~= '' then requireTypes(k, FINISH_TYPES.record) end
   if j.outcome == 'completed' then
     status = 'completed'
     if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
     if announce then requireTypes(k, FINISH_TYPES.events) end
-  elseif j.retryDelay >= 0 and made < toInt(cur[7], 1) then
+  elseif j.retryDelay >= 0 and made < toInt(cur[8], 1) then
     if j.retryDelay > 0 then
       status = 'delayed'
       requireTypes(k, FINISH_TYPES.delayed)
@@ -192,7 +247,7 @@ local function planFinish(k, j, consumer, seen, announce)
     -- a final outcome with keep '0' deletes the job; anything else leaves it not active
     seen[id] = ((status == 'completed' or status == 'failed') and keep == '0') and 'missing' or 'stale'
   end
-  return status, jk, src, sid, made, lists
+  return status, jk, src, sid, made, lists, cur[6] or nil
 end
 
 -- The job keys whose not-started mark (lua/activate.lua) the reported claims `started` clear: those
@@ -248,35 +303,43 @@ end
 -- delayed). A stream claim's entry was acked by the caller (see planFinish), which deletes it
 -- after this; a list claim is released here. `now` is the server's time. `announce`: 'completed'
 -- is emitted; `listen`: a QueueEvents listens (the per-job events are written, see the header).
-local function applyFinish(k, j, status, jk, src, sid, made, now, announce, listen)
+-- `rf`: the job's retry marks. Returns, when the finish removed the job, the marks its removal
+-- record keeps (this claim's outcome after them), else nil: the caller writes the records.
+local function applyFinish(k, j, status, jk, src, sid, made, now, announce, listen, rf)
   local id, value = j.jobId, j.value
   if src ~= 's' then releaseClaim(k, id, src, sid) end
   if status == 'completed' then
-    settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value)
+    local gone = settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value)
     if listen then
       emit(k, 'completed', id, 'returnvalue', value)
     elseif announce then
       emit(k, 'completed', id)
     end
-    return
+    return gone and withMark(rf, j.fence, status) or nil
   end
   if j.keep ~= '0' or status ~= 'failed' then pushStack(jk, j.outcome) end
   if status == 'failed' then
-    storeFailure(k, jk, id, j.keep, now, made, value, listen)
-    return
+    return storeFailure(k, jk, id, j.keep, now, made, value, listen) and withMark(rf, j.fence, status) or nil
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr')
   if status == 'delayed' then
     redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'state', 'delayed', 'delay', j.retryDelay,
-      'rf', string.format('%d:delayed', j.fence))
+      'rf', withMark(rf, j.fence, status))
     scheduleDue(k, id, now + j.retryDelay, now)
     groupHoldDelayed(k, id, jk)
     emit(k, 'retrying', id, 'reason', value, 'delay', j.retryDelay)
-    return
+    return nil
   end
-  redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'rf', string.format('%d:retried', j.fence))
+  redis.call('HSET', jk, 'attemptsMade', made, 'failedReason', value, 'rf', withMark(rf, j.fence, status))
   requeue(k, id, jk)
   emit(k, 'retrying', id, 'reason', value)
+  return nil
+end
+
+-- Records the jobs a call's finishes removed (`removed`: job id, marks, ...) in one entry of
+-- removed-finishes, for a repeat of any of them (removedFinish).
+local function recordRemoved(k, removed)
+  redis.call('XADD', k.removedFinishes, 'MAXLEN', '~', RECORD_MAXLEN, '*', unpack(removed))
 end
 
 register('glidemq_finish', function(keys, args)
@@ -288,7 +351,7 @@ register('glidemq_finish', function(keys, args)
   local listen = listening(k, now, m)
   local announce = listen or toInt(m[2], 0) > 0
   if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
-  local status, jk, src, sid, made, lists = planFinish(k, a, a.consumer, nil, announce)
+  local status, jk, src, sid, made, lists, rf = planFinish(k, a, a.consumer, nil, announce)
   local acked = jk and src == 's' and sid
   if jk then checkMetrics(k, now, status == 'completed', status ~= 'completed') end
   -- the XACK that opens the write phase raises on a stream of another type before any write
@@ -298,8 +361,9 @@ register('glidemq_finish', function(keys, args)
   -- write phase
   if jk then
     if acked then redis.call('XACK', k.stream, GROUP, sid) end
-    applyFinish(k, a, status, jk, src, sid, made, now, announce, listen)
+    local marks = applyFinish(k, a, status, jk, src, sid, made, now, announce, listen, rf)
     if acked then redis.call('XDEL', k.stream, sid) end
+    if marks then recordRemoved(k, { a.jobId, marks }) end
     recordMetrics(k, now, status == 'completed', a.durationMs)
   end
   local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
@@ -325,11 +389,11 @@ register('glidemq_finishMany', function(keys, args)
   if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
   local seen = hasRepeatedId(jobs) and {} or nil
   local statuses, acks = {}, {}
-  local mades, listSrcs, listSids
+  local mades, listSrcs, listSids, rfs
   local lists, anyCompleted, anyFailed = false, false, false
   for i, j in ipairs(jobs) do
-    local ok, status, jk, src, sid, made, jobLists = false, refused and refused[i]
-    if j then ok, status, jk, src, sid, made, jobLists = pcall(planFinish, k, j, consumer, seen, announce) end
+    local ok, status, jk, src, sid, made, jobLists, rf = false, refused and refused[i]
+    if j then ok, status, jk, src, sid, made, jobLists, rf = pcall(planFinish, k, j, consumer, seen, announce) end
     if not ok then
       -- refused (a bad argument, or a key of its own holds another type): this job is left as it
       -- is, its status is the coded error, and the others are finished as if it were not here
@@ -351,6 +415,10 @@ register('glidemq_finishMany', function(keys, args)
         mades = mades or {}
         mades[i] = made
       end
+      if rf then
+        rfs = rfs or {}
+        rfs[i] = rf
+      end
     end
   end
   if anyCompleted or anyFailed then checkMetrics(k, now, anyCompleted, anyFailed) end
@@ -362,12 +430,18 @@ register('glidemq_finishMany', function(keys, args)
   -- write phase
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
+  local removed
   for i, j in ipairs(jobs) do
     local jk = j and j.jk
     if jk then
       local status = statuses[i]
       local src = listSrcs and listSrcs[i] or 's'
-      applyFinish(k, j, status, jk, src, listSids and listSids[i], mades and mades[i], now, announce, listen)
+      local marks = applyFinish(k, j, status, jk, src, listSids and listSids[i], mades and mades[i], now, announce, listen,
+        rfs and rfs[i])
+      if marks then
+        removed = removed or {}
+        removed[#removed + 1], removed[#removed + 2] = j.jobId, marks
+      end
       if status == 'completed' then
         nCompleted, msCompleted = nCompleted + 1, msCompleted + j.durationMs
       else
@@ -376,6 +450,7 @@ register('glidemq_finishMany', function(keys, args)
     end
   end
   if acked then dropAcked(k, acks, acked) end
+  if removed then recordRemoved(k, removed) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
   for _, jk in ipairs(marks) do redis.call('HDEL', jk, 'ns') end

@@ -31,9 +31,10 @@ local function overAge(setKey, ms, now)
   return redis.call('ZRANGEBYSCORE', setKey, '-inf', now - ms, 'LIMIT', 0, MAX_RETENTION_REMOVALS)
 end
 
--- Applies a retention spec to a finished set, deleting the job hashes it drops.
+-- Applies a retention spec to a finished set, deleting the job hashes it drops. Returns true when
+-- it dropped `justFinished` itself (a rule such as { age: 0 }).
 local function retain(k, setKey, spec, now, justFinished)
-  if spec == '' then return end
+  if spec == '' then return false end
   local victims
   if spec == '0' then
     victims = { justFinished }
@@ -50,28 +51,31 @@ local function retain(k, setKey, spec, now, justFinished)
       local byCount, byAge = overCount(setKey, tonumber(count)), overAge(setKey, tonumber(ageMs), now)
       victims = #byAge > #byCount and byAge or byCount
     else
-      return
+      return false
     end
   end
+  local dropsItself = false
   for _, id in ipairs(victims) do
     redis.call('ZREM', setKey, id)
     redis.call('DEL', jobKey(k, id), jobKey(k, id) .. ':logs')
+    if id == justFinished then dropsItself = true end
   end
+  return dropsItself
 end
 
 -- Stores a finished job's outcome (its state, attempt count, `field` = `value` and finishedOn) in
 -- its hash and finished set, then applies retention. A rule that removes the job at once ('0')
 -- only removes it: the writes the removal would undo are skipped, and the outcome is still
--- announced by the caller's event.
+-- announced by the caller's event. Returns true when the job is gone (removed by its rule).
 settle = function(k, jk, id, setKey, keep, now, made, state, field, value)
   if keep == '0' then
     redis.call('DEL', jk, jk .. ':logs')
-    return
+    return true
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr', 'terms')
   redis.call('HSET', jk, 'attemptsMade', made, 'state', state, field, value, 'finishedOn', now)
   redis.call('ZADD', setKey, now, id)
-  retain(k, setKey, keep, now, id)
+  return retain(k, setKey, keep, now, id)
 end
 
 -- A retention rule as options.ts encodeRetention writes it.
@@ -91,13 +95,15 @@ FAILURE_TYPES = { kept = { 'failed', 'zset', 'events', 'stream' }, removed = { '
 --[[ Stores the failure for good of job `id` (hash `jk`, out of active delivery state already)
   with `reason`, under retention rule `keep`: its state, attempts made (`made`), failedReason and
   finishedOn, the failed set and retention (settle); then the 'failed' event, and while a
-  QueueEvents listens (`listen`) 'retries-exhausted' for a job whose attempts are used up. ]]
+  QueueEvents listens (`listen`) 'retries-exhausted' for a job whose attempts are used up.
+  Returns true when the job is gone (removed by its rule, as settle). ]]
 storeFailure = function(k, jk, id, keep, now, made, reason, listen)
   -- read before settle, which may delete the job
   local exhausted = listen and made >= math.max(toInt(redis.call('HGET', jk, 'attempts'), 1), 1)
-  settle(k, jk, id, k.failed, keep, now, made, 'failed', 'failedReason', reason)
+  local gone = settle(k, jk, id, k.failed, keep, now, made, 'failed', 'failedReason', reason)
   emit(k, 'failed', id, 'reason', reason)
   if exhausted then emit(k, 'retries-exhausted', id, 'attemptsMade', made) end
+  return gone
 end
 
 -- A whole number >= 0 as a rule's text (a JSON number may be fractional or huge), or nil.

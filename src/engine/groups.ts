@@ -205,22 +205,3 @@ export async function groupsWithLines(client: Client, keys: QueueKeys): Promise<
   } while (cursor !== '0');
   return [...found].sort();
 }
-
-/**
- * The jobs waiting in groups, group by group (sorted by group id), each group's in the order
- * they start: the jobs glidemq_getCounts counts in `waiting` through meta's groupWaiting. A
- * delayed job holding its place in an ordered group's line is left out (it is delayed).
- */
-export async function waitingGroupJobIds(client: Client, keys: QueueKeys): Promise<string[]> {
-  const out: string[] = [];
-  for (const gid of await groupsWithLines(client, keys)) {
-    const [ids, delayed] = await Promise.all([client.zrange(keys.groupJobs(gid), '0', '-1'), client.hget(keys.group(gid), 'delayed')]);
-    if (num(delayed ?? undefined, 0) <= 0) {
-      out.push(...ids);
-      continue;
-    }
-    const states = await Promise.all(ids.map((id) => client.hget(keys.job(id), 'state')));
-    out.push(...ids.filter((_, i) => states[i] !== 'delayed'));
-  }
-  return out;
-}

@@ -5,7 +5,9 @@
  *
  * The state is the job hash's `state` field: every Lua function that moves a job writes it in
  * the same call, so one HGET answers. Counts come from glidemq_getCounts (lua/query.lua): one
- * read-only call of a few O(1) commands, whatever the queue holds.
+ * read-only call of a few O(1) commands, whatever the queue holds. Listings come from
+ * glidemq_listJobs (the same file): the ids of every state asked for, read in one call and
+ * classified as the counts count them, so no job is left out or listed twice while it moves.
  *
  * Paused queues: a waiting job of a paused queue counts under `paused`, not under `waiting` too
  * (getJobCounts). Where BullMQ's "waiting" means every job that waits (getWaitingCount,
@@ -15,10 +17,10 @@
  */
 import type { Client } from './connection.js';
 import { invalid } from './errors.js';
-import { waitingGroupJobIds } from './groups.js';
+import { groupsWithLines } from './groups.js';
+import { callFunction } from './library.js';
 import type { Job, JobState } from './job.js';
-import { CONSUMER_GROUP, type QueueKeys } from './keys.js';
-import { pairsToRecord } from './replies.js';
+import type { QueueKeys } from './keys.js';
 
 /** BullMQ's job types: its states, 'wait' (the same as 'waiting'), 'paused' and 'repeat'. */
 export type JobType = 'completed' | 'failed' | 'delayed' | 'active' | 'waiting' | 'wait' | 'paused' | 'prioritized' | 'waiting-children' | 'repeat';
@@ -162,13 +164,6 @@ export function sumOf(types: JobType[], raw: RawCounts, schedulers: number): num
   return sum;
 }
 
-/** `start`..`end` of `ids`, inclusive, negative counting from the end (as ZRANGE and LRANGE take them). */
-function slice<T>(ids: T[], start: number, end: number): T[] {
-  const from = start < 0 ? Math.max(0, ids.length + start) : start;
-  const to = end < 0 ? ids.length + end : end;
-  return to < from ? [] : ids.slice(from, to + 1);
-}
-
 /** Checks a page's bounds before anything is read. */
 export function checkPage(start: unknown, end: unknown, op: string): void {
   for (const [name, v] of [['start', start], ['end', end]] as const) {
@@ -176,117 +171,40 @@ export function checkPage(start: unknown, end: unknown, op: string): void {
   }
 }
 
+/** The states glidemq_listJobs lists, by the type asked for ('wait' is 'waiting'); the other types hold no jobs. */
+function listedStateOf(type: JobType): string | undefined {
+  if (type === 'wait') return 'waiting';
+  return type === 'waiting-children' || type === 'repeat' ? undefined : type;
+}
+
+/** Times glidemq_listJobs is asked again when a group got its first waiting job after the SCAN for groups. */
+const GROUP_RETRIES = 3;
+
 /**
- * The ids of the jobs that wait, in the order workers take them: LIFO jobs, stream entries not
- * yet delivered to a worker, then the jobs waiting in groups (group by group, each in its order):
- * the jobs glidemq_getCounts counts in its first number, the ones drain removes. With `limit`,
- * at most that many from the front (the later parts are not read once it is reached).
+ * Each type's page of ids, read in one glidemq_listJobs call (lua/query.lua), so a job that moves
+ * meanwhile is in one state of the listing, classified as glidemq_getCounts counts it (a prefetched
+ * claim, and an entry a blocking read delivered that is not activated yet, are active). The groups
+ * with a line are found by SCAN only when waiting group jobs are asked for (meta's groupWaiting).
  */
-export async function waitingLine(client: Client, keys: QueueKeys, limit?: number): Promise<string[]> {
-  const ids = await client.lrange(keys.lifo, 0, limit === undefined ? -1 : limit - 1);
-  if (limit !== undefined && ids.length >= limit) return ids;
-  ids.push(...(await undeliveredIds(client, keys, limit === undefined ? undefined : limit - ids.length)));
-  if (limit !== undefined && ids.length >= limit) return ids;
-  const groups = await waitingGroupJobIds(client, keys);
-  ids.push(...(limit === undefined ? groups : groups.slice(0, limit - ids.length)));
-  return ids;
-}
-
-/** Job ids of the stream entries no worker has been given yet (after the group's last delivery). */
-async function undeliveredIds(client: Client, keys: QueueKeys, count?: number): Promise<string[]> {
-  let last = '0-0';
-  try {
-    const groups = (await client.xinfo('GROUPS', keys.stream)) as unknown[][];
-    for (const g of groups) {
-      const h = pairsToRecord(g);
-      if (h.name === CONSUMER_GROUP) last = String(h['last-delivered-id']);
-    }
-  } catch {
-    return []; // no stream yet
+async function pagesOf(t: QueryTarget, types: JobType[], start: number, end: number, asc: boolean): Promise<string[][]> {
+  const states = types.map(listedStateOf);
+  const asked = [...new Set(states.filter((s): s is string => s !== undefined))];
+  if (!asked.length) return types.map(() => []);
+  let groups: string[] = [];
+  let reply: unknown[] = [];
+  for (let i = 0; i <= GROUP_RETRIES; i++) {
+    reply = (await callFunction(t.client, 'glidemq_listJobs', t.keys.meta, [start, end, asc ? '1' : '0', asked.join(','), groups.length, ...groups])) as unknown[];
+    if (reply[0] === 1) break;
+    groups = await groupsWithLines(t.client, t.keys);
   }
-  const entries = (
-    count === undefined ? await client.xrange(keys.stream, `(${last}`, '+') : await client.xrange(keys.stream, `(${last}`, '+', 'COUNT', count)
-  ) as [string, string[]][];
-  return entries.map((e) => e[1][1]);
+  const byState = new Map(asked.map((s, i) => [s, reply[i + 1] as string[]]));
+  return states.map((s) => (s === undefined ? [] : byState.get(s)!));
 }
 
 /**
- * The ids of the active jobs, the one active longest first: the jobs of the stream entries
- * delivered and not yet acknowledged, and the claimed priority/LIFO/group jobs. Ordered by the
- * server's processedOn of each claim (active jobs are at most the workers' concurrency).
- */
-async function activeIds(client: Client, keys: QueueKeys): Promise<string[]> {
-  const [listIds, pending] = await Promise.all([
-    client.smembers(keys.listActiveIds),
-    client.xpending(keys.stream, CONSUMER_GROUP, '-', '+', 10000).catch(() => [] as unknown[]) as Promise<[string][]>,
-  ]);
-  const entries = await Promise.all(pending.map((p) => client.xrange(keys.stream, p[0], p[0]) as Promise<[string, string[]][]>));
-  const ids = [...new Set([...entries.flatMap((e) => (e[0] ? [e[0][1][1]] : [])), ...listIds])];
-  const since = await Promise.all(ids.map((id) => client.hget(keys.job(id), 'processedOn')));
-  const at = new Map(ids.map((id, i) => [id, Number(since[i] ?? 0) || 0]));
-  return ids.sort((a, b) => at.get(a)! - at.get(b)! || compareIds(a, b));
-}
-
-/** Numeric ids by value, others by text: a stable order for claims made in the same ms. */
-function compareIds(a: string, b: string): number {
-  const na = Number(a);
-  const nb = Number(b);
-  return Number.isSafeInteger(na) && Number.isSafeInteger(nb) ? na - nb : a.localeCompare(b);
-}
-
-/** The key of a type kept in a sorted set, or undefined. */
-function sortedSetOf(type: JobType, keys: QueueKeys): string | undefined {
-  switch (type) {
-    case 'completed':
-      return keys.completed;
-    case 'failed':
-      return keys.failed;
-    case 'delayed':
-      return keys.scheduled;
-    case 'prioritized':
-      return keys.prioritized;
-    default:
-      return undefined;
-  }
-}
-
-/**
- * One type's page of ids. `asc` true: oldest (next to run, first activated, first finished) first;
- * false: newest first. The page is `start`..`end` of the type's jobs in that order, as BullMQ's.
- */
-async function pageOf(t: QueryTarget, type: JobType, start: number, end: number, asc: boolean): Promise<string[]> {
-  const { client, keys } = t;
-  const zset = sortedSetOf(type, keys);
-  if (zset) return asc ? client.zrange(zset, String(start), String(end)) : client.zrevrange(zset, start, end);
-  switch (type) {
-    case 'waiting':
-    case 'wait':
-    case 'paused': {
-      // 'paused': a paused queue's waiting jobs, none while it runs
-      if (type === 'paused' && (await client.hget(keys.meta, 'paused')) !== '1') return [];
-      // from the front, only what the page needs is read
-      const limit = asc && start >= 0 && end >= 0 ? end + 1 : undefined;
-      const line = await waitingLine(client, keys, limit);
-      return slice(asc ? line : line.reverse(), start, end);
-    }
-    case 'active': {
-      const ids = await activeIds(client, keys);
-      return slice(asc ? ids : ids.reverse(), start, end);
-    }
-    default:
-      return []; // 'waiting-children' (no flows) and 'repeat' (schedulers are not jobs)
-  }
-}
-
-/** The state a job listed under `type` is in (a listed id whose job moved on since is left out). */
-function stateOfType(type: JobType): JobState | undefined {
-  if (type === 'wait' || type === 'paused') return 'waiting';
-  return STATES.includes(type) ? (type as JobState) : undefined;
-}
-
-/**
- * getJobs: each type's page in the order of `types`, each job once. A job that moved to another
- * state (or was removed) between reading the ids and reading the job is left out.
+ * getJobs: each type's page in the order of `types`, each job once, as the jobs were at one
+ * moment (one read of every state). A job removed before its hash is read is left out; one that
+ * moved on since is listed where it was, with what its hash holds now.
  */
 export async function listJobs(
   t: QueryTarget & { getJob(id: string): Promise<Job | undefined> },
@@ -295,11 +213,7 @@ export async function listJobs(
   end: number,
   asc: boolean,
 ): Promise<Job[]> {
-  const pages = await Promise.all(types.map((type) => pageOf(t, type, start, end, asc)));
-  const wanted = new Map<string, JobState | undefined>();
-  pages.forEach((ids, i) => {
-    for (const id of ids) if (!wanted.has(id)) wanted.set(id, stateOfType(types[i]));
-  });
-  const jobs = await Promise.all([...wanted.keys()].map((id) => t.getJob(id)));
-  return jobs.filter((j): j is Job => !!j && j.state === wanted.get(j.id));
+  const ids = [...new Set((await pagesOf(t, types, start, end, asc)).flat())];
+  const jobs = await Promise.all(ids.map((id) => t.getJob(id)));
+  return jobs.filter((j): j is Job => !!j);
 }

@@ -79,6 +79,11 @@ export class QueueKeys {
   get workers() { return `${this.base}:workers`; }
   /** When each registered worker's entry expires (zset, score = ms on the server's clock). */
   get workersExpiry() { return `${this.base}:workers-expiry`; }
+  /**
+   * Finishes that removed their job (removeOnComplete / removeOnFail), with the claims that
+   * finished it: a finish sent again after its reply was lost is answered from here (lua/finish.lua).
+   */
+  get removedFinishes() { return `${this.base}:removed-finishes`; }
   /** SCAN pattern for this queue's job hashes. */
   get jobPattern() { return `${this.base}:job:*`; }
 }
@@ -95,7 +100,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['prioritized', 'zset'], ['lifo', 'list'], ['list-active-ids', 'set'], ['list-active', 'string'],
     ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
     ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
-    ['workers', 'hash'], ['workers-expiry', 'zset'],
+    ['workers', 'hash'], ['workers-expiry', 'zset'], ['removed-finishes', 'stream'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }

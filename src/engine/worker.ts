@@ -173,11 +173,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private unwatchConnection: (() => void) | undefined;
   /** The last fetch found the queue paused (queuePaused/queueResumed are told on a change). */
   private queuePaused = false;
-  /** Times the command connection closed: a finish sent before a close may have been applied twice. */
-  private closes = 0;
-  private readonly onClientClose = () => {
-    this.closes++;
-  };
   /** Consecutive failed rounds of the read loop (the backoff grows with it). */
   private readFailures = 0;
   private readonly idle = new IdleWaiters(() => this.active.size);
@@ -322,7 +317,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     }
     this.recovery.watch(this.client);
     this.recovery.watch(this.reader.client);
-    this.client.on('close', this.onClientClose);
     this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
     this.schedulePromotion(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
@@ -689,7 +683,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     let refused: FinishRequest | undefined;
     for (;;) {
       const fence = run.job.claim?.fence ?? '';
-      const closes = this.closes;
       let reply: unknown[];
       try {
         reply = await this.finisher.finish({ ...request, fence });
@@ -721,22 +714,10 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         continue;
       }
       if (newer) next.push(newer);
-      return { reply: [this.repeatedStatus(reply[0], request, closes), ...reply.slice(1)], next, refused };
+      // a finish sent again after its reply was lost gets what its first run stored (lua/finish.lua):
+      // 'stale' and 'missing' mean that this run's result was not stored
+      return { reply, next, refused };
     }
-  }
-
-  /**
-   * A finish sent before the connection closed may have been applied, and then sent again by the
-   * client: the repeat finds the job finished. glidemq_finish answers a repeat with the stored
-   * outcome while the job is kept (and the retry a failure asked for, lua/finish.lua); a job removed
-   * at once on completion or failure (keep '0') is gone, and its repeat says 'missing': the outcome
-   * was stored and the job is gone, as it would have been. Only a result that was not stored is lost.
-   */
-  private repeatedStatus(status: unknown, request: FinishRequest, closesAtSend: number): unknown {
-    const repeated = this.closes !== closesAtSend && status === 'missing';
-    if (!repeated || request.keep !== '0') return status;
-    // keep '0' removes a job only when its outcome is final: a failure with a retry left keeps it
-    return request.outcome === 'completed' ? 'completed' : 'failed';
   }
 
   /**
@@ -1024,7 +1005,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
       else this.registration.stop();
       this.recovery.stop();
-      this.client.off('close', this.onClientClose);
       this.unwatchConnection?.();
       this.running = false;
       if (this.active.size === 0 && live()) {

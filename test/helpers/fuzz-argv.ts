@@ -190,6 +190,11 @@ export const TEMPLATES: Record<string, Template> = {
     return [j.id, j.fence, rng.chance(0.8) ? f.consumer : 'fz-token', String(rng.pick([1, 1000, HOUR])), '1'];
   },
   glidemq_getCounts: () => [],
+  glidemq_listJobs: (f, rng) => {
+    const groups = some(rng, [...f.groups, 'g9'], 0);
+    const states = some(rng, ['waiting', 'paused', 'active', 'delayed', 'prioritized', 'completed', 'failed']);
+    return [String(rng.pick([0, -5, 2])), String(rng.pick([-1, 3, 100])), rng.pick(['0', '1']), states.join(','), String(groups.length), ...groups];
+  },
   glidemq_listenEvents: (_f, rng) => [String(rng.pick([1000, 30_000, 86_400_000]))],
   glidemq_removeJob: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
   glidemq_removeDedupKeyOf: (f, rng) => [pick(rng, f.dedupIds, 'd-none'), anyJobId(f, rng)],
