@@ -11,7 +11,7 @@
  */
 import type { Client } from './connection.js';
 import { invalid } from './errors.js';
-import type { JobState } from './job.js';
+import type { JobState } from './job-queries.js';
 import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 import { MAX_PRIORITY } from './options.js';

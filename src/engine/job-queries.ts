@@ -19,11 +19,13 @@ import type { Client } from './connection.js';
 import { invalid } from './errors.js';
 import { groupsWithLines } from './groups.js';
 import { callFunction } from './library.js';
-import type { Job, JobState } from './job.js';
 import type { QueueKeys } from './keys.js';
 
 /** BullMQ's job types: its states, 'wait' (the same as 'waiting'), 'paused' and 'repeat'. */
 export type JobType = 'completed' | 'failed' | 'delayed' | 'active' | 'waiting' | 'wait' | 'paused' | 'prioritized' | 'waiting-children' | 'repeat';
+
+/** A job's stored state as BullMQ names it ('unknown': no such job, or a state BullMQ has no name for). */
+export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'unknown';
 
 /** A state as getJobState and job.getState answer (BullMQ's JobState and 'unknown'). */
 export type JobStateName = JobState | 'waiting-children';
@@ -206,14 +208,14 @@ async function pagesOf(t: QueryTarget, types: JobType[], start: number, end: num
  * moment (one read of every state). A job removed before its hash is read is left out; one that
  * moved on since is listed where it was, with what its hash holds now.
  */
-export async function listJobs(
-  t: QueryTarget & { getJob(id: string): Promise<Job | undefined> },
+export async function listJobs<J>(
+  t: QueryTarget & { getJob(id: string): Promise<J | undefined> },
   types: JobType[],
   start: number,
   end: number,
   asc: boolean,
-): Promise<Job[]> {
+): Promise<J[]> {
   const ids = [...new Set((await pagesOf(t, types, start, end, asc)).flat())];
   const jobs = await Promise.all(ids.map((id) => t.getJob(id)));
-  return jobs.filter((j): j is Job => !!j);
+  return jobs.filter((j) => j !== undefined) as J[];
 }

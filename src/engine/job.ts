@@ -6,14 +6,14 @@ import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from './library.js';
 import type { QueueKeys } from './keys.js';
 import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
-import { readJobState, type JobStateName } from './job-queries.js';
+import { readJobState, type JobState, type JobStateName } from './job-queries.js';
 import { pairsToRecord } from './replies.js';
 import { parseStacktrace } from './stacktrace.js';
 
 /** Every job without stacks shares this one (frozen) array: no allocation per job. */
 const NO_STACKS: string[] = Object.freeze([]) as unknown as string[];
 
-export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'unknown';
+export type { JobState } from './job-queries.js';
 
 /** The claim a running job holds: only its holder may change the job. */
 export interface Claim {
