@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   try {
     await waitForPing(port);
     await admin.connect();
-    q = new Queue('instructions', { connection: `redis://127.0.0.1:${port}` });
+    q = new Queue('q', { connection: `redis://127.0.0.1:${port}` });
     await q.waitUntilReady();
     for (let done = 0; done < jobs; done += 1000) {
       await q.addBulk(Array.from({ length: Math.min(1000, jobs - done) }, (_, i) => ({ name: 'n', data: { i: done + i }, opts: { removeOnComplete: true } })));
