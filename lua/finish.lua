@@ -372,28 +372,28 @@ register('glidemq_finish', function(keys, args)
   return out
 end)
 
-register('glidemq_finishMany', function(keys, args)
-  local k = keysFor(keys[1])
-  -- isolated groups: a job with a bad argument is refused alone (false in jobs, its error in refused)
-  local a, jobs, refused = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count', true)
-  local consumer = a.consumer
-  -- check phase: every job's hash is read, and every key type checked, before the first write.
-  -- What the write phase needs per job goes in statuses (the reply), acks, and j.jk: an eighth
-  -- field fits the decoded group's table as it is (a new table per job, or a ninth field, would
-  -- grow a table per job on the hottest path). The src and sid of a list claim and the attempts
-  -- made are kept only when needed (a job without a list src is a stream claim, acked above).
-  local now = serverNow()
-  local m = redis.call('HMGET', k.meta, unpack(RATE.META))
-  local listen = listening(k, now, m)
-  local announce = listen or toInt(m[2], 0) > 0
-  if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
+--[[ The check phase of glidemq_finishMany for `jobs` (decoded groups; false: a group decodeArgs
+  refused, its coded error in `refused`): every job's hash is read and every key type checked,
+  writing nothing. What the write phase needs per job goes in the plan's statuses (the reply),
+  acks, and j.jk: an eighth field fits the decoded group's table as it is (a new table per job, or
+  a ninth field, would grow a table per job on the hottest path). The src and sid of a list claim
+  and the attempts made are kept only when needed (a job without a list src is a stream claim,
+  acked by the caller). With `isolate`, a job whose check raises (a coded refusal: a key of its
+  own holds another type) is left as it is, its status that coded error; without, the raise
+  escapes (the caller plans again isolated: see glidemq_finishMany). ]]
+local function planAll(k, jobs, refused, consumer, announce, isolate)
   local seen = hasRepeatedId(jobs) and {} or nil
-  local statuses, acks = {}, {}
-  local mades, listSrcs, listSids, rfs
-  local lists, anyCompleted, anyFailed = false, false, false
+  local p = { statuses = {}, acks = {}, lists = false, anyCompleted = false, anyFailed = false }
+  local statuses, acks = p.statuses, p.acks
   for i, j in ipairs(jobs) do
     local ok, status, jk, src, sid, made, jobLists, rf = false, refused and refused[i]
-    if j then ok, status, jk, src, sid, made, jobLists, rf = pcall(planFinish, k, j, consumer, seen, announce) end
+    if j then
+      if isolate then
+        ok, status, jk, src, sid, made, jobLists, rf = pcall(planFinish, k, j, consumer, seen, announce)
+      else
+        ok, status, jk, src, sid, made, jobLists, rf = true, planFinish(k, j, consumer, seen, announce)
+      end
+    end
     if not ok then
       -- refused (a bad argument, or a key of its own holds another type): this job is left as it
       -- is, its status is the coded error, and the others are finished as if it were not here
@@ -401,26 +401,50 @@ register('glidemq_finishMany', function(keys, args)
       jk = nil
     end
     statuses[i] = status
+    if j then j.jk = jk end -- (cleared for a job refused when planned again isolated)
     if jk then
-      j.jk = jk
-      if status == 'completed' then anyCompleted = true else anyFailed = true end
-      if jobLists then lists = true end
+      if status == 'completed' then p.anyCompleted = true else p.anyFailed = true end
+      if jobLists then p.lists = true end
       if src == 's' then
         if sid then acks[#acks + 1] = sid end
       elseif src then
-        listSrcs, listSids = listSrcs or {}, listSids or {}
-        listSrcs[i], listSids[i] = src, sid
+        p.listSrcs, p.listSids = p.listSrcs or {}, p.listSids or {}
+        p.listSrcs[i], p.listSids[i] = src, sid
       end
       if status ~= 'completed' or j.keep ~= '0' then
-        mades = mades or {}
-        mades[i] = made
+        p.mades = p.mades or {}
+        p.mades[i] = made
       end
       if rf then
-        rfs = rfs or {}
-        rfs[i] = rf
+        p.rfs = p.rfs or {}
+        p.rfs[i] = rf
       end
     end
   end
+  return p
+end
+
+register('glidemq_finishMany', function(keys, args)
+  local k = keysFor(keys[1])
+  -- A batch isolates its members: a job with a bad argument, or whose job key holds another type,
+  -- is refused alone. Isolating each member costs a pcall per job on the hottest path, so the
+  -- call decodes and plans the whole batch once without it, and only when that raises (it writes
+  -- nothing) does it again isolated: the same result, paid for only by a batch with a refusal.
+  local ok, a, jobs = pcall(decodeArgs, 'glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count')
+  local refused
+  -- (false in jobs for a refused group, its error in refused; a bad head argument raises here)
+  if not ok then a, jobs, refused = decodeArgs('glidemq_finishMany', args, FINISH_MANY_HEAD, FINISH_MANY_JOB, 'count', true) end
+  local consumer = a.consumer
+  -- check phase: every job's hash is read, and every key type checked, before the first write
+  local now = serverNow()
+  local m = redis.call('HMGET', k.meta, unpack(RATE.META))
+  local listen = listening(k, now, m)
+  local announce = listen or toInt(m[2], 0) > 0
+  if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
+  local planned, p = pcall(planAll, k, jobs, refused, consumer, announce, false)
+  if not planned then p = planAll(k, jobs, refused, consumer, announce, true) end
+  local statuses, acks, lists, anyCompleted, anyFailed = p.statuses, p.acks, p.lists, p.anyCompleted, p.anyFailed
+  local mades, listSrcs, listSids, rfs = p.mades, p.listSrcs, p.listSids, p.rfs
   if anyCompleted or anyFailed then checkMetrics(k, now, anyCompleted, anyFailed) end
   local marks = startedMarks(k, a.started)
   -- the XACK that opens the write phase raises on a stream of another type before any write

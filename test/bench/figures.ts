@@ -16,6 +16,8 @@ export interface Sizes {
   sideMaxMs: number;
   latencyMs: number;
   latencyRate: number;
+  /** Delayed jobs of the lateness figure, one added every DELAY_SPACING_MS. */
+  delayJobs: number;
   memJobs: number;
   ndjsonLines: number;
   cliRuns: number;
@@ -200,6 +202,46 @@ export async function steadyLatency(sys: System, url: string, s: Sizes): Promise
   await w.close();
   await p.close();
   return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+/** The delays (ms) the lateness figure's adds cycle through, and the time between two adds. */
+export const DELAYS_MS = [100, 700, 300, 1000, 200, 550, 850, 400, 150, 600];
+const DELAY_SPACING_MS = 20;
+
+/** The server's clock (TIME) in ms, with its microseconds. */
+async function serverMs(admin: Redis): Promise<number> {
+  const [sec, usec] = await admin.time();
+  return Number(sec) * 1000 + Number(usec) / 1000;
+}
+
+/**
+ * How late delayed jobs start (ms; p50/p99). While a worker (concurrency 10) waits, delayJobs jobs
+ * are added one every DELAY_SPACING_MS with the delays of DELAYS_MS, so the earliest due job keeps
+ * changing; each job's due time is the server's TIME read just before its add plus its delay, its
+ * start the server's TIME read first thing in the processor (both through `admin`, so both systems
+ * are judged by the one clock, each reading a little after the moment it stands for).
+ */
+export async function delayLateness(sys: System, url: string, admin: Redis, s: Sizes): Promise<{ p50: number; p99: number }> {
+  const late: number[] = [];
+  const w = await sys.worker(url, QUEUE, 10, () => undefined, async (data: { due: number }) => {
+    late.push((await serverMs(admin)) - data.due);
+  });
+  const p = await sys.producer(url, QUEUE);
+  try {
+    for (let i = 0; i < s.delayJobs; i++) {
+      const delay = DELAYS_MS[i % DELAYS_MS.length];
+      const due = (await serverMs(admin)) + delay;
+      await p.addOne({ name: 'bench', data: { due }, opts: { delay, removeOnComplete: true } });
+      await sleep(DELAY_SPACING_MS);
+    }
+    const deadline = performance.now() + Math.max(...DELAYS_MS) + 5000;
+    while (late.length < s.delayJobs && performance.now() < deadline) await sleep(5);
+    if (late.length < s.delayJobs) throw new Error(`${s.delayJobs - late.length} of ${s.delayJobs} delayed jobs had not started 5 s after their due time`);
+  } finally {
+    await w.close();
+    await p.close();
+  }
+  return { p50: percentile(late, 50), p99: percentile(late, 99) };
 }
 
 /** used_memory growth per waiting job with a 100-byte payload (queue structures created first). */

@@ -23,6 +23,9 @@ export const ROWS: Row[] = [
   { key: 'proc.c50', label: 'process backlog, concurrency 50', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
   { key: 'lat.p50', label: 'latency p50 at 500 jobs/s, c=10', unit: 'ms', better: 'lower', digits: 2 },
   { key: 'lat.p99', label: 'latency p99 at 500 jobs/s, c=10', unit: 'ms', better: 'lower', target: { ratio: 1, text: '<= 1x' }, digits: 2 },
+  // Delays of 100–1000 ms while a worker waits; due and start both read from the server's TIME.
+  { key: 'delay.p50', label: 'delayed job start, lateness p50 (100–1000 ms delays)', unit: 'ms', better: 'lower', digits: 1 },
+  { key: 'delay.p99', label: 'delayed job start, lateness p99 (100–1000 ms delays)', unit: 'ms', better: 'lower', target: { max: 50, text: '<= 50 ms' }, digits: 1 },
   { key: 'cost.cmds', label: 'client commands per job (c=10)', unit: 'cmds', better: 'lower', target: { max: 1.05, text: '~1 (glidemq)' }, digits: 2 },
   { key: 'cost.cpu', label: 'server CPU per job (c=10, INFO cpu)', unit: 'µs', better: 'lower', target: { ratio: 0.45, text: '<= 0.45x' }, digits: 1 },
   { key: 'cost.client', label: 'client CPU per job (c=10, worker process)', unit: 'µs', better: 'lower', digits: 1 },

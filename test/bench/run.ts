@@ -14,7 +14,7 @@ import { hasOpenssl, makeCerts, TlsServer, type TestCerts } from '../helpers/tls
 import { TestServer } from '../helpers/valkey.js';
 import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue, nodeStartMs } from './cli-figures.js';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
-import { bulkAdds, memoryPerJob, preload, processBacklog, processListened, serialAdds, steadyLatency, type Sizes } from './figures.js';
+import { bulkAdds, delayLateness, memoryPerJob, preload, processBacklog, processListened, serialAdds, steadyLatency, type Sizes } from './figures.js';
 import { median, sentCommands } from './measure.js';
 import { calibrateProxy, describeCalibration, measureProxy, type ProxyCalibration } from './net-probe.js';
 import { record, renderMarkdown, renderTable, ROWS, type Results } from './report.js';
@@ -23,12 +23,12 @@ import { runScale, scaleWanted } from './scale.js';
 
 const FULL: Sizes = {
   serialMs: 1000, bulkJobs: 20_000, backlog: 20_000, processMaxMs: 4000, sideBacklog: 10_000, sideMaxMs: 2500,
-  latencyMs: 3000, latencyRate: 500,
+  latencyMs: 3000, latencyRate: 500, delayJobs: 100,
   memJobs: 20_000, ndjsonLines: 100_000, cliRuns: 5,
 };
 const QUICK: Sizes = {
   serialMs: 600, bulkJobs: 10_000, backlog: 5_000, processMaxMs: 1500, sideBacklog: 3_000, sideMaxMs: 1000,
-  latencyMs: 1500, latencyRate: 500,
+  latencyMs: 1500, latencyRate: 500, delayJobs: 50,
   memJobs: 5_000, ndjsonLines: 20_000, cliRuns: 3,
 };
 /** A whole run stops starting rounds once another round would pass this (ms). */
@@ -183,6 +183,11 @@ async function main(): Promise<void> {
         const r = await steadyLatency(sys, main.s.url, sizes);
         put('lat.p50', sys, r.p50, 'ms');
         put('lat.p99', sys, r.p99, 'ms');
+      });
+      await each('delay.', main, async (sys) => {
+        const r = await delayLateness(sys, main.s.url, main.admin, sizes);
+        put('delay.p50', sys, r.p50, 'ms late');
+        put('delay.p99', sys, r.p99, 'ms late');
       });
       await each('mem.job', main, async (sys) => put('mem.job', sys, await memoryPerJob(sys, main.s.url, main.admin, sizes), 'bytes/job'));
       for (const [key, srv] of [['dur.always', always], ['dur.everysec', everysec], ['dur.off', main]] as const) {

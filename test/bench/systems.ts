@@ -11,7 +11,7 @@ export type SystemName = 'glidemq' | 'BullMQ';
 export interface BenchJob {
   name: string;
   data: unknown;
-  opts?: { removeOnComplete?: boolean };
+  opts?: { removeOnComplete?: boolean; delay?: number };
 }
 
 export interface Producer {
@@ -28,8 +28,11 @@ export interface RunningWorker {
 export interface System {
   name: SystemName;
   producer(url: string, queue: string): Promise<Producer>;
-  /** Starts a worker with a no-op processor; `onCompleted` sees each finished job's data. */
-  worker(url: string, queue: string, concurrency: number, onCompleted: (data: any) => void): Promise<RunningWorker>;
+  /**
+   * Starts a worker with a no-op processor; `onCompleted` sees each finished job's data. With
+   * `onStart`, the processor awaits it with the job's data first (the other figures keep the bare no-op).
+   */
+  worker(url: string, queue: string, concurrency: number, onCompleted: (data: any) => void, onStart?: OnStart): Promise<RunningWorker>;
   /** Starts the system's QueueEvents on the queue with a `completed` listener; resolves once it reads. */
   listen(url: string, queue: string): Promise<RunningWorker>;
 }
@@ -58,7 +61,18 @@ function hostPort(url: string): { host: string; port: number; tls?: { ca?: Buffe
   return { host: u.hostname, port: Number(u.port), ...tls };
 }
 
+export type OnStart = (data: any) => Promise<void>;
+
 const noop = async () => null;
+
+/** The processor a worker runs: the no-op, or one that awaits `onStart` first. */
+function processorFor(onStart: OnStart | undefined): (job: { data: any }) => Promise<null> {
+  if (!onStart) return noop;
+  return async (job) => {
+    await onStart(job.data);
+    return null;
+  };
+}
 
 export const glidemq: System = {
   name: 'glidemq',
@@ -71,8 +85,8 @@ export const glidemq: System = {
       close: () => q.close(),
     };
   },
-  async worker(url, queue, concurrency, onCompleted) {
-    const w = new Worker(queue, noop, { connection: glidemqConnection(url), concurrency, autorun: false });
+  async worker(url, queue, concurrency, onCompleted, onStart) {
+    const w = new Worker(queue, processorFor(onStart), { connection: glidemqConnection(url), concurrency, autorun: false });
     w.on('completed', (job) => onCompleted(job.data));
     w.on('error', (err) => console.error(`glidemq worker error: ${String(err)}`));
     w.run().catch(() => undefined); // settles at close
@@ -100,8 +114,8 @@ export const bullmq: System = {
       close: () => q.close(),
     };
   },
-  async worker(url, queue, concurrency, onCompleted) {
-    const w = new BullWorker(queue, noop, { connection: hostPort(url), concurrency, autorun: false });
+  async worker(url, queue, concurrency, onCompleted, onStart) {
+    const w = new BullWorker(queue, processorFor(onStart), { connection: hostPort(url), concurrency, autorun: false });
     w.on('completed', (job) => onCompleted(job.data));
     w.on('error', (err) => console.error(`BullMQ worker error: ${String(err)}`));
     void w.run();

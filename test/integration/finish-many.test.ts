@@ -100,6 +100,27 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     expect(await q.client.hgetall(q.keys.job(b.id))).to.deep.equal(before);
   });
 
+  it('refuses a job whose key holds another type alone, first in its batch: the jobs after it are finished', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.waitUntilReady();
+    const bad = await q.add('bad', {});
+    const a = await q.add('a', {});
+    const b = await q.add('b', {});
+    const claims = new Map(await claim(q.client as Redis, q.keys.meta, 3));
+    // another program replaced the first job's hash with a string: its check raises, the others' do not
+    await q.client.del(q.keys.job(bad.id));
+    await q.client.set(q.keys.job(bad.id), 'another program wrote this');
+    const reply = (await q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 3, 0, '0', '', 30_000, 1,
+      bad.id, claims.get(bad.id)!, 'completed', '1', -1, '', 0,
+      a.id, claims.get(a.id)!, 'completed', '1', -1, '', 0,
+      b.id, claims.get(b.id)!, 'failed', 'boom', -1, '', 0)) as unknown[];
+    expect(String(reply[0])).to.match(/^ReplyError: ERR_WRONG_TYPE glidemq_finishMany/);
+    expect(reply.slice(1)).to.deep.equal(['completed', 'failed']);
+    expect(await q.client.get(q.keys.job(bad.id))).to.equal('another program wrote this');
+    expect((await q.getJob(a.id))?.state).to.equal('completed');
+    expect((await q.getJob(b.id))?.state).to.equal('failed');
+  });
+
   it('a job whose finish is refused fails alone with the reason; the others of its batch complete and nothing stalls', async () => {
     const name = uniqueQueue();
     const q = h.queue(name);
