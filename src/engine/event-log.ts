@@ -14,9 +14,10 @@ import {
   acquireClient, closeClient, duplicateClient, settleTopology, type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
 import { invalid } from './errors.js';
+import { listenEvents } from './event-stream.js';
 import { DEFAULT_PREFIX, QueueKeys } from './keys.js';
 import { ensureLibrary } from './library.js';
-import { QueueEvents, listenEvents } from './queue-events.js';
+import { QueueEvents } from './queue-events.js';
 
 export interface EventRecord {
   /** The stream entry id (`<ms>-<seq>`): pass it as `since` to read what came after. */
