@@ -2,7 +2,7 @@
 /**
  * The build after tsc (`npm run build`): bundles the CLI into one file, dist/src/cli/bundle.cjs,
  * then writes what makes a short command start fast: the assembled Lua library
- * (library.ts writeLibrarySnapshot) and the bundle's V8 code cache (launch.ts).
+ * (library-code.ts writeLibrarySnapshot) and the bundle's V8 code cache (launch.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -49,7 +49,7 @@ await build({
   sourcemap: true,
   charset: 'ascii', // launch.ts reads the bundle as latin1
   logLevel: 'warning',
-  // The bundle is CommonJS: import.meta.url is its own file's URL (library.ts finds lua/ from it).
+  // The bundle is CommonJS: import.meta.url is its own file's URL (library-code.ts finds lua/ from it).
   define: { 'import.meta.url': '__glidemqUrl' },
   // One function of the CommonJS module's arguments, which launch.ts compiles as the file is: a
   // wrapper added at run time would copy the 750 KB of text again at every start.
@@ -60,7 +60,7 @@ await build({
 
 const nonAscii = /[^\x00-\x7f]/.exec(await readFile(new URL('dist/src/cli/bundle.cjs', root), 'latin1'));
 if (nonAscii) throw new Error(`build-cli: the bundle holds a non-ASCII character at ${nonAscii.index}, and launch.ts reads it as latin1`);
-(await import(new URL('dist/src/engine/library.js', root).href)).writeLibrarySnapshot();
+(await import(new URL('dist/src/engine/library-code.js', root).href)).writeLibrarySnapshot();
 (await import(new URL('dist/src/cli/launch.js', root).href)).writeCodeCache();
 await warmCodeCache().catch((err) => console.warn(`build-cli: no warm-up of the code cache: ${err instanceof Error ? err.message : err}`));
 

@@ -13,7 +13,7 @@
  *  5. every function is registered through register() (helpers.lua), names unique;
  *  6. lua/ORDER: helpers, a `# functions` line, functions; helpers register nothing; a function
  *     file's top-level locals are used by no other file;
- *  7. the joined library (as src/engine/library.ts joins it) stays well under Lua 5.1's 200 active
+ *  7. the joined library (as src/engine/library-code.ts joins it) stays well under Lua 5.1's 200 active
  *     locals in its main chunk: at most LOCALS_BUDGET at any point (a file's `do ... end` releases
  *     the locals it declares inside);
  *  8. the coded errors the Lua raises are exactly src/engine/errors.ts LUA_ERRORS (errors.ts says so).

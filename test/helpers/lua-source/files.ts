@@ -1,6 +1,6 @@
 /**
  * The lua/ tree as the contract test reads it: every lua/*.lua tokenized (with its leading header
- * comment and block nesting), lua/ORDER read as src/engine/library.ts reads it (split at its
+ * comment and block nesting), lua/ORDER read as src/engine/library-code.ts reads it (split at its
  * `# functions` line), the library's files in that order, the joined library exactly as the client
  * loads it, and each file's file-level `local NAME = { ... }` tables (schemas, KEY_SUFFIX).
  */
@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { blockDepths } from './blocks.js';
 import { type Comment, isName, isOp, type Tok, tokenize } from './tokens.js';
 
-/** dist/test/helpers/lua-source/ → the repository's lua/ (the same directory library.ts loads). */
+/** dist/test/helpers/lua-source/ → the repository's lua/ (the same directory library-code.ts loads). */
 const LUA_DIR = new URL('../../../../lua/', import.meta.url);
 /** The file whose keys are a broadcast's, not a queue's (BroadcastKeys in keys.ts). */
 export const BROADCAST_FILE = 'broadcast.lua';
@@ -50,7 +50,7 @@ function loadFile(name: string): LuaFile {
   return { name, text, toks, depth, inFunction, blockProblem: problem, header: leadingComment(text), comments };
 }
 
-/** Reads ORDER as library.ts does (trimmed lines, `#` comments skipped), split at `# functions`. */
+/** Reads ORDER as library-code.ts does (trimmed lines, `#` comments skipped), split at `# functions`. */
 function readOrder(): Order {
   const order: Order = { helpers: [], functions: [], problems: [] };
   let inFunctions = false;
@@ -80,10 +80,10 @@ export function libraryFiles(tree: Tree): LuaFile[] {
   return [...tree.order.helpers, ...tree.order.functions].flatMap((f) => tree.files.get(f) ?? []);
 }
 
-/** The tokens of the whole library, src/engine/library.ts LIBRARY_CODE. */
+/** The tokens of the whole library, src/engine/library-code.ts LIBRARY_CODE. */
 export async function joinedLibraryTokens(): Promise<Tok[]> {
   // Joined exactly as the client loads it; the `#!lua` line is not Lua.
-  const { LIBRARY_CODE } = await import('../../../src/engine/library.js');
+  const { LIBRARY_CODE } = await import('../../../src/engine/library-code.js');
   return tokenize(LIBRARY_CODE.replace(/^#![^\n]*\n/, ''));
 }
 
