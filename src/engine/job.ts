@@ -9,6 +9,10 @@ import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from './options.js';
 import { readJobState, type JobState, type JobStateName } from './job-queries.js';
 import { pairsToRecord } from './replies.js';
 import { parseStacktrace } from './stacktrace.js';
+import { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
+
+// Claim replies and their helpers live in claims.ts; their importers still find them here.
+export { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
 
 /** Every job without stacks shares this one (frozen) array: no allocation per job. */
 const NO_STACKS: string[] = Object.freeze([]) as unknown as string[];
@@ -26,9 +30,6 @@ export interface Claim {
   /** Set on a claim made by worker.getNextJob: `consumer` is then the application's token (manual-fetch.ts). */
   manual?: ManualClaims;
 }
-
-/** A job's outcome as the application gives it to moveToCompleted / moveToFailed. */
-export type ManualOutcome = { completed: true; value: unknown } | { completed: false; error: unknown };
 
 /** How a job fetched by hand (worker.getNextJob) is finished and kept alive (src/engine/manual-fetch.ts). */
 export interface ManualClaims {
@@ -442,7 +443,7 @@ export class Job<D = any, R = any> {
     if (!c) throw invalid(`job ${this.id}: extendLock is for a job a worker holds (from getNextJob, or a processor's job)`);
     if (token !== this.token) throw staleTokenError(this.id, 'extendLock', String(token));
     // (the claim's terms were recorded when it was made: this maxStalledCount is used by no claim of this version)
-    return extendClaimLock(c.client, c.keys, this, c.consumer, token, duration, 1);
+    return extendClaimLock(c.client, c.keys, { id: this.id, fence: c.fence }, c.consumer, token, duration, 1);
   }
 
   private manualClaims(op: string): ManualClaims {
@@ -491,51 +492,6 @@ export class Job<D = any, R = any> {
     if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
     return this.claim;
   }
-}
-
-/**
- * Renews job's claim (its fence, owned by `owner`) for `duration` ms from the server's now, the
- * duration recorded as the claim's lock (glidemq_extendLock). Resolves 1; a StaleClaimError naming
- * `token` when `owner` does not hold the claim. `maxStalledCount`: recorded only for a claim with no terms.
- */
-export async function extendClaimLock(
-  client: Client, keys: QueueKeys, job: Job, owner: string, token: string, duration: number, maxStalledCount: number,
-): Promise<number> {
-  if (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 1) {
-    throw invalid(`job ${job.id}: extendLock(token, duration): duration must be a number of ms >= 1, got ${String(duration)}`);
-  }
-  const ms = Math.min(Math.ceil(duration), Number.MAX_SAFE_INTEGER);
-  const r = await callFunction(client, 'glidemq_extendLock', keys.meta, [job.id, job.claim?.fence ?? '', owner, ms, maxStalledCount]);
-  if (Number(r) !== 1) throw staleTokenError(job.id, 'extendLock', token);
-  return 1;
-}
-
-/** The refusal of a call made with a token that does not hold the job's claim. */
-export function staleTokenError(id: string, op: string, token: string): StaleClaimError {
-  return new StaleClaimError(
-    'ERR_STALE_CLAIM',
-    `job ${id}: ${op} with token "${token}" refused: that token does not hold the job's claim (another token fetched it, ` +
-      'or its lock ran out and stalled recovery took the job back, or it was finished already): nothing was changed; ' +
-      'use the token the job was fetched with, and extend its lock (job.extendLock) before it runs out',
-  );
-}
-
-/** A claim reply as glidemq_fetch/activate/finish return it, one per claimed job. */
-export type ClaimReply = (string | null)[];
-
-/**
- * The fields of a claim reply (lua/activate.lua, claimJob): id, fence, name, data, ts and opts by
- * position (null: absent), then the job's other stored fields as name/value pairs.
- */
-export function decodeClaim(reply: ClaimReply): Record<string, string> {
-  const h = pairsToRecord<string>(reply, 6);
-  h.id = reply[0] ?? '';
-  h.fence = reply[1] ?? '';
-  if (reply[2] != null) h.name = reply[2];
-  if (reply[3] != null) h.data = reply[3];
-  if (reply[4] != null) h.ts = reply[4];
-  if (reply[5] != null) h.opts = reply[5];
-  return h;
 }
 
 /** The job's data, parsed once; `unusable` says why a worker must not run a corrupt or foreign hash. */

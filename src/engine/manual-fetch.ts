@@ -27,7 +27,8 @@ import type { Acquired, Client } from './connection.js';
 import { BlockingConnection } from './blocking-connection.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { invalid, isUnrecoverable, JobNotFoundError } from './errors.js';
-import { extendClaimLock, Job, staleTokenError, type ClaimReply, type ManualOutcome } from './job.js';
+import { extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
+import { Job } from './job.js';
 import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 import { encodeRetention } from './options.js';
@@ -137,7 +138,8 @@ export class ManualFetch {
    */
   async extendLock(job: Job, token: string, duration: number): Promise<number> {
     checkToken(token, 'extendLock');
-    return extendClaimLock(this.ctx.client(), this.ctx.keys, job, token, token, duration, this.ctx.settings.maxStalledCount);
+    const claimed = { id: job.id, fence: job.claim?.fence };
+    return extendClaimLock(this.ctx.client(), this.ctx.keys, claimed, token, token, duration, this.ctx.settings.maxStalledCount);
   }
 
   /** Ends a blocking wait in progress and closes the blocking connection. */
