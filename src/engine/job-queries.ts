@@ -19,7 +19,8 @@ import type { Client } from './connection.js';
 import { invalid } from './errors.js';
 import { groupsWithLines } from './groups.js';
 import { callFunction } from './library.js';
-import type { QueueKeys } from './keys.js';
+import { CONSUMER_GROUP, type QueueKeys } from './keys.js';
+import { pairsToRecord } from './replies.js';
 
 /** BullMQ's job types: its states, 'wait' (the same as 'waiting'), 'paused' and 'repeat'. */
 export type JobType = 'completed' | 'failed' | 'delayed' | 'active' | 'waiting' | 'wait' | 'paused' | 'prioritized' | 'waiting-children' | 'repeat';
@@ -164,6 +165,46 @@ export function sumOf(types: JobType[], raw: RawCounts, schedulers: number): num
     else if (t !== 'paused' || !set.has('waiting')) sum += countOf(t, raw, schedulers);
   }
   return sum;
+}
+
+/** glidemq_getCounts, unless only types it does not hold are asked for (lua/query.lua). */
+async function rawCounts(t: QueryTarget, types: JobType[]): Promise<RawCounts> {
+  if (types.length && types.every((type) => type === 'repeat' || type === 'waiting-children')) {
+    return decodeCounts([0, 0, 0, 0, 0, 0, 0, 0]);
+  }
+  return decodeCounts((await callFunction(t.client, 'glidemq_getCounts', t.keys.meta, [])) as number[]);
+}
+
+/** The schedulers ('repeat' in BullMQ's counts), read only when asked for. */
+async function schedulerCount(t: QueryTarget, types: JobType[]): Promise<number> {
+  return types.includes('repeat') ? t.client.hlen(t.keys.schedulers) : 0;
+}
+
+/** The consumers of the job stream's group (0 before the stream exists). */
+async function consumerCount(t: QueryTarget): Promise<number> {
+  try {
+    const groups = (await t.client.xinfo('GROUPS', t.keys.stream)) as unknown[][];
+    for (const g of groups) {
+      const h = pairsToRecord(g);
+      if (h.name === CONSUMER_GROUP) return Number(h.consumers);
+    }
+  } catch {
+    /* no stream yet */
+  }
+  return 0;
+}
+
+/** getJobCounts: every count with no types (allCounts), else exactly the types asked for (countsOf). */
+export async function readJobCounts(t: QueryTarget, types: JobType[]): Promise<JobCounts | Record<string, number>> {
+  if (types.length === 0) return allCounts(await rawCounts(t, []), await consumerCount(t));
+  const asked = checkTypes(types, 'getJobCounts');
+  return countsOf(asked, await rawCounts(t, asked), await schedulerCount(t, asked));
+}
+
+/** getJobCountByTypes: the jobs in any of `types`, each once (sumOf). */
+export async function countJobsOfTypes(t: QueryTarget, types: JobType[]): Promise<number> {
+  const asked = checkTypes(types, 'getJobCountByTypes');
+  return sumOf(asked, await rawCounts(t, asked), await schedulerCount(t, asked));
 }
 
 /** Checks a page's bounds before anything is read. */

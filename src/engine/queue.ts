@@ -25,7 +25,6 @@ import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from 
 import { addedFields, DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
 import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from './bulk-add.js';
 import { readGroupState, type GroupState } from './groups.js';
-import { pairsToRecord } from './replies.js';
 import { deduplicationJobId, removeDeduplicationKey } from './dedup-queries.js';
 import { rateLimitTtl, removeGlobalRateLimit, setGlobalRateLimit } from './rate-limits.js';
 import { SafeEmitter } from './safe-emitter.js';
@@ -267,12 +266,9 @@ export class Queue extends SafeEmitter implements JobSource {
   async getJobCounts(): Promise<JobCounts>;
   async getJobCounts(...types: JobType[]): Promise<Record<string, number>>;
   async getJobCounts(...types: JobType[]): Promise<JobCounts | Record<string, number>> {
-    if (types.length === 0) {
-      const raw = await this.rawCounts([]);
-      return queries.allCounts(raw, await this.consumerCount());
-    }
-    const asked = queries.checkTypes(types, 'getJobCounts');
-    return queries.countsOf(asked, await this.rawCounts(asked), await this.schedulerCount(asked));
+    queries.checkTypes(types, 'getJobCounts');
+    await this.waitUntilReady();
+    return queries.readJobCounts(this, types);
   }
 
   /**
@@ -280,8 +276,9 @@ export class Queue extends SafeEmitter implements JobSource {
    * that waits, the queue paused or not, as BullMQ's getWaitingCount.
    */
   async getJobCountByTypes(...types: JobType[]): Promise<number> {
-    const asked = queries.checkTypes(types, 'getJobCountByTypes');
-    return queries.sumOf(asked, await this.rawCounts(asked), await this.schedulerCount(asked));
+    queries.checkTypes(types, 'getJobCountByTypes');
+    await this.waitUntilReady();
+    return queries.countJobsOfTypes(this, types);
   }
 
   /** The jobs still to run: waiting (paused or not), delayed and prioritized, as BullMQ's count(). */
@@ -329,34 +326,6 @@ export class Queue extends SafeEmitter implements JobSource {
   /** Always 0: glidemq has no parent/child jobs (BullMQ's flows). */
   getWaitingChildrenCount(): Promise<number> {
     return this.getJobCountByTypes('waiting-children');
-  }
-
-  /** glidemq_getCounts, unless only types it does not hold are asked for (lua/query.lua). */
-  private async rawCounts(types: JobType[]): Promise<queries.RawCounts> {
-    if (types.length && types.every((t) => t === 'repeat' || t === 'waiting-children')) {
-      return queries.decodeCounts([0, 0, 0, 0, 0, 0, 0, 0]);
-    }
-    return queries.decodeCounts((await this.call('glidemq_getCounts', [])) as number[]);
-  }
-
-  /** The schedulers ('repeat' in BullMQ's counts), read only when asked for. */
-  private async schedulerCount(types: JobType[]): Promise<number> {
-    if (!types.includes('repeat')) return 0;
-    await this.waitUntilReady();
-    return this.client.hlen(this.keys.schedulers);
-  }
-
-  private async consumerCount(): Promise<number> {
-    try {
-      const groups = (await this.client.xinfo('GROUPS', this.keys.stream)) as unknown[][];
-      for (const g of groups) {
-        const h = pairsToRecord(g);
-        if (h.name === 'workers') return Number(h.consumers);
-      }
-    } catch {
-      /* no stream yet */
-    }
-    return 0;
   }
 
   /**
