@@ -1,36 +1,33 @@
-/** The producer and inspector side of a queue: add jobs, pause/resume, counts, jobs by state. */
-import { acquireClient, closeClient, settleTopology, type Acquired, type ConnectionInput, type Client } from './connection.js';
+/**
+ * A queue as producers and operators use it: add jobs, change them, pause and resume, remove,
+ * clean, drain and obliterate, rate limits and schedulers. What it reads comes from QueueGetters
+ * (queue-getters.ts), the connection from QueueBase (queue-base.ts), as BullMQ's Queue is built.
+ */
+import type { ConnectionInput } from './connection.js';
 import { invalid } from './errors.js';
 import { Job, type JobSource } from './job.js';
-import * as queries from './job-queries.js';
-import type { JobCounts, JobStateName, JobType } from './job-queries.js';
-import { addLog, getJobLogs, promoteJobs, retryJobs, updateProgress, type EditTarget, type RetryJobsOptions } from './job-edits.js';
-import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
+import { addLog, promoteJobs, retryJobs, updateProgress, type EditTarget, type RetryJobsOptions } from './job-edits.js';
 import { checkCleanArgs, clean, drain, obliterate, type CleanResult, type CleanState, type DrainResult, type ObliterateOptions, type ObliterateResult } from './cleanup.js';
-import { callFunction, ensureLibrary } from './library.js';
+import { callFunction } from './library.js';
 import {
-  buildRecord,
-  describeRecord,
-  parseRecord,
-  timingFromRepeat,
-  toJobSchedulerJson,
-  type JobSchedulerJson,
-  type JobSchedulerTemplate,
-  type RepeatOptions,
-  type SchedulerInfo,
-  type SchedulerTemplate,
-  type SchedulerTiming,
+buildRecord,
+describeRecord,
+parseRecord,
+timingFromRepeat,
+toJobSchedulerJson,
+type JobSchedulerJson,
+type JobSchedulerTemplate,
+type RepeatOptions,
+type SchedulerInfo,
+type SchedulerTemplate,
+type SchedulerTiming,
 } from './schedulers.js';
-import { buildMetrics, encodeRange, type MetricsRange, type QueueMetrics } from './metrics.js';
 import { addedFields, DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
 import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from './bulk-add.js';
-import { readGroupState, type GroupState } from './groups.js';
-import { deduplicationJobId, removeDeduplicationKey } from './dedup-queries.js';
-import { rateLimitTtl, removeGlobalRateLimit, setGlobalRateLimit } from './rate-limits.js';
-import { SafeEmitter } from './safe-emitter.js';
+import { removeDeduplicationKey } from './dedup-queries.js';
+import { removeGlobalRateLimit, setGlobalRateLimit } from './rate-limits.js';
+import { QueueGetters } from './queue-getters.js';
 import { Producer } from './producer.js';
-import { listWorkers, oldestWaitingAge, type WorkerInfo } from './worker-registry.js';
-import { renderPrometheus, snapshotQueue } from './prometheus.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -44,13 +41,6 @@ export interface QueueOptions {
 /** getJobCounts() with no types (src/engine/job-queries.ts). */
 export type { JobCounts } from './job-queries.js';
 
-/** `start`..`end` of `ids`, inclusive, negative counting from the end (as ZRANGE and LRANGE take them). */
-function page<T>(ids: T[], start: number, end: number): T[] {
-  const from = start < 0 ? Math.max(0, ids.length + start) : start;
-  const to = end < 0 ? ids.length + end : end;
-  return to < from ? [] : ids.slice(from, to + 1);
-}
-
 /** The queue's defaultJobOptions, checked as a job's options are (a mistake shows at construction). */
 function checkJobDefaults(d: QueueOptions['defaultJobOptions']): JobOptions | undefined {
   if (d === undefined) return undefined;
@@ -63,48 +53,18 @@ function checkJobDefaults(d: QueueOptions['defaultJobOptions']): JobOptions | un
   return { ...d };
 }
 
-/** An event emitter as Worker is: a listener that throws arrives as `error` (see SafeEmitter). */
-export class Queue extends SafeEmitter implements JobSource {
-  readonly keys: QueueKeys;
-  private readonly acquired: Acquired;
+/** A queue (BullMQ's Queue): events `waiting`, `removed`, `progress`, `cleaned`, and `error` for a listener that throws. */
+export class Queue extends QueueGetters implements JobSource {
   private readonly maxPayload: number;
   private readonly jobDefaults: JobOptions | undefined;
   /** Numbers every add call, so that a call re-sent after a lost reply adds nothing twice. */
   private readonly producer = new Producer();
-  private ready: Promise<void> | undefined;
 
-  constructor(
-    readonly name: string,
-    opts: QueueOptions = {},
-  ) {
-    super();
-    this.jobDefaults = checkJobDefaults(opts.defaultJobOptions); // before a connection is opened
-    this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
-    this.acquired = acquireClient(opts.connection);
+  constructor(name: string, opts: QueueOptions = {}) {
+    const jobDefaults = checkJobDefaults(opts.defaultJobOptions); // before a connection is opened
+    super(name, opts);
+    this.jobDefaults = jobDefaults;
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
-  }
-
-  /** The connection; a Cluster client once waitUntilReady() found the server is a cluster node. */
-  get client(): Client {
-    return this.acquired.client;
-  }
-
-  /** Resolves once the library is on the server (also re-ensured on every reconnect). */
-  waitUntilReady(): Promise<void> {
-    if (!this.ready) {
-      const ready = settleTopology(this.acquired).then((c) => ensureLibrary(c));
-      // A failure (server down at the first call) is reported once; the next call tries again.
-      ready.catch(() => {
-        if (this.ready === ready) this.ready = undefined;
-      });
-      this.ready = ready;
-    }
-    return this.ready;
-  }
-
-  private async call(fn: string, args: (string | number)[]): Promise<unknown> {
-    await this.waitUntilReady();
-    return callFunction(this.client, fn, this.keys.meta, args);
   }
 
   /**
@@ -178,32 +138,6 @@ export class Queue extends SafeEmitter implements JobSource {
     return job;
   }
 
-  async getJob(id: string): Promise<Job | undefined> {
-    await this.waitUntilReady();
-    const h = (await this.client.hgetall(this.keys.job(id))) as Record<string, string>;
-    if (!h || Object.keys(h).length === 0) return undefined;
-    const job = Job.fromFields({ ...h, id });
-    job.queue = this; // it can change itself (job.updateData, remove, retry, ...) through this queue
-    return job;
-  }
-
-  /** One group's limits, active count and holders, rate window, token bucket and waiting count. */
-  async getGroup(id: string): Promise<GroupState | undefined> {
-    await this.waitUntilReady();
-    return readGroupState(this.client, this.keys, id);
-  }
-
-  /**
-   * Lines `start`..`end` (inclusive; negative counts from the end) of job `id`'s log, oldest first,
-   * or newest first when `asc` is false, and how many lines the log holds (BullMQ's form).
-   */
-  async getJobLogs(id: string, start = 0, end = -1, asc = true): Promise<{ logs: string[]; count: number }> {
-    await this.waitUntilReady();
-    return getJobLogs(this.client, this.keys, id, start, end, asc);
-  }
-
-  // ---- Changing jobs from the queue (BullMQ's Queue API; src/engine/job-edits.ts) ----
-
   /** The largest job data accepted, in bytes of JSON (job.updateData of a job fetched from here). */
   /** A copy of the options every job added here gets unless it names them (QueueOptions). */
   get defaultJobOptions(): JobOptions {
@@ -247,138 +181,6 @@ export class Queue extends SafeEmitter implements JobSource {
   async promoteJobs(opts: { count?: number } = {}): Promise<void> {
     await promoteJobs(await this.editTarget(), opts);
   }
-  // ---- end of the changes from the queue ----
-
-  // ---- Job states and counts, as BullMQ names them (src/engine/job-queries.ts) ----
-
-  /** Job `id`'s state now, as BullMQ names it ('waiting' also in a paused queue), or 'unknown'. */
-  async getJobState(id: string): Promise<JobStateName | 'unknown'> {
-    await this.waitUntilReady();
-    return queries.readJobState(this.client, this.keys, id);
-  }
-
-  /**
-   * Jobs per type. With no types: every count, BullMQ's and glidemq's (consumers, isPaused,
-   * listActive). With types: exactly the keys asked for, as spelled ('wait' or 'waiting', ...).
-   * A paused queue's waiting jobs count under `paused`, `waiting` is 0 then; its prioritized jobs
-   * stay under `prioritized`. One read-only server call (and one XINFO for `consumers`).
-   */
-  async getJobCounts(): Promise<JobCounts>;
-  async getJobCounts(...types: JobType[]): Promise<Record<string, number>>;
-  async getJobCounts(...types: JobType[]): Promise<JobCounts | Record<string, number>> {
-    queries.checkTypes(types, 'getJobCounts');
-    await this.waitUntilReady();
-    return queries.readJobCounts(this, types);
-  }
-
-  /**
-   * The jobs in any of `types`, each counted once (none: every type). 'waiting' counts every job
-   * that waits, the queue paused or not, as BullMQ's getWaitingCount.
-   */
-  async getJobCountByTypes(...types: JobType[]): Promise<number> {
-    queries.checkTypes(types, 'getJobCountByTypes');
-    await this.waitUntilReady();
-    return queries.countJobsOfTypes(this, types);
-  }
-
-  /** The jobs still to run: waiting (paused or not), delayed and prioritized, as BullMQ's count(). */
-  count(): Promise<number> {
-    return this.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'waiting-children');
-  }
-
-  /** Jobs that wait, the queue paused or not (BullMQ: "waiting or paused"). */
-  getWaitingCount(): Promise<number> {
-    return this.getJobCountByTypes('waiting');
-  }
-
-  getActiveCount(): Promise<number> {
-    return this.getJobCountByTypes('active');
-  }
-
-  /** Delayed jobs; with `timestamp` (ms), only those due strictly before it. */
-  async getDelayedCount(timestamp?: number): Promise<number> {
-    if (timestamp === undefined) return this.getJobCountByTypes('delayed');
-    if (!Number.isSafeInteger(timestamp)) throw invalid(`getDelayedCount: timestamp must be a whole number of ms, got ${String(timestamp)}`);
-    await this.waitUntilReady();
-    return this.client.zcount(this.keys.scheduled, '-inf', `(${timestamp}`);
-  }
-
-  /** The delayed job due first and the ms until it is due by the server's clock (0: due now); undefined when none is delayed. */
-  async getNextDelayed(): Promise<{ id: string; dueInMs: number } | undefined> {
-    await this.waitUntilReady();
-    const [first, now] = await Promise.all([this.client.zrange(this.keys.scheduled, '0', '0', 'WITHSCORES'), this.serverTime()]);
-    if (first.length < 2) return undefined;
-    return { id: first[0], dueInMs: Math.max(0, Number(first[1]) - now) };
-  }
-
-  getCompletedCount(): Promise<number> {
-    return this.getJobCountByTypes('completed');
-  }
-
-  getFailedCount(): Promise<number> {
-    return this.getJobCountByTypes('failed');
-  }
-
-  getPrioritizedCount(): Promise<number> {
-    return this.getJobCountByTypes('prioritized');
-  }
-
-  /** Always 0: glidemq has no parent/child jobs (BullMQ's flows). */
-  getWaitingChildrenCount(): Promise<number> {
-    return this.getJobCountByTypes('waiting-children');
-  }
-
-  /**
-   * The jobs of `types` (one or a list, BullMQ's names; none: every type), each type's page
-   * `start`..`end` (inclusive; negative counts from the end) in turn, each job once. `asc` false
-   * (the default, as BullMQ): newest first (last added, last activated, last finished, due last);
-   * true: the order they run in (the next to run first), first finished first. 'waiting' ('wait')
-   * lists every job that waits, paused or not, as getWaitingCount counts them: LIFO jobs, stream
-   * entries not yet delivered, then the jobs waiting in groups (group by group, each in its order),
-   * the ones drain removes; 'paused' the same while the queue is paused, none while it runs.
-   */
-  async getJobs(types?: JobType | JobType[], start = 0, end = -1, asc = false): Promise<Job[]> {
-    const asked = queries.checkTypes(types, 'getJobs');
-    queries.checkPage(start, end, 'getJobs');
-    await this.waitUntilReady();
-    return queries.listJobs(this, asked, start, end, !!asc);
-  }
-
-  /** Waiting jobs (the queue paused or not), the next to run first. */
-  getWaiting(start = 0, end = -1): Promise<Job[]> {
-    return this.getJobs('waiting', start, end, true);
-  }
-
-  /** Active jobs, the one active longest first. */
-  getActive(start = 0, end = -1): Promise<Job[]> {
-    return this.getJobs('active', start, end, true);
-  }
-
-  /** Delayed jobs, the one due first first. */
-  getDelayed(start = 0, end = -1): Promise<Job[]> {
-    return this.getJobs('delayed', start, end, true);
-  }
-
-  /** Prioritized jobs, the next to run first. */
-  getPrioritized(start = 0, end = -1): Promise<Job[]> {
-    return this.getJobs('prioritized', start, end, true);
-  }
-
-  /** Completed jobs, the last finished first. */
-  getCompleted(start = 0, end = -1): Promise<Job[]> {
-    return this.getJobs('completed', start, end, false);
-  }
-
-  /** Failed jobs, the last failed first. */
-  getFailed(start = 0, end = -1): Promise<Job[]> {
-    return this.getJobs('failed', start, end, false);
-  }
-
-  /** Always empty: glidemq has no parent/child jobs (BullMQ's flows). */
-  getWaitingChildren(start = 0, end = -1): Promise<Job[]> {
-    return this.getJobs('waiting-children', start, end, true);
-  }
-  // ---- end of the job states and counts ----
 
   async pause(): Promise<boolean> {
     return (await this.call('glidemq_pause', [])) === 1;
@@ -388,21 +190,11 @@ export class Queue extends SafeEmitter implements JobSource {
     return (await this.call('glidemq_resume', [])) === 1;
   }
 
-  async isPaused(): Promise<boolean> {
-    return (await this.client.hget(this.keys.meta, 'paused')) === '1';
-  }
-
   /** Removes job `id`; emits 'removed' with the id when it did (BullMQ's Queue event). */
   async remove(id: string, opts: { force?: boolean } = {}): Promise<boolean> {
     const removed = (await this.call('glidemq_removeJob', [id, opts.force ? '1' : '0'])) === 1;
     if (removed) this.emit('removed', id);
     return removed;
-  }
-
-  /** The job dedup id `id` points at while it still deduplicates adds, else null (src/engine/dedup-queries.ts). */
-  async getDeduplicationJobId(id: string): Promise<string | null> {
-    await this.waitUntilReady();
-    return deduplicationJobId(this.client, this.keys, id);
   }
 
   /** Forgets dedup id `id`, so the next add with it creates a job: 1 if it was there, else 0. */
@@ -422,68 +214,11 @@ export class Queue extends SafeEmitter implements JobSource {
     await removeGlobalRateLimit(this.client, this.keys);
   }
 
-  /** How long the queue stays rate limited, in ms of the server's clock (BullMQ's form: src/engine/rate-limits.ts). */
-  async getRateLimitTtl(maxJobs?: number): Promise<number> {
-    await this.waitUntilReady();
-    return rateLimitTtl(this.client, this.keys, maxJobs);
-  }
-
   async setGlobalConcurrency(n: number): Promise<void> {
     if (!Number.isInteger(n) || n < 0) throw invalid(`globalConcurrency must be a whole number >= 0, got ${n}`);
     await this.waitUntilReady();
     if (n === 0) await this.client.hdel(this.keys.meta, 'globalConcurrency');
     else await this.client.hset(this.keys.meta, 'globalConcurrency', String(n));
-  }
-
-  /** The limit setGlobalConcurrency stored (it outlives the worker that set it), or null for none, as BullMQ's. */
-  async getGlobalConcurrency(): Promise<number | null> {
-    await this.waitUntilReady();
-    const n = await this.client.hget(this.keys.meta, 'globalConcurrency');
-    return n === null ? null : Number(n);
-  }
-
-  /**
-   * The live workers of this queue, from the registry each Worker keeps with an expiry on the
-   * server's clock (src/engine/worker-registry.ts): a worker that died disappears on its own.
-   * BullMQ's getWorkers lists CLIENT LIST entries; this lists what the workers registered.
-   */
-  async getWorkers(): Promise<WorkerInfo[]> {
-    await this.waitUntilReady();
-    return listWorkers(this.client, this.keys);
-  }
-
-  /**
-   * The queue's latency: ms since the oldest waiting job became waiting, by the server's clock,
-   * or null when no job waits (exact for plain and LIFO jobs, sampled for prioritized jobs and
-   * groups: lua/workers.lua glidemq_oldestWaiting). Read-only.
-   */
-  async getOldestWaitingAge(): Promise<number | null> {
-    await this.waitUntilReady();
-    return oldestWaitingAge(this.client, this.keys);
-  }
-
-  /**
-   * The queue's metrics in the Prometheus text format, as BullMQ's (glidemq_ names: jobs per
-   * state, completed and failed attempts and processing time of the last 24 hours, oldest waiting
-   * age, live workers; src/engine/prometheus.ts). `globalVariables`: labels added to every sample.
-   */
-  async exportPrometheusMetrics(globalVariables?: Record<string, string>): Promise<string> {
-    return renderPrometheus([await snapshotQueue(this)], globalVariables);
-  }
-
-  /** Whether the queue was ever used (a job added, a worker or a setting): it has its meta hash (as `glidemq queues` finds it). Writes nothing. */
-  async exists(): Promise<boolean> {
-    await this.waitUntilReady();
-    return (await this.client.exists(this.keys.meta)) === 1;
-  }
-
-  /**
-   * Completed/failed attempts and processing time per minute (the last hour by default; 24 h are
-   * kept). The defaults (to = now, from = an hour before) are the server's clock, not this machine's.
-   */
-  async getMetrics(range: MetricsRange = {}): Promise<QueueMetrics> {
-    const reply = (await this.call('glidemq_getMetrics', encodeRange(range))) as number[];
-    return buildMetrics(reply);
   }
 
   /**
@@ -557,33 +292,9 @@ export class Queue extends SafeEmitter implements JobSource {
     return describeRecord(parseRecord(String(stored)));
   }
 
-  /** The server's clock (TIME), in ms: the `now` of anything this queue compares with a stored time. */
-  async serverTime(): Promise<number> {
-    await this.waitUntilReady();
-    const [s, us] = await this.client.time();
-    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  }
-
   async removeScheduler(name: string): Promise<boolean> {
     return (await this.call('glidemq_removeScheduler', [name])) === 1;
   }
-
-  async getScheduler(name: string): Promise<SchedulerInfo | undefined> {
-    await this.waitUntilReady();
-    const text = await this.client.hget(this.keys.schedulers, name);
-    return text ? describeRecord(parseRecord(text)) : undefined;
-  }
-
-  /** Every scheduler of the queue, the one due first first. */
-  async getSchedulers(): Promise<SchedulerInfo[]> {
-    await this.waitUntilReady();
-    const all = await this.client.hgetall(this.keys.schedulers);
-    return Object.values(all)
-      .map((text) => describeRecord(parseRecord(text)))
-      .sort((a, b) => a.nextRun - b.nextRun || a.name.localeCompare(b.name));
-  }
-
-  // ---- BullMQ's job schedulers, over the schedulers above (src/engine/schedulers.ts) ----
 
   /**
    * Adds or updates scheduler `id` (upserting an unchanged timing keeps its next run). An `every`
@@ -596,30 +307,12 @@ export class Queue extends SafeEmitter implements JobSource {
     return toJobSchedulerJson(await this.upsertScheduler(id, timingFromRepeat(id, repeatOpts), template));
   }
 
-  async getJobScheduler(id: string): Promise<JobSchedulerJson | undefined> {
-    const info = await this.getScheduler(id);
-    return info && toJobSchedulerJson(info);
-  }
-
-  /** Schedulers `start`..`end` (inclusive; negative counts from the end) by next run, the latest first unless `asc`, as BullMQ orders them. */
-  async getJobSchedulers(start = 0, end = -1, asc = false): Promise<JobSchedulerJson[]> {
-    const all = await this.getSchedulers();
-    if (!asc) all.reverse();
-    return page(all, start, end).map(toJobSchedulerJson);
-  }
-
-  async getJobSchedulersCount(): Promise<number> {
-    await this.waitUntilReady();
-    return this.client.hlen(this.keys.schedulers);
-  }
-
   async removeJobScheduler(id: string): Promise<boolean> {
     return this.removeScheduler(id);
   }
-  // ---- end of BullMQ's job schedulers ----
 
   async close(): Promise<void> {
-    await this.ready?.catch(() => undefined); // a Cluster client being set up is closed too
+    await this.startupSettled(); // a Cluster client being set up is closed too
     // The replies the server keeps for this producer's calls are never asked for again once every
     // call settled: drop them now rather than when they expire (an hour on). Not awaited, and only
     // on a live connection: a close never waits for a server that is gone (the QUIT below goes
@@ -627,7 +320,6 @@ export class Queue extends SafeEmitter implements JobSource {
     if (this.producer.used && this.producer.settled && this.client.status === 'ready') {
       this.client.del(this.keys.producer(this.producer.id)).catch(() => undefined);
     }
-    if (this.acquired.owned) await closeClient(this.client);
+    await this.closeConnection();
   }
 }
-
