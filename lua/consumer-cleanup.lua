@@ -10,11 +10,12 @@
   ARGV[2]  idleMs: ms a consumer holding nothing must have been idle to be deleted.
   ARGV[3]  dryRun: '1' counts and deletes nothing, '0' deletes.
   Returns  the number of consumers deleted (dry run: that would be deleted).
-  Errors   ERR_INVALID (idleMs, dryRun), ERR_WRONG_TYPE (the job or wake stream holds another type).
+  Errors   ERR_INVALID (idleMs, dryRun), ERR_WRONG_TYPE (the job or wake stream, or removed-finishes,
+           holds another type).
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local STALE_CONSUMERS_ARGS = { 'keep', ARG.any, 'idleMs', ARG.ms, 'dryRun', ARG.flag }
-local STALE_CONSUMERS_WRITES = { 'stream', 'stream', 'wake', 'stream' }
+local STALE_CONSUMERS_WRITES = { 'stream', 'stream', 'wake', 'stream', 'removedFinishes', 'hash' }
 
 register('glidemq_removeStaleConsumers', function(keys, args)
   local k = keysFor(keys[1])

@@ -5,11 +5,13 @@
   KEYS[1]  meta key.
   ARGV[1]  consumer: the consumer to delete (a worker's own, on close).
   Returns  1 when deleted, 0 when it still holds entries or did not exist (or there is no group).
-  Errors   ERR_INVALID (consumer), ERR_WRONG_TYPE (the job or wake stream holds another type).
+  Its removal records in removed-finishes (lua/finish.lua recordRemoved) are deleted with it.
+  Errors   ERR_INVALID (consumer), ERR_WRONG_TYPE (the job or wake stream, or removed-finishes,
+           holds another type).
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local REMOVE_CONSUMER_ARGS = { 'consumer', ARG.nonEmpty }
-local REMOVE_CONSUMER_WRITES = { 'stream', 'stream', 'wake', 'stream' }
+local REMOVE_CONSUMER_WRITES = { 'stream', 'stream', 'wake', 'stream', 'removedFinishes', 'hash' }
 
 register('glidemq_removeIdleConsumer', function(keys, args)
   local k = keysFor(keys[1])
@@ -22,6 +24,9 @@ register('glidemq_removeIdleConsumer', function(keys, args)
   local removed = redis.pcall('XGROUP', 'DELCONSUMER', k.stream, GROUP, a.consumer)
   if redis.call('EXISTS', k.wake) == 1 then redis.pcall('XGROUP', 'DELCONSUMER', k.wake, GROUP, a.consumer) end
   if type(removed) == 'table' and removed.err then return 0 end
+  local fields = { 'n:' .. a.consumer }
+  for slot = 0, 15 do fields[#fields + 1] = slot .. ':' .. a.consumer end
+  redis.call('HDEL', k.removedFinishes, unpack(fields))
   return 1
 end)
 end

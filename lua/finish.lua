@@ -39,8 +39,8 @@
            finished again; so does one whose finish removed the job (keep '0', or a rule that
            dropped the job itself, such as age 0), or whose retry a later claim's finish that
            removed the job kept: such a finish records the job id with those marks in the
-           queue's removed-finishes stream (trimmed to about 10000 entries; a record answers for
-           5 minutes by the server's clock). A finish of a claim that stored nothing gets
+           queue's removed-finishes hash (a ring of each consumer's last 16 such calls, deleted
+           with the consumer; a record answers for 5 minutes by the server's clock). A finish of a claim that stored nothing gets
            'stale' or 'missing'.
   Errors   ERR_INVALID (an argument, named), ERR_WRONG_TYPE (a key it writes holds another type).
 
@@ -127,16 +127,16 @@ local FINISH_TYPES = {
   completed = { 'completed', 'zset' },
   delayed = { 'scheduled', 'zset', 'readyGroups', 'zset', 'events', 'stream', 'wake', 'stream' },
   events = { 'events', 'stream' },
-  record = { 'removedFinishes', 'stream' },
+  record = { 'removedFinishes', 'hash' },
 }
--- The retry marks a job keeps in `rf` (the newest), and the removal records kept: entries of
--- removed-finishes (one per call that removed a job it finished, approximately trimmed), and how
--- long one answers a repeat (ms of the server's clock).
+-- The retry marks a job keeps in `rf` (the newest), and the removal records kept: per consumer,
+-- its last RECORD_CALLS calls that removed jobs they finished (a repeat is sent again by the same
+-- consumer, and only the calls it had in flight when its connection broke are repeated), and how
+-- long one answers a repeat (ms of the server's clock). A bounded ring per consumer, not a log of
+-- every call: the memory stays a few KiB per live consumer whatever the throughput.
 local RF_KEEP = 8
-local RECORD_MAXLEN = 10000
+local RECORD_CALLS = 16
 local RECORD_MS = 300000
--- Entries read per step when a repeat looks for its record.
-local RECORD_PAGE = 100
 
 -- The status that marks list `marks` ('<fence>:<status>' words, the newest last: a job's `rf`, or
 -- a removal record) gives claim `fence`, or nil.
@@ -161,26 +161,23 @@ end
 
 -- The status a finish of claim `fence` stored for job `id` before a finish removed the job (its
 -- own, or a later claim's that kept the marks of the retries before it), from removed-finishes,
--- or nil. Only records younger than RECORD_MS by the server's clock answer. Read only when a
--- finish finds no job (off the hot path).
+-- or nil. Only records younger than RECORD_MS by the server's clock answer, the newest record of
+-- an id first (a custom id added again after its removal is a new job, whose claims count from
+-- fence 1 again). Read only when a finish finds no job (off the hot path): every consumer's ring.
 local function removedFinish(k, id, fence)
   local oldest = serverNow() - RECORD_MS
-  local from = '+'
-  for _ = 1, math.ceil(RECORD_MAXLEN / RECORD_PAGE) + 2 do
-    local page = redis.call('XREVRANGE', k.removedFinishes, from, '-', 'COUNT', RECORD_PAGE)
-    for _, e in ipairs(page) do
-      if (tonumber(string.match(e[1], '^(%d+)')) or 0) < oldest then return nil end
-      local fields = e[2]
-      for i = 1, #fields, 2 do
-        -- the newest record of an id answers (a custom id added again after its removal is a
-        -- new job, whose claims count from fence 1 again)
-        if fields[i] == id then return markOf(fields[i + 1], fence) end
-      end
+  local all = redis.call('HGETALL', k.removedFinishes)
+  local newest, marks = oldest - 1, nil
+  local needle = ' ' .. id .. '='
+  for i = 1, #all, 2 do
+    local record = all[i + 1]
+    local ms = string.find(all[i], '^%d+:') and tonumber(string.match(record, '^(%d+)'))
+    local at = ms and ms >= oldest and ms > newest and string.find(record, needle, 1, true)
+    if at then
+      newest, marks = ms, string.match(record, '^([^ ]*)', at + #needle)
     end
-    if #page < RECORD_PAGE then return nil end
-    from = '(' .. page[#page][1]
   end
-  return nil
+  return marks and markOf(string.gsub(marks, ',', ' '), fence)
 end
 
 --[[ The check phase for one job `j` (a decoded argument group), writing nothing: reads the job's
@@ -336,10 +333,17 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
   return nil
 end
 
--- Records the jobs a call's finishes removed (`removed`: job id, marks, ...) in one entry of
--- removed-finishes, for a repeat of any of them (removedFinish).
-local function recordRemoved(k, removed)
-  redis.call('XADD', k.removedFinishes, 'MAXLEN', '~', RECORD_MAXLEN, '*', unpack(removed))
+-- Records the jobs a call's finishes removed (`removed`: job id, marks, ...) in the next slot of
+-- `consumer`'s ring in removed-finishes, for a repeat of any of them (removedFinish). Fields:
+-- 'n:<consumer>' counts its records, '<slot>:<consumer>' holds one as '<ms> <id>=<marks> ...'
+-- (marks joined by ','; a job id holds no whitespace, '=' never follows one in a record).
+local function recordRemoved(k, consumer, now, removed)
+  local parts = { tostring(now) }
+  for i = 1, #removed, 2 do
+    parts[#parts + 1] = removed[i] .. '=' .. string.gsub(removed[i + 1], ' ', ',')
+  end
+  local n = redis.call('HINCRBY', k.removedFinishes, 'n:' .. consumer, 1)
+  redis.call('HSET', k.removedFinishes, (n % RECORD_CALLS) .. ':' .. consumer, table.concat(parts, ' '))
 end
 
 register('glidemq_finish', function(keys, args)
@@ -363,7 +367,7 @@ register('glidemq_finish', function(keys, args)
     if acked then redis.call('XACK', k.stream, GROUP, sid) end
     local marks = applyFinish(k, a, status, jk, src, sid, made, now, announce, listen, rf)
     if acked then redis.call('XDEL', k.stream, sid) end
-    if marks then recordRemoved(k, { a.jobId, marks }) end
+    if marks then recordRemoved(k, a.consumer, now, { a.jobId, marks }) end
     recordMetrics(k, now, status == 'completed', a.durationMs)
   end
   local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
@@ -474,7 +478,7 @@ register('glidemq_finishMany', function(keys, args)
     end
   end
   if acked then dropAcked(k, acks, acked) end
-  if removed then recordRemoved(k, removed) end
+  if removed then recordRemoved(k, consumer, now, removed) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
   for _, jk in ipairs(marks) do redis.call('HDEL', jk, 'ns') end

@@ -94,7 +94,7 @@ local RECLAIM_LIST_ARGS = { 'minIdle', ARG.ms, 'maxStalledCount', ARG.int(0, 100
 -- requeue puts a job (prioritized, lifo, wake, meta's sequences, the group sets); list claims also
 -- release list-active-ids / list-active.
 local RECLAIM_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'failed', 'zset',
-  'prioritized', 'zset', 'lifo', 'list', 'readyGroups', 'zset', 'timedGroups', 'zset' }
+  'prioritized', 'zset', 'lifo', 'list', 'readyGroups', 'zset', 'timedGroups', 'zset', 'removedFinishes', 'hash' }
 local RECLAIM_LIST_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'failed', 'zset',
   'prioritized', 'zset', 'lifo', 'list', 'readyGroups', 'zset', 'timedGroups', 'zset', 'listActiveIds', 'set',
   'listActive', 'string' }

@@ -1,7 +1,9 @@
 --[[ stale-consumers.lua — removeStaleConsumers (no registered functions here), used by
   glidemq_removeStaleConsumers (lua/consumer-cleanup.lua) and the stalled reclaim (lua/reclaim.lua).
   Idle times are the server's (XINFO CONSUMERS): no caller's clock decides which consumer goes.
-  Callers check the types of the job stream and the wake stream before calling it.
+  Callers check the types of the job stream, the wake stream and removed-finishes before calling
+  it. A deleted consumer's removal records (lua/finish.lua recordRemoved: 'n:<consumer>' and
+  '<slot>:<consumer>', 16 slots) go with it: nothing it sent can be repeated any more.
 ]]
 local CONSUMER_CLEANUP_LIMIT = 20
 
@@ -19,6 +21,9 @@ local function removeStaleConsumers(k, keep, idleMs, dry)
         redis.call('XGROUP', 'DELCONSUMER', k.stream, GROUP, h.name)
         -- wake entries carry no job: whatever this consumer holds there may go with it
         if redis.call('EXISTS', k.wake) == 1 then redis.pcall('XGROUP', 'DELCONSUMER', k.wake, GROUP, h.name) end
+        local fields = { 'n:' .. h.name }
+        for slot = 0, 15 do fields[#fields + 1] = slot .. ':' .. h.name end
+        redis.call('HDEL', k.removedFinishes, unpack(fields))
       end
       removed = removed + 1
     end

@@ -100,7 +100,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['prioritized', 'zset'], ['lifo', 'list'], ['list-active-ids', 'set'], ['list-active', 'string'],
     ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
     ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
-    ['workers', 'hash'], ['workers-expiry', 'zset'], ['removed-finishes', 'stream'],
+    ['workers', 'hash'], ['workers-expiry', 'zset'], ['removed-finishes', 'hash'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }
