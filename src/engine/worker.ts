@@ -50,6 +50,7 @@ import { refreshInterval, WorkerRegistration } from './worker-registry.js';
 import { appendStack, boundedStack } from './stacktrace.js';
 import { watchConnection } from './connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
+import { Promoter } from './worker-promoter.js';
 
 export type { WorkerOptions } from './worker-options.js';
 
@@ -77,13 +78,6 @@ interface Run<D, R> {
    */
   abort?: AbortController;
 }
-
-/**
- * Delayed jobs made waiting per glidemq_promote call. The server runs nothing else during a call:
- * 1,000 per call held it for about 14 ms when 100k jobs fell due at once (make bench, scale rows);
- * 250 keep each call near 3 ms, and a full batch asks for the next one at once.
- */
-const PROMOTE_BATCH = 250;
 
 /**
  * The adaptive prefetch holds at most this many jobs per slot. A slot's next job starts when its
@@ -142,18 +136,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** A job arrived since the last `drained`. */
   private hadWork = false;
   private closing: Promise<void> | undefined;
-  private promotionTimer: NodeJS.Timeout | undefined;
-  /** When the armed promotion timer fires, on this process's monotonic clock (performance.now). */
-  private promotionAt = 0;
-  private promoting = false;
-  /** The earliest due time a wake entry reported while a promotion was in flight (performance.now). */
-  private dueWhilePromoting = Infinity;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stalledTimer: NodeJS.Timeout | undefined;
   /** Refreshes this worker's entry in the queue's worker registry (worker-registry.ts). */
   private registryTimer: NodeJS.Timeout | undefined;
   private readonly registration: WorkerRegistration;
-  private promotionTicks = 0;
   private pausedSince = '$';
   /** The queue has a globalConcurrency limit or a rate limiter: take jobs only through glidemq_fetch/finish (see limitedStep). */
   private limited = false;
@@ -187,6 +174,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** Results ready in the same event-loop turn are stored in one call. */
   private readonly finisher: FinishBatcher;
   private readonly upkeep: Upkeep;
+  private readonly promoter: Promoter;
   /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
   readonly recovery: ClaimRecovery;
   /**
@@ -220,6 +208,15 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.claimTerms);
     this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
     this.changes = new ChangeWaiter(this.keys);
+    this.promoter = new Promoter({
+      client: () => this.client,
+      keys: this.keys,
+      promotionInterval: this.settings.promotionInterval,
+      maintenance: () => this.maintenance,
+      upkeep: this.upkeep,
+      live: this.live,
+      emitError: (err) => this.emitError(err),
+    });
     this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
       concurrency: this.settings.concurrency,
       running: this.processing(),
@@ -236,6 +233,9 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     });
     if (typeof processor === 'function' && opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
+
+  /** The worker runs and is not closing. */
+  private readonly live = (): boolean => this.running && !this.closing;
 
   /** A Cluster client once run() found the server is a cluster node. */
   private get client(): Client {
@@ -324,7 +324,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.recovery.watch(this.reader.client);
     this.client.on('close', this.onClientClose);
     this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
-    this.schedulePromotion(0);
+    this.promoter.schedule(0);
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
     this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
     // the registry: once now (so getWorkers lists it once run() resolved), then on its own timer
@@ -833,7 +833,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
           continue;
         }
         // A delayed job became the earliest due: promote when it is due, not on the next tick.
-        if (delivered.dueIn !== undefined) this.promoteBy(delivered.dueIn);
+        if (delivered.dueIn !== undefined) this.promoter.promoteBy(delivered.dueIn);
         const r = await this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
         this.readFailures = 0;
         paused = r.status === 'paused';
@@ -891,46 +891,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       const timer = setTimeout(end, Math.ceil(ms));
       this.rateTimer = { timer, end };
     });
-  }
-
-  private schedulePromotion(inMs: number): void {
-    if (!this.running || this.closing) return;
-    clearTimeout(this.promotionTimer);
-    this.promotionAt = performance.now() + Math.max(0, inMs);
-    this.promotionTimer = setTimeout(() => void this.promote(), Math.max(0, inMs));
-  }
-
-  /**
-   * A wake entry said a job is due in `inMs`: promotion moves earlier for it, never later (the
-   * regular tick still runs, for jobs scheduled by paths that write no wake entry).
-   */
-  private promoteBy(inMs: number): void {
-    const at = performance.now() + inMs;
-    // a promotion in flight read the scheduled set maybe before this job: it ends by arming for this
-    if (this.promoting) this.dueWhilePromoting = Math.min(this.dueWhilePromoting, at);
-    else if (this.promotionTimer === undefined || at < this.promotionAt) this.schedulePromotion(inMs);
-  }
-
-  private async promote(): Promise<void> {
-    let next = this.settings.promotionInterval;
-    this.promoting = true;
-    this.dueWhilePromoting = Infinity;
-    try {
-      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [PROMOTE_BATCH])) as number[];
-      // r[1] is relative to the server's clock (ms until the next delayed job is due): waited
-      // out on this process's timer, it is right whatever this machine's clock says.
-      if (r[0] >= PROMOTE_BATCH) next = 0;
-      else if (r[1] >= 0) next = Math.min(next, r[1]);
-      this.promotionTicks++;
-      await this.maintenance.onPromotionTick(this.promotionTicks);
-      // metrics trim, dedup sweep, schedulers; nextDueIn is relative to the server's clock, as r[1]
-      const dueIn = (await this.upkeep.onPromotionTick()).nextDueIn;
-      if (dueIn >= 0) next = Math.min(next, dueIn);
-    } catch (err) {
-      if (this.running && !this.closing) this.emitError(err);
-    }
-    this.promoting = false;
-    this.schedulePromotion(Math.min(next, this.dueWhilePromoting - performance.now()));
   }
 
   /**
@@ -1004,7 +964,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   close(force = false): Promise<void> {
     this.closing ??= (async () => {
       this.emit('closing', 'closing the worker');
-      clearTimeout(this.promotionTimer);
+      this.promoter.stop();
       this.rateTimer?.end();
       clearInterval(this.stalledTimer);
       await this.manual?.close();
