@@ -37,7 +37,7 @@ import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
 import { encodeRetention } from './options.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
-import { Maintenance, STALLED_REASON } from './maintenance.js';
+import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
 import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
@@ -51,6 +51,7 @@ import { appendStack, boundedStack } from './stacktrace.js';
 import { watchConnection } from './connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
 import { Promoter } from './worker-promoter.js';
+import { LockKeeper } from './worker-lock-keeper.js';
 
 export type { WorkerOptions } from './worker-options.js';
 
@@ -136,8 +137,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** A job arrived since the last `drained`. */
   private hadWork = false;
   private closing: Promise<void> | undefined;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
-  private stalledTimer: NodeJS.Timeout | undefined;
   /** Refreshes this worker's entry in the queue's worker registry (worker-registry.ts). */
   private registryTimer: NodeJS.Timeout | undefined;
   private readonly registration: WorkerRegistration;
@@ -153,9 +152,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** The timer of that wait, and how to end it early (close). */
   private rateTimer: { timer: NodeJS.Timeout; end: () => void } | undefined;
   private readonly changes: ChangeWaiter;
-  /** Timer work still waiting for its reply: a dead connection must not pile up more of it. */
-  private heartbeatInFlight: Promise<boolean> | undefined;
-  private stalledBusy = false;
   /** Ends the connectionLost/connectionRestored watch. */
   private unwatchConnection: (() => void) | undefined;
   /** The last fetch found the queue paused (queuePaused/queueResumed are told on a change). */
@@ -175,6 +171,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private readonly finisher: FinishBatcher;
   private readonly upkeep: Upkeep;
   private readonly promoter: Promoter;
+  private readonly lockKeeper: LockKeeper;
   /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
   readonly recovery: ClaimRecovery;
   /**
@@ -215,6 +212,19 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       maintenance: () => this.maintenance,
       upkeep: this.upkeep,
       live: this.live,
+      emitError: (err) => this.emitError(err),
+    });
+    this.lockKeeper = new LockKeeper({
+      client: () => this.client,
+      keys: this.keys,
+      consumer: this.consumer,
+      lockDuration: this.settings.lockDuration,
+      stalledInterval: this.settings.stalledInterval,
+      maintenance: () => this.maintenance,
+      live: this.live,
+      held: () => this.held(),
+      lose: (id, fence) => this.lose(id, fence),
+      emit: (event, ...args) => void this.emit(event, ...args),
       emitError: (err) => this.emitError(err),
     });
     this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
@@ -325,8 +335,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.client.on('close', this.onClientClose);
     this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
     this.promoter.schedule(0);
-    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
-    this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+    this.lockKeeper.start();
     // the registry: once now (so getWorkers lists it once run() resolved), then on its own timer
     // (one call per refresh, never per job); a failure is reported and the next refresh tries again
     const register = () => this.registration.refresh().catch((err) => {
@@ -403,10 +412,10 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * its own lock, whoever made it.
    */
   async startStalledCheckTimer(): Promise<void> {
-    if (typeof this.processor === 'function' || this.stalledTimer || this.closing) return;
+    if (typeof this.processor === 'function' || this.lockKeeper.checking || this.closing) return;
     await this.prepareManual();
     if (this.closing) return;
-    this.stalledTimer ??= setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+    this.lockKeeper.startStalledCheck();
   }
 
   /** What start() does first, for a worker without a processor (which never starts): once, retried after a failure. */
@@ -894,70 +903,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   /**
-   * Renews the lock of every claim held here; resolves false when the call failed. One at a time:
-   * while one waits (a dead connection), the next tick joins it instead of piling up another.
-   */
-  private heartbeat(): Promise<boolean> {
-    this.heartbeatInFlight ??= this.extendLocks().finally(() => {
-      this.heartbeatInFlight = undefined;
-    });
-    return this.heartbeatInFlight;
-  }
-
-  private async extendLocks(): Promise<boolean> {
-    // a run whose finish is on its way is left out: the finish may land first, and the lock it
-    // ends is not lost
-    const held: Job<D, R>[] = [];
-    for (const run of this.active.values()) if (!run.finishing && !run.job.moved) held.push(run.job);
-    for (const job of this.buffered.values()) held.push(job);
-    if (held.length === 0) return true;
-    const pairs = held.flatMap((j) => [j.id, j.claim?.fence ?? '']);
-    try {
-      // lockedAt becomes the server's now (lua/progress.lua): no clock of this process is sent
-      const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, ...pairs])) as string[];
-      const sent = new Map(held.map((j, i) => [j.id, pairs[2 * i + 1]]));
-      // a claim lost is news only while the run it belongs to still runs under it
-      for (const id of lost) {
-        const run = this.active.get(id);
-        const fence = sent.get(id);
-        if (fence !== undefined && ((run && !run.finishing && run.job.claim?.fence === fence) || (!run && this.holds(id, fence)))) {
-          run?.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
-          // a prefetched job whose claim was lost never starts here: it may run elsewhere already
-          if (!run) this.dropBuffered(id, fence);
-          this.emit('lockLost', id);
-        }
-      }
-      return true;
-    } catch (err) {
-      if (this.running && !this.closing) this.emitError(err);
-      return false;
-    }
-  }
-
-  /**
-   * Stalled recovery. While the connection is down a check would wait in the client's queue and
-   * could run, after the reconnect, before the heartbeat that re-asserts this worker's claims: it
-   * is skipped then. Each check first renews this worker's own locks on the same connection, so
-   * its own live claims are never stalled by it. (Other workers' checks count no time the server
-   * was down against a claim: lua/epoch.lua.)
-   */
-  private async stalledTick(): Promise<void> {
-    if (this.stalledBusy || this.client.status !== 'ready') return;
-    this.stalledBusy = true;
-    try {
-      if (!(await this.heartbeat())) return;
-      const r = await this.maintenance.reclaimStalled(this.consumer);
-      for (const id of r.failed) this.emit('stalled', id, 'active', 'failed');
-      for (const id of r.redispatched) this.emit('stalled', id, 'active', 'redispatched');
-      r.failedJobs.forEach((fields, i) => this.emitStalledFailure(r.failed[i], fields));
-    } catch (err) {
-      if (this.running && !this.closing) this.emitError(err);
-    } finally {
-      this.stalledBusy = false;
-    }
-  }
-
-  /**
    * Graceful stop: take no more jobs, let running ones finish (up to the grace period), remove this
    * worker's consumer from the group when it holds nothing, and close the connections it opened.
    */
@@ -966,7 +911,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.emit('closing', 'closing the worker');
       this.promoter.stop();
       this.rateTimer?.end();
-      clearInterval(this.stalledTimer);
+      this.lockKeeper.stopStalledCheck();
       await this.manual?.close();
       // A server that is gone must not hold the close: a call is made only on a live connection,
       // and waited for a short while (what it would have done is left to recovery: a prefetched
@@ -978,7 +923,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // a finish sent before the close began may have brought claims after the release above
       // (kept, not started, while paused or closing): they go back too, not to stalled recovery
       if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
-      clearInterval(this.heartbeatTimer);
+      this.lockKeeper.stopHeartbeat();
       clearInterval(this.registryTimer);
       // out of the registry (unreachable server: the entry expires by itself after registryTtl)
       if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
@@ -995,6 +940,28 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.emit('closed');
     })();
     return this.closing;
+  }
+
+  /** The claims whose locks the heartbeat renews (a run whose finish is on its way is left out: the finish may land first, and the lock it ends is not lost). */
+  private held(): Job<D, R>[] {
+    const held: Job<D, R>[] = [];
+    for (const run of this.active.values()) if (!run.finishing && !run.job.moved) held.push(run.job);
+    for (const job of this.buffered.values()) held.push(job);
+    return held;
+  }
+
+  /** A claim the server says was lost: news only while the run it belongs to still runs under it, or while it waits prefetched. */
+  private lose(id: string, fence: string): boolean {
+    const run = this.active.get(id);
+    if (run) {
+      if (run.finishing || run.job.claim?.fence !== fence) return false;
+      run.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
+      return true;
+    }
+    // a prefetched job whose claim was lost never starts here: it may run elsewhere already
+    if (!this.holds(id, fence)) return false;
+    this.dropBuffered(id, fence);
+    return true;
   }
 
   private dropBuffered(id: string, fence: string): void {
@@ -1016,21 +983,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    */
   private get claimTerms(): [number, number] {
     return [this.settings.lockDuration, this.settings.maxStalledCount];
-  }
-
-  /**
-   * A job this worker's stalled check failed for good (stored as a processor's failure is:
-   * lua/outcomes.lua): `failed` (job, error, 'active') as for a job its processor failed, as
-   * BullMQ's worker does for its stalled checker. `fields`: the job's hash as it was when it
-   * stalled (its removeOnFail may have removed it since), given its outcome here.
-   */
-  private emitStalledFailure(id: string, fields: string[]): void {
-    const job = Job.fromFields([...fields, 'id', id]) as Job<D, R>;
-    job.stalledCount++;
-    job.state = 'failed';
-    job.failedReason = STALLED_REASON;
-    job.finishedOn = Date.now();
-    this.emit('failed', job, new Error(STALLED_REASON), 'active');
   }
 
   private emitError(err: unknown): void {
