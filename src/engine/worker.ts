@@ -31,15 +31,12 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
 import { ClaimRecovery } from './claim-recovery.js';
-import { invalid, isUnrecoverable, RateLimitError, UnrecoverableError } from './errors.js';
-import { Job, type Claim, type ClaimReply } from './job.js';
+import { invalid, RateLimitError } from './errors.js';
+import { Job, type ClaimReply } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
 import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
-import { encodeRetention } from './options.js';
-import { planRetry, reasonWithProblem } from './backoff.js';
 import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
-import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
@@ -47,62 +44,16 @@ import { IdleWaiters } from './idle-waiters.js';
 import { CLOSE_CALL_MS, delay, within } from './waiting.js';
 import { SafeEmitter } from './safe-emitter.js';
 import { refreshInterval, WorkerRegistration } from './worker-registry.js';
-import { appendStack, boundedStack } from './stacktrace.js';
 import { watchConnection } from './connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
 import { Promoter } from './worker-promoter.js';
 import { LockKeeper } from './worker-lock-keeper.js';
+import { newerFence, Runner, type Processor } from './worker-runner.js';
+import { Finisher } from './worker-finisher.js';
+import { PrefetchBuffer } from './worker-prefetch.js';
 
 export type { WorkerOptions } from './worker-options.js';
-
-/**
- * Runs one job. `token` names the claim (job.token: BullMQ's lock token); `signal` aborts when the
- * run is cancelled (cancelJob, cancelAllJobs) or its claim was lost (lockLost).
- */
-export type Processor<D = any, R = any> = (job: Job<D, R>, token?: string, signal?: AbortSignal) => Promise<R> | R;
-
-/**
- * One run of a job on this worker. The claim it runs under can change while it runs: when a
- * reclaim gives the job back to this same worker (after an outage, or an event loop blocked for
- * longer than the lock), the run goes on under the new claim (see claimAgain), so a job never has
- * two runs here and a stale finish never touches the current claim.
- */
-interface Run<D, R> {
-  job: Job<D, R>;
-  /** Its finish is with the batcher: heartbeats leave it out, and a newer claim waits in `next`. */
-  finishing: boolean;
-  /** A newer claim of the job that arrived while the finish was on its way. */
-  next?: ClaimReply;
-  /**
-   * Aborts the processor's signal; made only for a processor that takes one (an AbortSignal costs
-   * a few µs per job, as much as the rest of a job's client work: see takesSignal).
-   */
-  abort?: AbortController;
-}
-
-/**
- * The adaptive prefetch holds at most this many jobs per slot. A slot's next job starts when its
- * result leaves, and the claims in a worker then circulate once per round trip: to be k times
- * faster than a worker that keeps one call in flight per slot, k slots' worth must circulate. The
- * round trip measured grows with the batch a call carries, so for jobs much shorter than a round
- * trip the cap is what decides; it is also what sizes the batches, and a batch of ~40 jobs costs
- * the server ~10% less per job than one of ~15 and the worker about as much less (make bench:
- * 8 per slot against 2 at concurrency 10 gave 14% more jobs/s on loopback).
- */
-const PREFETCH_CAP = 8;
-
-/**
- * ...and at most this many bytes of job data (an average job's times the jobs held ahead). A large
- * job costs its worker more outside the processor (its reply read, its data decoded) than the run
- * time that sizes the prefetch shows, and held ahead it only makes replies larger (make bench,
- * scale rows at 100 KiB per job: ~1.0x BullMQ's rate with 10 held ahead, 1.3-1.6x with none).
- */
-const PREFETCH_BYTES = 64 * 1024;
-
-/** A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we cannot see. */
-function readsArgumentsFreely(fn: Function): boolean {
-  return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
-}
+export type { Processor } from './worker-runner.js';
 
 export class Worker<D = any, R = any> extends SafeEmitter {
   readonly keys: QueueKeys;
@@ -110,24 +61,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   readonly settings: Settings;
   private readonly acquired: Acquired;
   private reader: BlockingReader | undefined;
-  /** The runs in progress, one per job id. */
-  private readonly active = new Map<string, Run<D, R>>();
   private readerReserved = 0;
-  /**
-   * Prefetched claims waiting for a slot, by job id in the order they came (heartbeated like
-   * running jobs, given back at close). A Map: hundreds may wait, and every claim looks itself up.
-   */
-  private readonly buffered = new Map<string, Job<D, R>>();
-  /** Claims that came marked not started (lua/activate.lua): their start is reported when it runs. */
-  private readonly marked = new WeakSet<Job<D, R>>();
-  /** Runs in `active` whose finish is on its way: their slot already runs the next job. */
-  private finishingRuns = 0;
-  /** Next jobs asked for by finishes whose replies have not come back yet. */
-  private inbound = 0;
-  /** How long a processor run takes, ms (an average weighted to the recent; sizes the prefetch). */
-  private runMs = 0;
-  /** Bytes of data a claimed job carries (an average weighted to the recent; bounds the prefetch). */
-  private jobBytes = 0;
   private readerRunning = false;
   private running = false;
   /** run()'s start-up, once run() was called. */
@@ -156,31 +90,18 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private unwatchConnection: (() => void) | undefined;
   /** The last fetch found the queue paused (queuePaused/queueResumed are told on a change). */
   private queuePaused = false;
-  /** Times the command connection closed: a finish sent before a close may have been applied twice. */
-  private closes = 0;
-  private readonly onClientClose = () => {
-    this.closes++;
-  };
   /** Consecutive failed rounds of the read loop (the backoff grows with it). */
   private readFailures = 0;
-  private readonly idle = new IdleWaiters(() => this.active.size);
+  private readonly idle = new IdleWaiters(() => this.runner.active.size);
   maintenance: Maintenance;
-  /** Jobs this worker finished, by outcome. */
-  readonly finished = { completed: 0, failed: 0 };
-  /** Results ready in the same event-loop turn are stored in one call. */
-  private readonly finisher: FinishBatcher;
+  private readonly runner: Runner<D, R>;
+  private readonly finisher: Finisher;
+  private readonly buffer: PrefetchBuffer<Job<D, R>>;
   private readonly upkeep: Upkeep;
   private readonly promoter: Promoter;
   private readonly lockKeeper: LockKeeper;
   /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
   readonly recovery: ClaimRecovery;
-  /**
-   * The processor declares a third parameter (job, token, signal), or may read its arguments
-   * without naming them (a rest parameter, `arguments`, a bound or native function): only then
-   * is an AbortSignal made for each run. A processor that reads it through a default parameter
-   * (`signal = undefined`) is not seen; give it a plain one.
-   */
-  private readonly takesSignal: boolean;
   /** Made for a worker without a processor: getNextJob and the jobs it hands out (manual-fetch.ts). */
   private manual: ManualFetch | undefined;
   /** Such a worker's connection settled (a cluster found) and the library loaded: once, on first use. */
@@ -196,13 +117,58 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     opts: WorkerOptions = {},
   ) {
     super();
-    this.takesSignal = typeof processor === 'function' && (processor.length >= 3 || (processor.length === 0 && readsArgumentsFreely(processor)));
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-    this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.claimTerms);
+    const client = () => this.client;
+    const emit = this.emit.bind(this);
+    const emitError = (err: unknown) => this.emitError(err);
+    this.runner = new Runner<D, R>({
+      client,
+      keys: this.keys,
+      consumer: this.consumer,
+      settings: this.settings,
+      wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
+      report: (id, fence) => this.finisher.report(id, fence),
+      noteRun: (ms) => this.buffer.noteRun(ms),
+      finish: (run, outcome, value, retryDelay, error, durationMs) => this.finisher.finish(run, outcome, value, retryDelay, error, durationMs),
+      fetchOne: async () => (await this.fetch(1)).jobs.forEach((f) => this.dispatch(f)),
+      afterSlotFreed: () => this.afterSlotFreed(),
+      live: this.live,
+      emit,
+      emitError,
+    }, processor);
+    this.buffer = new PrefetchBuffer<Job<D, R>>({
+      client,
+      keys: this.keys,
+      consumer: this.consumer,
+      concurrency: this.settings.concurrency,
+      prefetch: this.settings.prefetch,
+      processing: () => this.runner.processing(),
+      reserved: () => this.readerReserved,
+      limited: () => this.limited,
+      rttMs: () => this.finisher.rttMs,
+      paused: () => this.localPaused,
+      live: this.live,
+      closing: () => this.closing !== undefined,
+      start: (job) => this.runner.start(job as Job<D, R>),
+      emitError,
+    });
+    this.finisher = new Finisher({
+      client,
+      keys: this.keys,
+      consumer: this.consumer,
+      settings: this.settings,
+      claimTerms: this.claimTerms,
+      ledger: this.buffer,
+      runs: this.runner,
+      dispatch: (claim, ahead) => this.dispatch(claim, ahead),
+      afterSlotFreed: () => this.afterSlotFreed(),
+      emit,
+      emitError,
+    });
     this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
     this.changes = new ChangeWaiter(this.keys);
     this.promoter = new Promoter({
@@ -224,7 +190,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       live: this.live,
       held: () => this.held(),
       lose: (id, fence) => this.lose(id, fence),
-      emit: (event, ...args) => void this.emit(event, ...args),
+      emit,
       emitError: (err) => this.emitError(err),
     });
     this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
@@ -258,7 +224,12 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   private processing(): number {
-    return this.active.size - this.finishingRuns;
+    return this.runner.processing();
+  }
+
+  /** Jobs this worker finished, by outcome. */
+  get finished(): { completed: number; failed: number } {
+    return this.finisher.finished;
   }
 
   /** Runs and takes jobs: false before run(), after close() and while paused (as BullMQ's). */
@@ -332,7 +303,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     }
     this.recovery.watch(this.client);
     this.recovery.watch(this.reader.client);
-    this.client.on('close', this.onClientClose);
+    this.client.on('close', this.finisher.onClientClose);
     this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
     this.promoter.schedule(0);
     this.lockKeeper.start();
@@ -346,7 +317,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.emit('ready');
     let first: { status: string; jobs: ClaimReply[] };
     try {
-      first = await this.fetch(this.readerRoom());
+      first = await this.fetch(this.buffer.readerRoom());
     } catch (err) {
       // A queue the worker cannot read yet (a key of the wrong type...) is retried by the read loop
       // with backoff; the worker stays up and reports the error.
@@ -371,7 +342,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.localPaused = true;
     if (this.client.status === 'ready') {
       await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
-      await within(this.releaseBuffered(), CLOSE_CALL_MS);
+      await within(this.buffer.release(), CLOSE_CALL_MS);
     }
     if (!doNotWaitActive) await this.idle.wait();
     this.emit('paused');
@@ -382,7 +353,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (!this.localPaused) return;
     this.localPaused = false;
     this.emit('resumed');
-    this.startBuffered();
+    this.buffer.startBuffered();
     this.kickReader();
   }
 
@@ -435,25 +406,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */
   cancelJob(id: string, reason = 'cancelled'): boolean {
-    const run = this.active.get(id);
-    if (!run) return false;
-    run.abort?.abort(new Error(reason));
-    return true;
+    return this.runner.cancel(id, reason);
   }
 
   /** Aborts the signal of every run here. */
   cancelAllJobs(reason = 'cancelled'): void {
-    for (const run of this.active.values()) run.abort?.abort(new Error(reason));
+    this.runner.cancelAll(reason);
   }
-
-  private claimFor(): Claim {
-    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '', onProgress: this.onProgress };
-  }
-
-  /** job.updateProgress, as the processor calls it, also emits `progress` once the value is stored. */
-  private readonly onProgress = (job: Job, progress: unknown): void => {
-    this.emit('progress', job, progress);
-  };
 
   /**
    * Splits a fetch/activate reply; a paused reply carries the newest event id to block after. A
@@ -484,9 +443,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   /** Whether this claim (job id and fence) is running, finishing or prefetched here. */
   private holds(id: string, fence: string): boolean {
-    const run = this.active.get(id);
-    if (run) return run.job.claim?.fence === fence || (run.next !== undefined && String(run.next[1]) === fence);
-    return this.buffered.get(id)?.claim?.fence === fence;
+    return this.runner.holds(id, fence) ?? this.buffer.holds(id, fence);
   }
 
   /**
@@ -495,300 +452,39 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    */
   private dispatch(reply: ClaimReply, marked = false): void {
     const id = String(reply[0]);
-    const run = this.active.get(id);
-    if (run) return this.claimAgain(run, reply);
-    const waiting = this.buffered.get(id);
+    const runner = this.runner;
+    const run = runner.active.get(id);
+    if (run) return runner.claimAgain(run, reply);
+    const buffered = this.buffer.jobs;
+    const waiting = buffered.get(id);
     // processedOn as this process saw the claim start (the stored one is the server's time)
-    const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
-    if (marked) this.marked.add(job);
+    const job = Job.fromClaim(reply, runner.claimFor(), Date.now()) as Job<D, R>;
+    if (marked) this.buffer.marked.add(job);
     const data = reply[3];
-    const bytes = typeof data === 'string' ? data.length : 0;
-    this.jobBytes = this.jobBytes === 0 ? bytes : this.jobBytes + 0.1 * (bytes - this.jobBytes);
+    this.buffer.noteBytes(typeof data === 'string' ? data.length : 0);
     this.hadWork = true;
     if (waiting) {
       // a prefetched job claimed again has not started: it waits under its newest claim (in its place)
-      if (newerFence(job.claim?.fence, waiting.claim?.fence)) this.buffered.set(id, job);
-    } else if (this.buffered.size === 0 && this.processing() < this.settings.concurrency && !this.localPaused) this.startRun(job);
-    else this.buffered.set(id, job);
-  }
-
-  /**
-   * A claim of a job that runs here already. The same claim again (ClaimRecovery took it back and
-   * the reply of a re-sent call carries it too) is dropped. A newer one means a reclaim gave the
-   * job back to this worker while it ran: the run goes on under the new claim, whose lock the
-   * heartbeat then keeps; if its finish is already on its way, under the old fence, the new claim
-   * waits for that reply (see finishRun). Never a second run beside the first.
-   */
-  private claimAgain(run: Run<D, R>, reply: ClaimReply): void {
-    const fence = String(reply[1]);
-    const claim = run.job.claim;
-    if (!claim || !newerFence(fence, run.next ? String(run.next[1]) : claim.fence)) return;
-    if (run.finishing) run.next = reply;
-    else claim.fence = fence;
-  }
-
-  private startRun(job: Job<D, R>): void {
-    const run: Run<D, R> = { job, finishing: false, abort: this.takesSignal ? new AbortController() : undefined };
-    this.active.set(job.id, run);
-    // a claim handed out marked not started: the server hears of its start with the next call
-    if (this.marked.has(job)) this.finisher.report(job.id, job.claim?.fence ?? '');
-    void this.execute(run);
-  }
-
-  private startBuffered(): void {
-    for (const [id, job] of this.buffered) {
-      if (this.processing() >= this.settings.concurrency || this.closing || this.localPaused) break;
-      this.buffered.delete(id);
-      this.startRun(job);
-    }
-  }
-
-  /**
-   * Jobs claimed ahead of the slots. The `prefetch` option fixes it; by default it is as many as
-   * the slots run during one round trip of a finish call (concurrency x round trip / run time),
-   * at most PREFETCH_CAP x concurrency: across a network a slot then starts its next job when its
-   * result leaves, not when the reply comes back. Jobs that run longer than a round trip per slot get none, so
-   * nothing is held back from other workers, and neither does a queue with a global limit or a
-   * rate limiter (a claim held ahead would count against them).
-   */
-  private prefetchNow(): number {
-    if (this.settings.prefetch !== undefined) return this.settings.prefetch;
-    const rtt = this.finisher.rttMs;
-    if (rtt === 0 || this.limited) return 0;
-    const c = this.settings.concurrency;
-    const bySize = Math.floor(PREFETCH_BYTES / Math.max(this.jobBytes, 1));
-    return Math.min(PREFETCH_CAP * c, bySize, Math.floor((c * rtt) / Math.max(this.runMs, 0.05)));
-  }
-
-  /** Claims this worker can still take: running slots plus the prefetch allowance. */
-  private freeSlots(): number {
-    return this.room(this.prefetchNow());
-  }
-
-  /**
-   * Claims the blocking read and fetches may take: the free slots, and the prefetch room only
-   * when a fixed prefetch was asked for. An adaptive prefetch is filled by finishes alone, whose
-   * next jobs come in queue order (priority first): a read of the job stream that filled it
-   * would take FIFO jobs ahead of priority ones that arrive meanwhile.
-   */
-  private readerRoom(): number {
-    return this.room(this.settings.prefetch ?? 0);
-  }
-
-  /** Claims that fill the slots and `ahead` more, less those held, running or on their way. */
-  private room(ahead: number): number {
-    if (this.localPaused) return 0;
-    return this.settings.concurrency + ahead - this.processing() - this.buffered.size - this.inbound - this.readerReserved;
-  }
-
-  /** How many jobs a finish asks for: what fills the slots and the prefetch room, less what is on its way. */
-  private nextFetchCount(): number {
-    if (this.closing || !this.running || this.localPaused) return 0;
-    return Math.max(0, this.freeSlots());
-  }
-
-  private async execute(run: Run<D, R>): Promise<void> {
-    const job = run.job;
-    const started = performance.now(); // monotonic: a clock step cannot make a duration negative
-    this.emit('active', job, 'waiting');
-    let outcome: 'completed' | 'failed' = 'completed';
-    let value: string;
-    let retryDelay = -1;
-    let error: Error | undefined;
-    try {
-      // A corrupt or foreign job fails at once with the reason; the processor never sees it.
-      if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
-      const result = await this.processor!(job, job.token, run.abort?.signal);
-      value = serialiseResult(result);
-    } catch (err) {
-      error = err instanceof Error ? err : new Error(String(err));
-      if (error instanceof RateLimitError && !job.moved) return this.afterRateLimited(run);
-      outcome = 'failed';
-      value = error.message || error.name || 'processor failed';
-      // a delay relative to the server's now: the server adds it to its own clock (lua/finish.lua)
-      if (!isUnrecoverable(error)) {
-        // a custom backoff type asks settings.backoffStrategy; one that fails fails the job (backoff.ts)
-        const plan = await planRetry(job, error, this.settings.backoffStrategy, this.settings.lockDuration);
-        retryDelay = plan.delay;
-        if (plan.problem) {
-          value = reasonWithProblem(value, plan.problem);
-          this.emitError(plan.problem);
-        }
-      }
-    }
-    if (job.moved) return this.afterMoved(job);
-    const ranMs = performance.now() - started;
-    this.runMs = this.runMs === 0 ? ranMs : this.runMs + 0.1 * (ranMs - this.runMs);
-    const durationMs = Math.max(0, Math.round(ranMs));
-    // the slot runs the next prefetched job while this result is on its way
-    run.finishing = true;
-    this.finishingRuns++;
-    this.startBuffered();
-    const fetchCount = this.nextFetchCount();
-    const request: FinishRequest = {
-      id: job.id,
-      fence: '',
-      outcome,
-      value,
-      retryDelay,
-      fetchCount,
-      keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete ?? this.settings.removeOnComplete : job.opts.removeOnFail ?? this.settings.removeOnFail),
-      durationMs,
-      ahead: fetchCount > 0 && this.prefetchNow() > 0,
-    };
-    // a failed attempt keeps its error's stack (bounded: stacktrace.ts); a completion sends none
-    if (error && outcome === 'failed') request.stack = boundedStack(error);
-    this.inbound += fetchCount;
-    let finished;
-    try {
-      finished = await this.finishRun(run, request);
-    } finally {
-      this.inbound -= fetchCount;
-      this.finishingRuns--;
-    }
-    this.active.delete(job.id);
-    if (!finished) {
-      // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
-      this.afterSlotFreed();
-      return;
-    }
-    const { reply, next, refused } = finished;
-    if (refused) {
-      // the server refused to store this run's outcome: the job failed with the reason instead
-      outcome = 'failed';
-      value = refused.value;
-      error = new Error(refused.value);
-      request.stack = undefined;
-    }
-    const status = String(reply[0]);
-    if (status === 'completed' || status === 'failed' || status === 'retried' || status === 'delayed') {
-      job.attemptsMade++;
-      job.finishedOn = (job.processedOn ?? Date.now()) + durationMs;
-    }
-    if (status === 'completed') {
-      this.finished.completed++;
-      job.state = 'completed';
-      job.returnvalue = value === undefined ? null : JSON.parse(value);
-      this.emit('completed', job, job.returnvalue, 'active');
-    } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
-      if (status === 'failed') this.finished.failed++;
-      job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
-      if (status === 'delayed') job.delay = retryDelay; // as the server stored it (job.delay is live)
-      job.failedReason = value;
-      // (the claim carried no earlier stacks: getJob shows every kept one)
-      job.stacktrace = appendStack(job.stacktrace, request.stack);
-      this.emit('failed', job, error, 'active');
-    } else {
-      this.emit('lost', job, status);
-    }
-    for (const claim of next) this.dispatch(claim, request.ahead);
-    this.afterSlotFreed();
-  }
-
-  /**
-   * Stores a run's outcome under its current claim. Returns the reply's status (row 0) and the
-   * claims to dispatch once the run is gone (the next jobs, and a newer claim of this job that
-   * arrived after a finish that still counted: a retry), or undefined when the finish failed.
-   */
-  private async finishRun(
-    run: Run<D, R>,
-    request: FinishRequest,
-  ): Promise<{ reply: unknown[]; next: ClaimReply[]; refused?: FinishRequest } | undefined> {
-    const next: ClaimReply[] = [];
-    let refused: FinishRequest | undefined;
-    for (;;) {
-      const fence = run.job.claim?.fence ?? '';
-      const closes = this.closes;
-      let reply: unknown[];
-      try {
-        reply = await this.finisher.finish({ ...request, fence });
-      } catch (err) {
-        if (err instanceof FinishRefusedError && !refused) {
-          // only this job's finish was refused (the others of its batch were stored): it fails
-          // with the reason, so it neither stalls nor runs again with what the server refuses
-          next.push(...(err.next as ClaimReply[]));
-          request = refused = refusalFailure(run.job.id, request, err);
-          continue;
-        }
-        this.emitError(err);
-        if (run.next) next.push(run.next);
-        next.forEach((c) => queueMicrotask(() => this.dispatch(c)));
-        return undefined;
-      }
-      let newer = run.next;
-      run.next = undefined;
-      for (const claim of reply.slice(1) as ClaimReply[]) {
-        // the finish may fetch this very job again: a reclaim put it back while it ran
-        if (String(claim[0]) === run.job.id && newerFence(String(claim[1]), newer ? String(newer[1]) : run.job.claim?.fence)) newer = claim;
-        else next.push(claim);
-      }
-      if (String(reply[0]) === 'stale' && newer && run.job.claim) {
-        // the finish went under the claim a reclaim replaced, and the job came back here: the
-        // run's outcome is stored under the new claim (no next jobs: the first reply had them)
-        run.job.claim.fence = String(newer[1]);
-        request = { ...request, fetchCount: 0 };
-        continue;
-      }
-      if (newer) next.push(newer);
-      return { reply: [this.repeatedStatus(reply[0], request, closes), ...reply.slice(1)], next, refused };
-    }
-  }
-
-  /**
-   * A finish sent before the connection closed may have been applied, and then sent again by the
-   * client: the repeat finds the job finished. glidemq_finish answers a repeat with the stored
-   * outcome while the job is kept (and the retry a failure asked for, lua/finish.lua); a job removed
-   * at once on completion or failure (keep '0') is gone, and its repeat says 'missing': the outcome
-   * was stored and the job is gone, as it would have been. Only a result that was not stored is lost.
-   */
-  private repeatedStatus(status: unknown, request: FinishRequest, closesAtSend: number): unknown {
-    const repeated = this.closes !== closesAtSend && status === 'missing';
-    if (!repeated || request.keep !== '0') return status;
-    // keep '0' removes a job only when its outcome is final: a failure with a retry left keeps it
-    return request.outcome === 'completed' ? 'completed' : 'failed';
-  }
-
-  /**
-   * The processor threw RateLimitError (after worker.rateLimit): the job goes back to the queue
-   * with no attempt counted (glidemq_release, as a prefetched job is given back).
-   */
-  private async afterRateLimited(run: Run<D, R>): Promise<void> {
-    const job = run.job;
-    await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, job.id, job.claim?.fence ?? ''])
-      .catch((err) => this.emitError(err));
-    this.active.delete(job.id);
-    this.afterSlotFreed();
-  }
-
-  /** A step job parked itself (moveToDelayed): nothing to store; take the next job in its place. */
-  private async afterMoved(job: Job<D, R>): Promise<void> {
-    this.active.delete(job.id);
-    this.emit('moved', job);
-    if (!this.closing && this.running) {
-      try {
-        (await this.fetch(1)).jobs.forEach((f) => this.dispatch(f));
-      } catch (err) {
-        this.emitError(err);
-      }
-    }
-    this.afterSlotFreed();
+      if (newerFence(job.claim?.fence, waiting.claim?.fence)) buffered.set(id, job);
+    } else if (buffered.size === 0 && runner.processing() < this.settings.concurrency && !this.localPaused) runner.start(job);
+    else buffered.set(id, job);
   }
 
   private afterSlotFreed(): void {
-    this.startBuffered();
+    this.buffer.startBuffered();
     this.idle.settle();
     this.kickReader();
   }
 
   private kickReader(): void {
-    if (!this.closing && this.running && !this.readerRunning && this.readerRoom() > 0) void this.readLoop(false);
+    if (!this.closing && this.running && !this.readerRunning && this.buffer.readerRoom() > 0) void this.readLoop(false);
   }
 
   /**
    * Turns what a blocking read delivered into claims (glidemq_activate), at most `want`, and runs
    * them; the rest goes back to the queue. Pairs: (entry id, job id).
    */
-  private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.readerRoom())) {
+  private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.buffer.readerRoom())) {
     const args: (string | number)[] = [this.consumer, want, ...this.claimTerms, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
     const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
     this.limited = r.status === 'limited';
@@ -812,20 +508,20 @@ export class Worker<D = any, R = any> extends SafeEmitter {
         if (paused) {
           await this.reader!.waitForEvent(this.settings.blockTimeout, this.pausedSince);
           if (this.closing || !this.running) break;
-          const r = await this.fetch(Math.max(0, this.readerRoom()));
+          const r = await this.fetch(Math.max(0, this.buffer.readerRoom()));
           paused = r.status === 'paused';
           this.limited = r.status === 'limited';
           r.jobs.forEach((f) => this.dispatch(f));
           this.readFailures = 0;
           continue;
         }
-        const want = this.readerRoom();
+        const want = this.buffer.readerRoom();
         if (want <= 0) break;
         if (this.limited) {
           paused = (await this.limitedStep(want)) === 'paused';
           continue;
         }
-        if (this.hadWork && this.active.size === 0 && this.buffered.size === 0) {
+        if (this.hadWork && this.runner.active.size === 0 && this.buffer.jobs.size === 0) {
           // every job this worker had is done and nothing waits for it: the queue is drained
           this.hadWork = false;
           this.emit('drained');
@@ -861,7 +557,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.readerRunning = false;
       this.changes.reset();
     }
-    if (this.running && !this.closing && (failed || (this.readerRoom() > 0 && !paused))) this.kickReader();
+    if (this.running && !this.closing && (failed || (this.buffer.readerRoom() > 0 && !paused))) this.kickReader();
   }
 
   /**
@@ -918,21 +614,21 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // claim not given back is a stall, a consumer not removed is removed as stale).
       const live = () => this.client.status === 'ready';
       if (live()) await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
-      if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
-      if (!force && this.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
+      if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
+      if (!force && this.runner.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       // a finish sent before the close began may have brought claims after the release above
       // (kept, not started, while paused or closing): they go back too, not to stalled recovery
-      if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
+      if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
       this.lockKeeper.stopHeartbeat();
       clearInterval(this.registryTimer);
       // out of the registry (unreachable server: the entry expires by itself after registryTtl)
       if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
       else this.registration.stop();
       this.recovery.stop();
-      this.client.off('close', this.onClientClose);
+      this.client.off('close', this.finisher.onClientClose);
       this.unwatchConnection?.();
       this.running = false;
-      if (this.active.size === 0 && live()) {
+      if (this.runner.active.size === 0 && live()) {
         await within(this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined), CLOSE_CALL_MS);
       }
       this.reader?.close();
@@ -943,38 +639,21 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   }
 
   /** The claims whose locks the heartbeat renews (a run whose finish is on its way is left out: the finish may land first, and the lock it ends is not lost). */
-  private held(): Job<D, R>[] {
-    const held: Job<D, R>[] = [];
-    for (const run of this.active.values()) if (!run.finishing && !run.job.moved) held.push(run.job);
-    for (const job of this.buffered.values()) held.push(job);
+  private held(): Job[] {
+    const held: Job[] = [];
+    this.runner.collectHeld(held);
+    for (const job of this.buffer.jobs.values()) held.push(job);
     return held;
   }
 
   /** A claim the server says was lost: news only while the run it belongs to still runs under it, or while it waits prefetched. */
   private lose(id: string, fence: string): boolean {
-    const run = this.active.get(id);
-    if (run) {
-      if (run.finishing || run.job.claim?.fence !== fence) return false;
-      run.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
-      return true;
-    }
+    const running = this.runner.lose(id, fence);
+    if (running !== undefined) return running;
     // a prefetched job whose claim was lost never starts here: it may run elsewhere already
-    if (!this.holds(id, fence)) return false;
-    this.dropBuffered(id, fence);
+    if (!this.buffer.holds(id, fence)) return false;
+    this.buffer.drop(id, fence);
     return true;
-  }
-
-  private dropBuffered(id: string, fence: string): void {
-    if (this.buffered.get(id)?.claim?.fence === fence) this.buffered.delete(id);
-  }
-
-  /** Prefetched jobs that will not run here go back to the queue for other workers. */
-  private async releaseBuffered(): Promise<void> {
-    const jobs = [...this.buffered.values()];
-    this.buffered.clear();
-    if (jobs.length === 0) return;
-    const pairs = jobs.flatMap((j) => [j.id, j.claim?.fence ?? '']);
-    await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, ...pairs]).catch((err) => this.emitError(err));
   }
 
   /**
@@ -988,35 +667,4 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private emitError(err: unknown): void {
     if (this.listenerCount('error') > 0) this.emit('error', err);
   }
-}
-
-/** The stored return value: JSON text. A value JSON cannot hold fails the job with that reason. */
-function serialiseResult(result: unknown): string {
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(result === undefined ? null : result);
-  } catch (err) {
-    throw new UnrecoverableError(`the processor returned a value that cannot be stored as JSON: ${(err as Error).message}`);
-  }
-  if (text === undefined) throw new UnrecoverableError(`the processor returned a ${typeof result}, which cannot be stored as JSON`);
-  return text;
-}
-
-/**
- * The failure stored in place of a finish the server refused: the reason names the refusal and
- * what to change; kept whatever the job's retention says (its rule may be what was refused), and
- * not retried (a retry would meet the same refusal).
- */
-function refusalFailure(id: string, request: FinishRequest, err: FinishRefusedError): FinishRequest {
-  const value =
-    `job ${id}: glidemq refused to store its ${request.outcome} outcome (${err.refusal.message}); ` +
-    'the job is failed instead: correct what the refusal names (the job\'s options, or the key another program wrote) and add the job again';
-  return { ...request, outcome: 'failed', value, stack: undefined, retryDelay: -1, keep: '', fetchCount: 0, ahead: false };
-}
-
-/** Whether claim fence `a` came after `b` (fences count up per job; a missing one is oldest). */
-function newerFence(a: string | undefined, b: string | undefined): boolean {
-  if (a === undefined || a === '') return false;
-  if (b === undefined || b === '') return true;
-  return Number(a) > Number(b);
 }
