@@ -34,14 +34,12 @@ import { ClaimRecovery } from './claim-recovery.js';
 import { invalid, RateLimitError } from './errors.js';
 import { Job, type ClaimReply } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
-import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
+import { callFunction, ensureLibrary } from './library.js';
 import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
 import { Upkeep } from './upkeep.js';
-import { ChangeWaiter } from './change-waiter.js';
-import { BlockingReader } from './blocking-reader.js';
 import { IdleWaiters } from './idle-waiters.js';
-import { CLOSE_CALL_MS, delay, within } from './waiting.js';
+import { CLOSE_CALL_MS, within } from './waiting.js';
 import { SafeEmitter } from './safe-emitter.js';
 import { refreshInterval, WorkerRegistration } from './worker-registry.js';
 import { watchConnection } from './connection-watch.js';
@@ -51,6 +49,7 @@ import { LockKeeper } from './worker-lock-keeper.js';
 import { newerFence, Runner, type Processor } from './worker-runner.js';
 import { Finisher } from './worker-finisher.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
+import { ReadLoop } from './worker-read-loop.js';
 
 export type { WorkerOptions } from './worker-options.js';
 export type { Processor } from './worker-runner.js';
@@ -60,43 +59,23 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   readonly consumer: string;
   readonly settings: Settings;
   private readonly acquired: Acquired;
-  private reader: BlockingReader | undefined;
-  private readerReserved = 0;
-  private readerRunning = false;
   private running = false;
   /** run()'s start-up, once run() was called. */
   private startup: Promise<void> | undefined;
   /** pause() on this worker alone: it takes no job until resume(). */
   private localPaused = false;
-  /** A job arrived since the last `drained`. */
-  private hadWork = false;
   private closing: Promise<void> | undefined;
   /** Refreshes this worker's entry in the queue's worker registry (worker-registry.ts). */
   private registryTimer: NodeJS.Timeout | undefined;
   private readonly registration: WorkerRegistration;
-  private pausedSince = '$';
-  /** The queue has a globalConcurrency limit or a rate limiter: take jobs only through glidemq_fetch/finish (see limitedStep). */
-  private limited = false;
-  /**
-   * The rate limiter (or a hold, rateLimit) lets no job start before this time of this process's
-   * monotonic clock (performance.now; 0: none): set from the relative wait a 'rated' reply carries
-   * (the server computed it with its own clock), waited out by the read loop (waitOutRate).
-   */
-  private rateWaitUntil = 0;
-  /** The timer of that wait, and how to end it early (close). */
-  private rateTimer: { timer: NodeJS.Timeout; end: () => void } | undefined;
-  private readonly changes: ChangeWaiter;
   /** Ends the connectionLost/connectionRestored watch. */
   private unwatchConnection: (() => void) | undefined;
-  /** The last fetch found the queue paused (queuePaused/queueResumed are told on a change). */
-  private queuePaused = false;
-  /** Consecutive failed rounds of the read loop (the backoff grows with it). */
-  private readFailures = 0;
   private readonly idle = new IdleWaiters(() => this.runner.active.size);
   maintenance: Maintenance;
   private readonly runner: Runner<D, R>;
   private readonly finisher: Finisher;
   private readonly buffer: PrefetchBuffer<Job<D, R>>;
+  private readonly readLoop: ReadLoop;
   private readonly upkeep: Upkeep;
   private readonly promoter: Promoter;
   private readonly lockKeeper: LockKeeper;
@@ -134,7 +113,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       report: (id, fence) => this.finisher.report(id, fence),
       noteRun: (ms) => this.buffer.noteRun(ms),
       finish: (run, outcome, value, retryDelay, error, durationMs) => this.finisher.finish(run, outcome, value, retryDelay, error, durationMs),
-      fetchOne: async () => (await this.fetch(1)).jobs.forEach((f) => this.dispatch(f)),
+      fetchOne: async () => (await this.readLoop.fetch(1)).jobs.forEach((f) => this.dispatch(f)),
       afterSlotFreed: () => this.afterSlotFreed(),
       live: this.live,
       emit,
@@ -147,13 +126,28 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       concurrency: this.settings.concurrency,
       prefetch: this.settings.prefetch,
       processing: () => this.runner.processing(),
-      reserved: () => this.readerReserved,
-      limited: () => this.limited,
+      reserved: () => this.readLoop.reserved,
+      limited: () => this.readLoop.limited,
       rttMs: () => this.finisher.rttMs,
       paused: () => this.localPaused,
       live: this.live,
       closing: () => this.closing !== undefined,
       start: (job) => this.runner.start(job as Job<D, R>),
+      emitError,
+    });
+    this.readLoop = new ReadLoop({
+      client,
+      acquired: this.acquired,
+      keys: this.keys,
+      consumer: this.consumer,
+      settings: this.settings,
+      claimTerms: this.claimTerms,
+      room: () => this.buffer.readerRoom(),
+      dispatch: (reply) => this.dispatch(reply),
+      idle: () => this.runner.active.size === 0 && this.buffer.jobs.size === 0,
+      promoteBy: (ms) => this.promoter.promoteBy(ms),
+      live: this.live,
+      emit,
       emitError,
     });
     this.finisher = new Finisher({
@@ -170,7 +164,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       emitError,
     });
     this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
-    this.changes = new ChangeWaiter(this.keys);
     this.promoter = new Promoter({
       client: () => this.client,
       keys: this.keys,
@@ -203,7 +196,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       consumer: this.consumer,
       knows: (id, fence) => this.holds(id, fence),
       dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
-      activate: async (pairs) => void (await this.activateDelivered(pairs, [])),
+      activate: async (pairs) => void (await this.readLoop.activateDelivered(pairs, [])),
       running: () => this.running && !this.closing,
       emitError: (err) => this.emitError(err),
     });
@@ -293,16 +286,15 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // queue-wide, as BullMQ's: every worker's claims count against it (lua/rate-window.lua)
       await this.client.hset(this.keys.meta, 'rateMax', String(limiter.max), 'rateDuration', String(limiter.duration));
     }
-    this.reader = new BlockingReader(this.acquired, this.keys, this.consumer, this.settings.blockTimeout);
-    await this.reader.start();
+    const readerClient = await this.readLoop.open();
     if (this.closing) {
       // close() ran while this start-up waited: it found no reader and no timers to end, so none
       // may be made now (they would keep the process alive after its close)
-      this.reader.close();
+      this.readLoop.closeReader();
       return;
     }
     this.recovery.watch(this.client);
-    this.recovery.watch(this.reader.client);
+    this.recovery.watch(readerClient);
     this.client.on('close', this.finisher.onClientClose);
     this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
     this.promoter.schedule(0);
@@ -317,18 +309,18 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.emit('ready');
     let first: { status: string; jobs: ClaimReply[] };
     try {
-      first = await this.fetch(this.buffer.readerRoom());
+      first = await this.readLoop.fetch(this.buffer.readerRoom());
     } catch (err) {
       // A queue the worker cannot read yet (a key of the wrong type...) is retried by the read loop
       // with backoff; the worker stays up and reports the error.
       this.emitError(err);
       first = { status: 'ok', jobs: [] };
     }
-    this.limited = first.status === 'limited';
-    if (first.status === 'paused') void this.readLoop(true);
+    this.readLoop.limited = first.status === 'limited';
+    if (first.status === 'paused') void this.readLoop.loop(true);
     else {
       first.jobs.forEach((f) => this.dispatch(f));
-      this.kickReader();
+      this.readLoop.kick();
     }
   }
 
@@ -341,7 +333,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (this.localPaused) return;
     this.localPaused = true;
     if (this.client.status === 'ready') {
-      await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
+      await within(this.readLoop.unblock(), CLOSE_CALL_MS);
       await within(this.buffer.release(), CLOSE_CALL_MS);
     }
     if (!doNotWaitActive) await this.idle.wait();
@@ -354,7 +346,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.localPaused = false;
     this.emit('resumed');
     this.buffer.startBuffered();
-    this.kickReader();
+    this.readLoop.kick();
   }
 
   isPaused(): boolean {
@@ -414,33 +406,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.runner.cancelAll(reason);
   }
 
-  /**
-   * Splits a fetch/activate reply; a paused reply carries the newest event id to block after. A
-   * 'rated' one carries the ms until the rate limiter lets a job start: the read loop waits that
-   * long, then fetches (the status becomes 'limited': fetches, not blocking reads, take the jobs).
-   */
-  private parseDelivery(r: unknown[]): { status: string; jobs: ClaimReply[] } {
-    const status = String(r[0]);
-    if ((status === 'paused') !== this.queuePaused) {
-      this.queuePaused = !this.queuePaused;
-      this.emit(this.queuePaused ? 'queuePaused' : 'queueResumed');
-    }
-    if (status === 'paused') {
-      this.pausedSince = String(r[1] ?? '$');
-      return { status, jobs: [] };
-    }
-    if (status === 'rated') {
-      this.rateWaitUntil = performance.now() + Math.max(1, Number(r[1]) || 1);
-      return { status: 'limited', jobs: r.slice(2) as ClaimReply[] };
-    }
-    return { status, jobs: r.slice(1) as ClaimReply[] };
-  }
-
-  private async fetch(count: number): Promise<{ status: string; jobs: ClaimReply[] }> {
-    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, count, ...this.claimTerms])) as unknown[];
-    return this.parseDelivery(r);
-  }
-
   /** Whether this claim (job id and fence) is running, finishing or prefetched here. */
   private holds(id: string, fence: string): boolean {
     return this.runner.holds(id, fence) ?? this.buffer.holds(id, fence);
@@ -462,7 +427,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (marked) this.buffer.marked.add(job);
     const data = reply[3];
     this.buffer.noteBytes(typeof data === 'string' ? data.length : 0);
-    this.hadWork = true;
+    this.readLoop.hadWork = true;
     if (waiting) {
       // a prefetched job claimed again has not started: it waits under its newest claim (in its place)
       if (newerFence(job.claim?.fence, waiting.claim?.fence)) buffered.set(id, job);
@@ -473,129 +438,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private afterSlotFreed(): void {
     this.buffer.startBuffered();
     this.idle.settle();
-    this.kickReader();
-  }
-
-  private kickReader(): void {
-    if (!this.closing && this.running && !this.readerRunning && this.buffer.readerRoom() > 0) void this.readLoop(false);
-  }
-
-  /**
-   * Turns what a blocking read delivered into claims (glidemq_activate), at most `want`, and runs
-   * them; the rest goes back to the queue. Pairs: (entry id, job id).
-   */
-  private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.buffer.readerRoom())) {
-    const args: (string | number)[] = [this.consumer, want, ...this.claimTerms, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
-    const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
-    this.limited = r.status === 'limited';
-    r.jobs.forEach((f) => this.dispatch(f));
-    return r;
-  }
-
-  /** The one blocking read: waits for jobs while slots are free; waits out a pause. */
-  private async readLoop(startPaused: boolean): Promise<void> {
-    if (this.readerRunning) return;
-    this.readerRunning = true;
-    let paused = startPaused;
-    let failed = false;
-    try {
-      while (this.running && !this.closing) {
-        if (this.rateWaitUntil > 0) {
-          // the rate window is full or the queue held: no job may start before then, so no read
-          await this.waitOutRate();
-          continue;
-        }
-        if (paused) {
-          await this.reader!.waitForEvent(this.settings.blockTimeout, this.pausedSince);
-          if (this.closing || !this.running) break;
-          const r = await this.fetch(Math.max(0, this.buffer.readerRoom()));
-          paused = r.status === 'paused';
-          this.limited = r.status === 'limited';
-          r.jobs.forEach((f) => this.dispatch(f));
-          this.readFailures = 0;
-          continue;
-        }
-        const want = this.buffer.readerRoom();
-        if (want <= 0) break;
-        if (this.limited) {
-          paused = (await this.limitedStep(want)) === 'paused';
-          continue;
-        }
-        if (this.hadWork && this.runner.active.size === 0 && this.buffer.jobs.size === 0) {
-          // every job this worker had is done and nothing waits for it: the queue is drained
-          this.hadWork = false;
-          this.emit('drained');
-        }
-        this.readerReserved = want;
-        let delivered;
-        try {
-          delivered = await this.reader!.read(want);
-        } finally {
-          this.readerReserved = 0;
-        }
-        if (!delivered) {
-          this.readFailures = 0;
-          continue;
-        }
-        // A delayed job became the earliest due: promote when it is due, not on the next tick.
-        if (delivered.dueIn !== undefined) this.promoter.promoteBy(delivered.dueIn);
-        const r = await this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
-        this.readFailures = 0;
-        paused = r.status === 'paused';
-      }
-    } catch (err) {
-      if (this.running && !this.closing) {
-        failed = true;
-        this.readFailures++;
-        // NOGROUP: the stream or its group was deleted under us; glidemq_fetch recreates both.
-        if (/NOGROUP/.test(String(err))) await this.fetch(0).catch(() => undefined);
-        else this.emitError(await nameWrongTypeKey(this.client, this.keys.meta, err));
-        // A lasting fault (a key of the wrong type, a refused command) must not become a busy loop.
-        await delay(Math.min(5000, 50 * 2 ** Math.min(this.readFailures, 7)));
-      }
-    } finally {
-      this.readerRunning = false;
-      this.changes.reset();
-    }
-    if (this.running && !this.closing && (failed || (this.buffer.readerRoom() > 0 && !paused))) this.kickReader();
-  }
-
-  /**
-   * One step of a worker on a queue with a globalConcurrency limit. Its deliveries happen only
-   * inside glidemq_fetch (and glidemq_finish), which check the limit in the same call, so it never
-   * holds a claim while waiting for a slot: the stream claims a worker could hold that way (from a
-   * blocking XREADGROUP that raced the limit) are handed back by glidemq_activate at once, well
-   * within half of min(lockDuration, stalledInterval). With nothing to take it does not spin: it
-   * blocks until the queue's streams show something that can free a slot or bring a job.
-   */
-  private async limitedStep(want: number): Promise<string> {
-    await this.changes.mark(this.client);
-    const r = await this.fetch(want);
-    r.jobs.forEach((f) => this.dispatch(f));
-    if (r.status !== 'limited') {
-      this.limited = false;
-      this.changes.reset();
-    } else if (r.jobs.length < want && this.rateWaitUntil === 0) {
-      await this.changes.wait(this.reader!.client, this.settings.blockTimeout, () => this.running && !this.closing);
-    }
-    return r.status;
-  }
-
-  /** Sits out the wait a 'rated' reply asked for, on a timer close() ends. */
-  private waitOutRate(): Promise<void> {
-    // (a timer holds at most 2^31 - 1 ms: a longer hold is waited out in parts)
-    const ms = Math.min(this.rateWaitUntil - performance.now(), 2 ** 31 - 1);
-    this.rateWaitUntil = 0;
-    if (ms <= 0 || this.closing) return Promise.resolve();
-    return new Promise((resolve) => {
-      const end = () => {
-        clearTimeout(timer);
-        this.rateTimer = undefined;
-        resolve();
-      };
-      const timer = setTimeout(end, Math.ceil(ms));
-      this.rateTimer = { timer, end };
-    });
+    this.readLoop.kick();
   }
 
   /**
@@ -606,14 +449,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.closing ??= (async () => {
       this.emit('closing', 'closing the worker');
       this.promoter.stop();
-      this.rateTimer?.end();
+      this.readLoop.endRateWait();
       this.lockKeeper.stopStalledCheck();
       await this.manual?.close();
       // A server that is gone must not hold the close: a call is made only on a live connection,
       // and waited for a short while (what it would have done is left to recovery: a prefetched
       // claim not given back is a stall, a consumer not removed is removed as stale).
       const live = () => this.client.status === 'ready';
-      if (live()) await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
+      if (live()) await within(this.readLoop.unblock(), CLOSE_CALL_MS);
       if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
       if (!force && this.runner.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       // a finish sent before the close began may have brought claims after the release above
@@ -631,7 +474,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       if (this.runner.active.size === 0 && live()) {
         await within(this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined), CLOSE_CALL_MS);
       }
-      this.reader?.close();
+      this.readLoop.closeReader();
       if (this.acquired.owned) await closeClient(this.client);
       this.emit('closed');
     })();
