@@ -4,13 +4,11 @@
  * job object up to date from the reply, emits completed / failed / lost, and hands the next claims
  * back to the worker.
  */
-import type { Client } from './connection.js';
 import type { ClaimReply } from './job.js';
-import type { QueueKeys } from './keys.js';
 import { encodeRetention } from './options.js';
 import { appendStack, boundedStack } from './stacktrace.js';
 import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
-import type { Settings } from './worker-options.js';
+import type { WorkerPart } from './worker-part.js';
 import { newerFence, type Run } from './worker-runner.js';
 
 /** The slot ledger as the finisher sees it (the prefetch buffer). */
@@ -26,20 +24,12 @@ export interface FinisherLedger {
 }
 
 /** What the finisher needs from its worker. */
-export interface FinisherHost {
-  client(): Client;
-  keys: QueueKeys;
-  consumer: string;
-  settings: Settings;
-  /** The terms of the claims a finish makes (lua/activate.lua). */
-  claimTerms: [number, number];
+export interface FinisherHost extends WorkerPart {
   ledger: FinisherLedger;
   runs: { endFinishing(): void; remove(id: string): void };
   /** Runs a claim the reply brought, or keeps it for a free slot. */
   dispatch(claim: ClaimReply, ahead?: boolean): void;
   afterSlotFreed(): void;
-  emit(event: string, ...args: unknown[]): void;
-  emitError(err: unknown): void;
 }
 
 export class Finisher {

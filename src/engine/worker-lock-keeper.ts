@@ -3,23 +3,15 @@
  * lockDuration / 2), tells the worker of claims the server says it lost, and runs stalled recovery
  * every stalledInterval. Its calls are timer work, never per job.
  */
-import type { Client } from './connection.js';
 import { Job } from './job.js';
-import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 import { STALLED_REASON, type Maintenance } from './maintenance.js';
+import type { WorkerPart } from './worker-part.js';
 
 /** What the lock keeper needs from its worker. */
-export interface LockKeeperHost {
-  client(): Client;
-  keys: QueueKeys;
-  consumer: string;
-  lockDuration: number;
-  stalledInterval: number;
+export interface LockKeeperHost extends WorkerPart {
   /** Read on each check: the worker replaces it once the server proves to be a cluster. */
   maintenance(): Maintenance;
-  /** The worker runs and is not closing. */
-  live(): boolean;
   /** The claims whose locks to renew: runs whose finish is not on its way, and prefetched claims. */
   held(): Job[];
   /**
@@ -27,8 +19,6 @@ export interface LockKeeperHost {
    * prefetch. False when that is no news (the run finishes or runs under a newer claim already).
    */
   lose(id: string, fence: string): boolean;
-  emit(event: string, ...args: unknown[]): void;
-  emitError(err: unknown): void;
 }
 
 export class LockKeeper {
@@ -47,13 +37,13 @@ export class LockKeeper {
 
   /** Heartbeat and stalled check, for a worker that runs its processor. */
   start(): void {
-    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.host.lockDuration / 2)));
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.host.settings.lockDuration / 2)));
     this.startStalledCheck();
   }
 
   /** The stalled check alone (a worker without a processor holds no claims of its own): once. */
   startStalledCheck(): void {
-    this.stalledTimer ??= setInterval(() => void this.stalledTick(), this.host.stalledInterval);
+    this.stalledTimer ??= setInterval(() => void this.stalledTick(), this.host.settings.stalledInterval);
   }
 
   stopStalledCheck(): void {

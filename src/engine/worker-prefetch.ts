@@ -3,10 +3,9 @@
  * one, and this is the one place that counts what a worker holds (running, prefetched, on its way)
  * to say how many more claims a read, a fetch or a finish may take.
  */
-import type { Client } from './connection.js';
 import type { Job } from './job.js';
-import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
+import type { WorkerPart } from './worker-part.js';
 
 /**
  * The adaptive prefetch holds at most this many jobs per slot. A slot's next job starts when its
@@ -28,13 +27,7 @@ export const PREFETCH_CAP = 8;
 export const PREFETCH_BYTES = 64 * 1024;
 
 /** What the prefetch buffer needs from its worker. */
-export interface PrefetchHost {
-  client(): Client;
-  keys: QueueKeys;
-  consumer: string;
-  concurrency: number;
-  /** The `prefetch` option: a fixed prefetch, or undefined for the adaptive one. */
-  prefetch: number | undefined;
+export interface PrefetchHost extends WorkerPart {
   /** Runs whose processor runs now (the runner). */
   processing(): number;
   /** Claims the blocking read may deliver now (the read loop). */
@@ -45,13 +38,10 @@ export interface PrefetchHost {
   rttMs(): number;
   /** pause() on this worker alone. */
   paused(): boolean;
-  /** The worker runs and is not closing. */
-  live(): boolean;
   /** close() began. */
   closing(): boolean;
   /** Runs a job on a free slot (the runner). */
   start(job: Job): void;
-  emitError(err: unknown): void;
 }
 
 export class PrefetchBuffer<J extends Job = Job> {
@@ -91,10 +81,11 @@ export class PrefetchBuffer<J extends Job = Job> {
    */
   prefetchNow(): number {
     const host = this.host;
-    if (host.prefetch !== undefined) return host.prefetch;
+    const fixed = host.settings.prefetch;
+    if (fixed !== undefined) return fixed;
     const rtt = host.rttMs();
     if (rtt === 0 || host.limited()) return 0;
-    const c = host.concurrency;
+    const c = host.settings.concurrency;
     const bySize = Math.floor(PREFETCH_BYTES / Math.max(this.jobBytes, 1));
     return Math.min(PREFETCH_CAP * c, bySize, Math.floor((c * rtt) / Math.max(this.runMs, 0.05)));
   }
@@ -111,14 +102,14 @@ export class PrefetchBuffer<J extends Job = Job> {
    * would take FIFO jobs ahead of priority ones that arrive meanwhile.
    */
   readerRoom(): number {
-    return this.room(this.host.prefetch ?? 0);
+    return this.room(this.host.settings.prefetch ?? 0);
   }
 
   /** Claims that fill the slots and `ahead` more, less those held, running or on their way. */
   room(ahead: number): number {
     const host = this.host;
     if (host.paused()) return 0;
-    return host.concurrency + ahead - host.processing() - this.jobs.size - this.inbound - host.reserved();
+    return host.settings.concurrency + ahead - host.processing() - this.jobs.size - this.inbound - host.reserved();
   }
 
   /** How many jobs a finish asks for: what fills the slots and the prefetch room, less what is on its way. */
@@ -131,7 +122,7 @@ export class PrefetchBuffer<J extends Job = Job> {
   startBuffered(): void {
     const host = this.host;
     for (const [id, job] of this.jobs) {
-      if (host.processing() >= host.concurrency || host.closing() || host.paused()) break;
+      if (host.processing() >= host.settings.concurrency || host.closing() || host.paused()) break;
       this.jobs.delete(id);
       host.start(job);
     }

@@ -3,11 +3,10 @@
  * the same tick runs the queue's upkeep (maintenance and upkeep ticks). It arms one timer: at the
  * regular promotionInterval, or earlier when the server says a delayed job is due sooner.
  */
-import type { Client } from './connection.js';
-import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 import type { Maintenance } from './maintenance.js';
 import type { Upkeep } from './upkeep.js';
+import type { WorkerPart } from './worker-part.js';
 
 /**
  * Delayed jobs made waiting per glidemq_promote call. The server runs nothing else during a call:
@@ -17,16 +16,10 @@ import type { Upkeep } from './upkeep.js';
 export const PROMOTE_BATCH = 250;
 
 /** What the promoter needs from its worker. */
-export interface PromoterHost {
-  client(): Client;
-  keys: QueueKeys;
-  promotionInterval: number;
+export interface PromoterHost extends WorkerPart {
   /** Read on each tick: the worker replaces it once the server proves to be a cluster. */
   maintenance(): Maintenance;
   upkeep: Upkeep;
-  /** The worker runs and is not closing. */
-  live(): boolean;
-  emitError(err: unknown): void;
 }
 
 export class Promoter {
@@ -69,7 +62,7 @@ export class Promoter {
 
   private async promote(): Promise<void> {
     const host = this.host;
-    let next = host.promotionInterval;
+    let next = host.settings.promotionInterval;
     this.promoting = true;
     this.dueWhilePromoting = Infinity;
     try {

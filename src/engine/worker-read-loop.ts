@@ -7,12 +7,11 @@
  */
 import type { Acquired, Client } from './connection.js';
 import type { ClaimReply } from './job.js';
-import type { QueueKeys } from './keys.js';
 import { callFunction, nameWrongTypeKey } from './library.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
 import { delay } from './waiting.js';
-import type { Settings } from './worker-options.js';
+import type { WorkerPart } from './worker-part.js';
 
 /** What a fetch or an activation delivered: its status ('ok', 'paused', 'limited') and the claims. */
 export interface Delivered {
@@ -21,14 +20,8 @@ export interface Delivered {
 }
 
 /** What the read loop needs from its worker. */
-export interface ReadLoopHost {
-  client(): Client;
+export interface ReadLoopHost extends WorkerPart {
   acquired: Acquired;
-  keys: QueueKeys;
-  consumer: string;
-  settings: Settings;
-  /** The terms of the claims it makes (lua/activate.lua). */
-  claimTerms: [number, number];
   /** Claims the blocking read and fetches may take now (the prefetch buffer's readerRoom). */
   room(): number;
   /** Runs a claim, or keeps it for a free slot. */
@@ -37,10 +30,6 @@ export interface ReadLoopHost {
   idle(): boolean;
   /** A wake entry said a delayed job is due in `ms` (the promoter). */
   promoteBy(ms: number): void;
-  /** The worker runs and is not closing. */
-  live(): boolean;
-  emit(event: string, ...args: unknown[]): void;
-  emitError(err: unknown): void;
 }
 
 export class ReadLoop {

@@ -3,13 +3,11 @@
  * job's AbortSignal (cancelJob, cancelAllJobs, a lost claim), and hands each outcome to the
  * finisher. A processor that throws is a failed job (its retry planned here), never a wedged worker.
  */
-import type { Client } from './connection.js';
 import { isUnrecoverable, RateLimitError, UnrecoverableError } from './errors.js';
 import type { Claim, ClaimReply, Job } from './job.js';
-import type { QueueKeys } from './keys.js';
 import { callFunction } from './library.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
-import type { Settings } from './worker-options.js';
+import type { WorkerPart } from './worker-part.js';
 
 /**
  * Runs one job. `token` names the claim (job.token: BullMQ's lock token); `signal` aborts when the
@@ -37,11 +35,7 @@ export interface Run<D = any, R = any> {
 }
 
 /** What the runner needs from its worker. */
-export interface RunnerHost {
-  client(): Client;
-  keys: QueueKeys;
-  consumer: string;
-  settings: Settings;
+export interface RunnerHost extends WorkerPart {
   /** The claim came marked not started (lua/activate.lua): its start is reported when it runs. */
   wasMarked(job: Job): boolean;
   /** Tells the server, with the next call, that the marked claim `fence` of job `id` started. */
@@ -53,9 +47,6 @@ export interface RunnerHost {
   /** Takes one job in place of a run that parked itself (moveToDelayed). */
   fetchOne(): Promise<void>;
   afterSlotFreed(): void;
-  live(): boolean;
-  emit(event: string, ...args: unknown[]): void;
-  emitError(err: unknown): void;
 }
 
 /** Whether claim fence `a` came after `b` (fences count up per job; a missing one is oldest). */

@@ -50,6 +50,7 @@ import { newerFence, Runner, type Processor } from './worker-runner.js';
 import { Finisher } from './worker-finisher.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
+import type { WorkerPart } from './worker-part.js';
 
 export type { WorkerOptions } from './worker-options.js';
 export type { Processor } from './worker-runner.js';
@@ -101,90 +102,57 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-    const client = () => this.client;
-    const emit = this.emit.bind(this);
-    const emitError = (err: unknown) => this.emitError(err);
-    this.runner = new Runner<D, R>({
-      client,
+    const part: WorkerPart = {
+      client: () => this.client,
       keys: this.keys,
       consumer: this.consumer,
       settings: this.settings,
+      claimTerms: [this.settings.lockDuration, this.settings.maxStalledCount],
+      live: this.live,
+      emit: this.emit.bind(this),
+      emitError: (err) => this.emitError(err),
+    };
+    this.runner = new Runner<D, R>({
+      ...part,
       wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
       report: (id, fence) => this.finisher.report(id, fence),
       noteRun: (ms) => this.buffer.noteRun(ms),
       finish: (run, outcome, value, retryDelay, error, durationMs) => this.finisher.finish(run, outcome, value, retryDelay, error, durationMs),
       fetchOne: async () => (await this.readLoop.fetch(1)).jobs.forEach((f) => this.dispatch(f)),
       afterSlotFreed: () => this.afterSlotFreed(),
-      live: this.live,
-      emit,
-      emitError,
     }, processor);
     this.buffer = new PrefetchBuffer<Job<D, R>>({
-      client,
-      keys: this.keys,
-      consumer: this.consumer,
-      concurrency: this.settings.concurrency,
-      prefetch: this.settings.prefetch,
+      ...part,
       processing: () => this.runner.processing(),
       reserved: () => this.readLoop.reserved,
       limited: () => this.readLoop.limited,
       rttMs: () => this.finisher.rttMs,
       paused: () => this.localPaused,
-      live: this.live,
       closing: () => this.closing !== undefined,
       start: (job) => this.runner.start(job as Job<D, R>),
-      emitError,
     });
     this.readLoop = new ReadLoop({
-      client,
+      ...part,
       acquired: this.acquired,
-      keys: this.keys,
-      consumer: this.consumer,
-      settings: this.settings,
-      claimTerms: this.claimTerms,
       room: () => this.buffer.readerRoom(),
       dispatch: (reply) => this.dispatch(reply),
       idle: () => this.runner.active.size === 0 && this.buffer.jobs.size === 0,
       promoteBy: (ms) => this.promoter.promoteBy(ms),
-      live: this.live,
-      emit,
-      emitError,
     });
     this.finisher = new Finisher({
-      client,
-      keys: this.keys,
-      consumer: this.consumer,
-      settings: this.settings,
-      claimTerms: this.claimTerms,
+      ...part,
       ledger: this.buffer,
       runs: this.runner,
       dispatch: (claim, ahead) => this.dispatch(claim, ahead),
       afterSlotFreed: () => this.afterSlotFreed(),
-      emit,
-      emitError,
     });
-    this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
-    this.promoter = new Promoter({
-      client: () => this.client,
-      keys: this.keys,
-      promotionInterval: this.settings.promotionInterval,
-      maintenance: () => this.maintenance,
-      upkeep: this.upkeep,
-      live: this.live,
-      emitError: (err) => this.emitError(err),
-    });
+    this.upkeep = new Upkeep(part.client, this.keys, part.emitError);
+    this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep: this.upkeep });
     this.lockKeeper = new LockKeeper({
-      client: () => this.client,
-      keys: this.keys,
-      consumer: this.consumer,
-      lockDuration: this.settings.lockDuration,
-      stalledInterval: this.settings.stalledInterval,
+      ...part,
       maintenance: () => this.maintenance,
-      live: this.live,
       held: () => this.held(),
       lose: (id, fence) => this.lose(id, fence),
-      emit,
-      emitError: (err) => this.emitError(err),
     });
     this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
       concurrency: this.settings.concurrency,
@@ -273,11 +241,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   private async start(): Promise<void> {
     this.running = true;
-    const standalone = this.client;
-    if ((await settleTopology(this.acquired)) !== standalone) {
-      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-    }
-    await ensureLibrary(this.client);
+    await this.settle();
     if (this.settings.globalConcurrency > 0) {
       await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
     }
@@ -381,15 +345,18 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.lockKeeper.startStalledCheck();
   }
 
+  /** The connection settled (a Cluster client when the server is a cluster node; maintenance follows) and the library loaded. */
+  private async settle(): Promise<void> {
+    const standalone = this.client;
+    if ((await settleTopology(this.acquired)) !== standalone) {
+      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    }
+    await ensureLibrary(this.client);
+  }
+
   /** What start() does first, for a worker without a processor (which never starts): once, retried after a failure. */
   private prepareManual(): Promise<void> {
-    this.manualReady ??= (async () => {
-      const standalone = this.client;
-      if ((await settleTopology(this.acquired)) !== standalone) {
-        this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-      }
-      await ensureLibrary(this.client);
-    })().catch((err) => {
+    this.manualReady ??= this.settle().catch((err) => {
       this.manualReady = undefined;
       throw err;
     });
@@ -497,14 +464,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (!this.buffer.holds(id, fence)) return false;
     this.buffer.drop(id, fence);
     return true;
-  }
-
-  /**
-   * The terms every claim this worker makes records on the server (lua/activate.lua): stalled
-   * recovery, whichever worker runs it, judges the claim by this worker's lock and maxStalledCount.
-   */
-  private get claimTerms(): [number, number] {
-    return [this.settings.lockDuration, this.settings.maxStalledCount];
   }
 
   private emitError(err: unknown): void {

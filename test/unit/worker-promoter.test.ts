@@ -7,6 +7,7 @@ import type { Client } from '../../src/engine/connection.js';
 import { QueueKeys } from '../../src/engine/keys.js';
 import type { Maintenance } from '../../src/engine/maintenance.js';
 import type { Upkeep } from '../../src/engine/upkeep.js';
+import { resolveSettings } from '../../src/engine/worker-options.js';
 import { PROMOTE_BATCH, Promoter } from '../../src/engine/worker-promoter.js';
 import { waitFor } from '../helpers/valkey.js';
 
@@ -21,10 +22,13 @@ function fakePromoter() {
   const promoter = new Promoter({
     client: () => client,
     keys: new QueueKeys('promoter-unit', 'glide'),
-    promotionInterval: INTERVAL,
+    consumer: 'unit',
+    settings: resolveSettings({ promotionInterval: INTERVAL }),
+    claimTerms: [30_000, 1],
     maintenance: () => ({ onPromotionTick: async () => undefined }) as unknown as Maintenance,
     upkeep: { onPromotionTick: async () => ({ nextDueIn: -1 }) } as unknown as Upkeep,
     live: () => live,
+    emit: () => undefined,
     emitError: (err) => errors.push(err),
   });
   return { promoter, calls, errors, stop: () => ((live = false), promoter.stop()) };
