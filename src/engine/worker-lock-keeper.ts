@@ -12,8 +12,8 @@ import type { WorkerPart } from './worker-part.js';
 export interface LockKeeperHost extends WorkerPart {
   /** Read on each check: the worker replaces it once the server proves to be a cluster. */
   maintenance(): Maintenance;
-  /** The claims whose locks to renew: runs whose finish is not on its way, and prefetched claims. */
-  held(): Job[];
+  /** Adds the claims whose locks to renew to `into`: runs whose finish is not on its way, and prefetched claims. */
+  held(into: Job[]): void;
   /**
    * The server says claim `fence` of job `id` was lost: aborts its run or drops it from the
    * prefetch. False when that is no news (the run finishes or runs under a newer claim already).
@@ -67,7 +67,8 @@ export class LockKeeper {
 
   private async extendLocks(): Promise<boolean> {
     const host = this.host;
-    const held = host.held();
+    const held: Job[] = [];
+    host.held(held);
     if (held.length === 0) return true;
     const pairs = held.flatMap((j) => [j.id, j.claim?.fence ?? '']);
     try {

@@ -137,6 +137,21 @@ export class PrefetchBuffer<J extends Job = Job> {
     if (this.jobs.get(id)?.claim?.fence === fence) this.jobs.delete(id);
   }
 
+  /**
+   * The server says claim `fence` of job `id` was lost: a prefetched job whose claim was lost
+   * never starts here (it may run elsewhere already). False when it does not wait here under it.
+   */
+  lose(id: string, fence: string): boolean {
+    if (!this.holds(id, fence)) return false;
+    this.drop(id, fence);
+    return true;
+  }
+
+  /** Adds the waiting claims to `held` (the heartbeat renews their locks). */
+  collectHeld(held: Job[]): void {
+    for (const job of this.jobs.values()) held.push(job);
+  }
+
   /** Prefetched jobs that will not run here go back to the queue for other workers. */
   async release(): Promise<void> {
     const host = this.host;

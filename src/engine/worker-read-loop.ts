@@ -110,6 +110,33 @@ export class ReadLoop {
     return { status, jobs: r.slice(1) as ClaimReply[] };
   }
 
+  /**
+   * The worker's first fetch, then the loop: blocking reads while slots are free, or a wait for
+   * the queue to resume. A queue the worker cannot read yet (a key of the wrong type...) is
+   * retried by the read loop with backoff; the worker stays up and reports the error.
+   */
+  async begin(): Promise<void> {
+    const host = this.host;
+    let first: Delivered;
+    try {
+      first = await this.fetch(host.room());
+    } catch (err) {
+      host.emitError(err);
+      first = { status: 'ok', jobs: [] };
+    }
+    this.limited = first.status === 'limited';
+    if (first.status === 'paused') void this.loop(true);
+    else {
+      for (const f of first.jobs) host.dispatch(f);
+      this.kick();
+    }
+  }
+
+  /** Takes one job (in place of a run that parked itself). */
+  async fetchOne(): Promise<void> {
+    for (const f of (await this.fetch(1)).jobs) this.host.dispatch(f);
+  }
+
   async fetch(count: number): Promise<Delivered> {
     const host = this.host;
     const r = (await callFunction(host.client(), 'glidemq_fetch', host.keys.meta, [host.consumer, count, ...host.claimTerms])) as unknown[];

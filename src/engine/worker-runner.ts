@@ -112,7 +112,10 @@ export class Runner<D = any, R = any> {
     for (const run of this.active.values()) run.abort?.abort(new Error(reason));
   }
 
-  /** Adds to `held` the jobs whose locks the heartbeat renews: runs whose finish is not on its way. */
+  /**
+   * Adds to `held` the jobs whose locks the heartbeat renews: a run whose finish is on its way is
+   * left out (the finish may land first, and the lock it ends is not lost).
+   */
   collectHeld(held: Job[]): void {
     for (const run of this.active.values()) if (!run.finishing && !run.job.moved) held.push(run.job);
   }

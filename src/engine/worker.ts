@@ -1,15 +1,14 @@
 /**
- * The consumer side: runs a processor over a queue's jobs with a fixed concurrency.
- *
- * Steady state costs one function call per job: glidemq_finish stores the outcome and hands back
- * the next job. A slot that finds nothing waits on one blocking XREADGROUP (over the job stream and
- * the wake stream that priority/LIFO adds write to), whose deliveries glidemq_activate turns into
- * claims. On a queue with a globalConcurrency limit a free slot instead waits on the queue's
- * streams without claiming (ChangeWaiter) and takes jobs only through glidemq_fetch, which checks the
- * limit in the same call. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
- * A queue with a rate limiter (the `limiter` option) is worked the same way; when a reply says its
- * window is full or the queue is held (rateLimit), the worker waits the ms the server computed on
- * a timer, then fetches.
+ * The consumer side: runs a processor over a queue's jobs with a fixed concurrency. The Worker is
+ * a coordinator of parts, each in its own file and given a small view of it (worker-part.ts), never
+ * the Worker itself: the read loop (worker-read-loop.ts: one blocking XREADGROUP while slots are
+ * free, fetches on a queue with a globalConcurrency limit or a rate limiter, rate waits), the
+ * prefetch buffer and slot ledger (worker-prefetch.ts), the runner (worker-runner.ts: processors
+ * and their AbortSignals), the finisher (worker-finisher.ts: glidemq_finish stores an outcome and
+ * hands back the next jobs, one function call per job in steady state), the lock keeper
+ * (worker-lock-keeper.ts: heartbeats, stalled recovery, lost claims) and the promoter
+ * (worker-promoter.ts: delayed jobs and upkeep). The Worker routes each claim (dispatch) and
+ * emits every public event.
  *
  * Events, with BullMQ's arguments: ready, active (job, 'waiting'), progress (job, progress: after
  * job.updateProgress stored it), completed (job, result, 'active'), failed (job, error, 'active'),
@@ -38,10 +37,11 @@ import { callFunction, ensureLibrary } from './library.js';
 import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
 import { Upkeep } from './upkeep.js';
+import { storeWorkerLimits } from './rate-limits.js';
 import { IdleWaiters } from './idle-waiters.js';
 import { CLOSE_CALL_MS, within } from './waiting.js';
 import { SafeEmitter } from './safe-emitter.js';
-import { refreshInterval, WorkerRegistration } from './worker-registry.js';
+import { WorkerRegistration } from './worker-registry.js';
 import { watchConnection } from './connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
 import { Promoter } from './worker-promoter.js';
@@ -66,8 +66,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** pause() on this worker alone: it takes no job until resume(). */
   private localPaused = false;
   private closing: Promise<void> | undefined;
-  /** Refreshes this worker's entry in the queue's worker registry (worker-registry.ts). */
-  private registryTimer: NodeJS.Timeout | undefined;
+  /** This worker's entry in the queue's worker registry (worker-registry.ts). */
   private readonly registration: WorkerRegistration;
   /** Ends the connectionLost/connectionRestored watch. */
   private unwatchConnection: (() => void) | undefined;
@@ -118,7 +117,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       report: (id, fence) => this.finisher.report(id, fence),
       noteRun: (ms) => this.buffer.noteRun(ms),
       finish: (run, outcome, value, retryDelay, error, durationMs) => this.finisher.finish(run, outcome, value, retryDelay, error, durationMs),
-      fetchOne: async () => (await this.readLoop.fetch(1)).jobs.forEach((f) => this.dispatch(f)),
+      fetchOne: () => this.readLoop.fetchOne(),
       afterSlotFreed: () => this.afterSlotFreed(),
     }, processor);
     this.buffer = new PrefetchBuffer<Job<D, R>>({
@@ -151,22 +150,22 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.lockKeeper = new LockKeeper({
       ...part,
       maintenance: () => this.maintenance,
-      held: () => this.held(),
-      lose: (id, fence) => this.lose(id, fence),
+      held: (into) => {
+        this.runner.collectHeld(into);
+        this.buffer.collectHeld(into);
+      },
+      lose: (id, fence) => this.runner.lose(id, fence) ?? this.buffer.lose(id, fence),
     });
     this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
       concurrency: this.settings.concurrency,
-      running: this.processing(),
+      running: this.runner.processing(),
     }));
     this.recovery = new ClaimRecovery({
-      client: () => this.client,
-      keys: this.keys,
-      consumer: this.consumer,
+      ...part,
       knows: (id, fence) => this.holds(id, fence),
       dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
       activate: async (pairs) => void (await this.readLoop.activateDelivered(pairs, [])),
-      running: () => this.running && !this.closing,
-      emitError: (err) => this.emitError(err),
+      running: this.live,
     });
     if (typeof processor === 'function' && opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
@@ -181,10 +180,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   /** Jobs whose processor runs now (a run whose result is on its way to the server is done here). */
   get activeCount(): number {
-    return this.processing();
-  }
-
-  private processing(): number {
     return this.runner.processing();
   }
 
@@ -242,14 +237,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private async start(): Promise<void> {
     this.running = true;
     await this.settle();
-    if (this.settings.globalConcurrency > 0) {
-      await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
-    }
-    const limiter = this.settings.limiter;
-    if (limiter) {
-      // queue-wide, as BullMQ's: every worker's claims count against it (lua/rate-window.lua)
-      await this.client.hset(this.keys.meta, 'rateMax', String(limiter.max), 'rateDuration', String(limiter.duration));
-    }
+    await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
     const readerClient = await this.readLoop.open();
     if (this.closing) {
       // close() ran while this start-up waited: it found no reader and no timers to end, so none
@@ -260,32 +248,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.recovery.watch(this.client);
     this.recovery.watch(readerClient);
     this.client.on('close', this.finisher.onClientClose);
-    this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
+    this.unwatchConnection = watchConnection(this.client, this, this.live);
     this.promoter.schedule(0);
     this.lockKeeper.start();
-    // the registry: once now (so getWorkers lists it once run() resolved), then on its own timer
-    // (one call per refresh, never per job); a failure is reported and the next refresh tries again
-    const register = () => this.registration.refresh().catch((err) => {
-      if (this.running && !this.closing) this.emitError(err);
-    });
-    this.registryTimer = setInterval(() => void register(), refreshInterval(this.settings.registryTtl));
-    await register();
+    // the registry: listed once run() resolved, then refreshed on a timer (worker-registry.ts)
+    await this.registration.start((err) => void (this.live() && this.emitError(err)));
     this.emit('ready');
-    let first: { status: string; jobs: ClaimReply[] };
-    try {
-      first = await this.readLoop.fetch(this.buffer.readerRoom());
-    } catch (err) {
-      // A queue the worker cannot read yet (a key of the wrong type...) is retried by the read loop
-      // with backoff; the worker stays up and reports the error.
-      this.emitError(err);
-      first = { status: 'ok', jobs: [] };
-    }
-    this.readLoop.limited = first.status === 'limited';
-    if (first.status === 'paused') void this.readLoop.loop(true);
-    else {
-      first.jobs.forEach((f) => this.dispatch(f));
-      this.readLoop.kick();
-    }
+    await this.readLoop.begin();
   }
 
   /**
@@ -430,7 +399,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // (kept, not started, while paused or closing): they go back too, not to stalled recovery
       if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
       this.lockKeeper.stopHeartbeat();
-      clearInterval(this.registryTimer);
       // out of the registry (unreachable server: the entry expires by itself after registryTtl)
       if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
       else this.registration.stop();
@@ -446,24 +414,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.emit('closed');
     })();
     return this.closing;
-  }
-
-  /** The claims whose locks the heartbeat renews (a run whose finish is on its way is left out: the finish may land first, and the lock it ends is not lost). */
-  private held(): Job[] {
-    const held: Job[] = [];
-    this.runner.collectHeld(held);
-    for (const job of this.buffer.jobs.values()) held.push(job);
-    return held;
-  }
-
-  /** A claim the server says was lost: news only while the run it belongs to still runs under it, or while it waits prefetched. */
-  private lose(id: string, fence: string): boolean {
-    const running = this.runner.lose(id, fence);
-    if (running !== undefined) return running;
-    // a prefetched job whose claim was lost never starts here: it may run elsewhere already
-    if (!this.buffer.holds(id, fence)) return false;
-    this.buffer.drop(id, fence);
-    return true;
   }
 
   private emitError(err: unknown): void {
