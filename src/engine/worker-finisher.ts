@@ -9,7 +9,7 @@ import { encodeRetention } from './options.js';
 import { appendStack, boundedStack } from './stacktrace.js';
 import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
 import type { WorkerPart } from './worker-part.js';
-import { newerFence, type Run } from './worker-runner.js';
+import { newerFence, type Finished, type Run, type RunFinisher } from './worker-runner.js';
 
 /** The slot ledger as the finisher sees it (the prefetch buffer). */
 export interface FinisherLedger {
@@ -26,13 +26,12 @@ export interface FinisherLedger {
 /** What the finisher needs from its worker. */
 export interface FinisherHost extends WorkerPart {
   ledger: FinisherLedger;
-  runs: { endFinishing(): void; remove(id: string): void };
   /** Runs a claim the reply brought, or keeps it for a free slot. */
   dispatch(claim: ClaimReply, ahead?: boolean): void;
   afterSlotFreed(): void;
 }
 
-export class Finisher {
+export class Finisher implements RunFinisher {
   /** Jobs this worker finished, by outcome. */
   readonly finished = { completed: 0, failed: 0 };
   /** Results ready in the same event-loop turn are stored in one call. */
@@ -57,8 +56,12 @@ export class Finisher {
     this.batcher.report(id, fence);
   }
 
-  /** Stores the outcome of `run` (its processor is done: the runner marked it finishing). */
-  async finish(run: Run, outcome: 'completed' | 'failed', value: string, retryDelay: number, error: Error | undefined, durationMs: number): Promise<void> {
+  /**
+   * The finish of `run`, whose processor is done (the runner marked it finishing): the slot runs
+   * the next prefetched job while this result is on its way, and the next jobs it asks for count
+   * as on their way until settle().
+   */
+  request(run: Run, outcome: 'completed' | 'failed', value: string, retryDelay: number, error: Error | undefined, durationMs: number): FinishRequest {
     const host = this.host;
     const ledger = host.ledger;
     const job = run.job;
@@ -78,14 +81,19 @@ export class Finisher {
     // a failed attempt keeps its error's stack (bounded: stacktrace.ts); a completion sends none
     if (error && outcome === 'failed') request.stack = boundedStack(error);
     ledger.inbound += fetchCount;
-    let finished;
-    try {
-      finished = await this.finishRun(run, request);
-    } finally {
-      ledger.inbound -= fetchCount;
-      host.runs.endFinishing();
-    }
-    host.runs.remove(job.id);
+    return request;
+  }
+
+  settle(request: FinishRequest): void {
+    this.host.ledger.inbound -= request.fetchCount;
+  }
+
+  /** The run is over: brings its job up to date from the finish's reply and emits the outcome. */
+  apply(run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined): void {
+    const host = this.host;
+    const job = run.job;
+    let value = request.value;
+    const { retryDelay, durationMs } = request;
     if (!finished) {
       // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
       host.afterSlotFreed();
@@ -94,7 +102,6 @@ export class Finisher {
     const { reply, next, refused } = finished;
     if (refused) {
       // the server refused to store this run's outcome: the job failed with the reason instead
-      outcome = 'failed';
       value = refused.value;
       error = new Error(refused.value);
       request.stack = undefined;
@@ -129,10 +136,10 @@ export class Finisher {
    * claims to dispatch once the run is gone (the next jobs, and a newer claim of this job that
    * arrived after a finish that still counted: a retry), or undefined when the finish failed.
    */
-  private async finishRun(
+  async finishRun(
     run: Run,
     request: FinishRequest,
-  ): Promise<{ reply: unknown[]; next: ClaimReply[]; refused?: FinishRequest } | undefined> {
+  ): Promise<Finished | undefined> {
     const next: ClaimReply[] = [];
     let refused: FinishRequest | undefined;
     for (;;) {

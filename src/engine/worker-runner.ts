@@ -7,6 +7,7 @@ import { isUnrecoverable, RateLimitError, UnrecoverableError } from './errors.js
 import type { Claim, ClaimReply, Job } from './job.js';
 import { callFunction } from './library.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
+import type { FinishRequest } from './finish-batch.js';
 import type { WorkerPart } from './worker-part.js';
 
 /**
@@ -34,16 +35,37 @@ export interface Run<D = any, R = any> {
   abort?: AbortController;
 }
 
+/** What a finish brought back: the reply (status first), the claims to dispatch, the failure stored in place of a refused outcome. */
+export interface Finished {
+  reply: unknown[];
+  next: ClaimReply[];
+  refused?: FinishRequest;
+}
+
+/**
+ * The finisher as the runner sees it: a run's finish in three steps around the one await, so the
+ * per-job path makes no promise beyond the run's own and the finish call's.
+ */
+export interface RunFinisher {
+  /** Tells the server, with the next call, that the marked claim `fence` of job `id` started. */
+  report(id: string, fence: string): void;
+  /** The finish request of a run whose processor is done (its slot runs the next job while it is on its way). */
+  request(run: Run, outcome: 'completed' | 'failed', value: string, retryDelay: number, error: Error | undefined, durationMs: number): FinishRequest;
+  /** Stores the outcome under the run's current claim; undefined when the finish failed. */
+  finishRun(run: Run, request: FinishRequest): Promise<Finished | undefined>;
+  /** The finish came back or failed: the next jobs it asked for are no longer on their way. */
+  settle(request: FinishRequest): void;
+  /** Brings the job up to date from the reply, emits its outcome, hands the next claims on. */
+  apply(run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined): void;
+}
+
 /** What the runner needs from its worker. */
 export interface RunnerHost extends WorkerPart {
   /** The claim came marked not started (lua/activate.lua): its start is reported when it runs. */
   wasMarked(job: Job): boolean;
-  /** Tells the server, with the next call, that the marked claim `fence` of job `id` started. */
-  report(id: string, fence: string): void;
   /** A processor run took `ms` (sizes the prefetch). */
   noteRun(ms: number): void;
-  /** Stores a run's outcome (the finisher): the run's slot is free once it is called. */
-  finish(run: Run, outcome: 'completed' | 'failed', value: string, retryDelay: number, error: Error | undefined, durationMs: number): Promise<void>;
+  finisher: RunFinisher;
   /** Takes one job in place of a run that parked itself (moveToDelayed). */
   fetchOne(): Promise<void>;
   afterSlotFreed(): void;
@@ -151,18 +173,8 @@ export class Runner<D = any, R = any> {
     const run: Run<D, R> = { job, finishing: false, abort: this.takesSignal ? new AbortController() : undefined };
     this.active.set(job.id, run);
     // a claim handed out marked not started: the server hears of its start with the next call
-    if (this.host.wasMarked(job)) this.host.report(job.id, job.claim?.fence ?? '');
+    if (this.host.wasMarked(job)) this.host.finisher.report(job.id, job.claim?.fence ?? '');
     void this.execute(run);
-  }
-
-  /** The run's finish came back (or failed): its slot's count moves on. */
-  endFinishing(): void {
-    this.finishingRuns--;
-  }
-
-  /** The run of job `id` is over. */
-  remove(id: string): void {
-    this.active.delete(id);
   }
 
   private async execute(run: Run<D, R>): Promise<void> {
@@ -202,7 +214,17 @@ export class Runner<D = any, R = any> {
     // the slot runs the next prefetched job while this result is on its way
     run.finishing = true;
     this.finishingRuns++;
-    return host.finish(run, outcome, value, retryDelay, error, durationMs);
+    const finisher = host.finisher;
+    const request = finisher.request(run, outcome, value, retryDelay, error, durationMs);
+    let finished;
+    try {
+      finished = await finisher.finishRun(run, request);
+    } finally {
+      finisher.settle(request);
+      this.finishingRuns--;
+    }
+    this.active.delete(job.id);
+    finisher.apply(run, request, finished, error);
   }
 
   /**

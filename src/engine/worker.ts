@@ -111,15 +111,6 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       emit: this.emit.bind(this),
       emitError: (err) => this.emitError(err),
     };
-    this.runner = new Runner<D, R>({
-      ...part,
-      wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
-      report: (id, fence) => this.finisher.report(id, fence),
-      noteRun: (ms) => this.buffer.noteRun(ms),
-      finish: (run, outcome, value, retryDelay, error, durationMs) => this.finisher.finish(run, outcome, value, retryDelay, error, durationMs),
-      fetchOne: () => this.readLoop.fetchOne(),
-      afterSlotFreed: () => this.afterSlotFreed(),
-    }, processor);
     this.buffer = new PrefetchBuffer<Job<D, R>>({
       ...part,
       processing: () => this.runner.processing(),
@@ -141,10 +132,17 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.finisher = new Finisher({
       ...part,
       ledger: this.buffer,
-      runs: this.runner,
       dispatch: (claim, ahead) => this.dispatch(claim, ahead),
       afterSlotFreed: () => this.afterSlotFreed(),
     });
+    this.runner = new Runner<D, R>({
+      ...part,
+      wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
+      noteRun: (ms) => this.buffer.noteRun(ms),
+      finisher: this.finisher,
+      fetchOne: () => this.readLoop.fetchOne(),
+      afterSlotFreed: () => this.afterSlotFreed(),
+    }, processor);
     this.upkeep = new Upkeep(part.client, this.keys, part.emitError);
     this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep: this.upkeep });
     this.lockKeeper = new LockKeeper({
