@@ -18,6 +18,15 @@ export async function setGlobalRateLimit(client: Client, keys: QueueKeys, max: n
   await client.hset(keys.meta, 'rateMax', String(max), 'rateDuration', String(duration));
 }
 
+/**
+ * The queue-wide limits a worker's options name, stored at its start: globalConcurrency, and the
+ * limiter, which is queue-wide as BullMQ's (every worker's claims count against it).
+ */
+export async function storeWorkerLimits(client: Client, keys: QueueKeys, globalConcurrency: number, limiter?: { max: number; duration: number }): Promise<void> {
+  if (globalConcurrency > 0) await client.hset(keys.meta, 'globalConcurrency', String(globalConcurrency));
+  if (limiter) await client.hset(keys.meta, 'rateMax', String(limiter.max), 'rateDuration', String(limiter.duration));
+}
+
 /** Ends the queue's limiter (a worker started with a `limiter` option sets it again). */
 export async function removeGlobalRateLimit(client: Client, keys: QueueKeys): Promise<void> {
   await client.hdel(keys.meta, 'rateMax', 'rateDuration');

@@ -53,6 +53,7 @@ export function refreshInterval(ttl: number): number {
 export class WorkerRegistration {
   private inFlight: Promise<void> | undefined;
   private gone = false;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly client: () => Client,
@@ -61,6 +62,17 @@ export class WorkerRegistration {
     private readonly ttl: number,
     private readonly describe: () => { concurrency: number; running: number },
   ) {}
+
+  /**
+   * Writes the entry now (so getWorkers lists the worker once this resolved), then refreshes it on
+   * its own timer (one call per refresh, never per job); a failure goes to `onError` and the next
+   * refresh tries again.
+   */
+  async start(onError: (err: unknown) => void): Promise<void> {
+    const register = () => this.refresh().catch(onError);
+    this.timer = setInterval(() => void register(), refreshInterval(this.ttl));
+    await register();
+  }
 
   /**
    * Writes the entry (first time or refresh). One at a time: a refresh while one waits joins it.
@@ -89,11 +101,13 @@ export class WorkerRegistration {
 
   /** Writes nothing more (a close that cannot reach the server: the entry expires on its own). */
   stop(): void {
+    clearInterval(this.timer);
     this.gone = true;
   }
 
   /** Removes the entry (after any refresh on its way). */
   async unregister(): Promise<void> {
+    clearInterval(this.timer);
     this.gone = true;
     await this.inFlight?.catch(() => undefined);
     await callFunction(this.client(), 'glidemq_unregisterWorker', this.keys.meta, [this.id]);

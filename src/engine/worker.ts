@@ -1,15 +1,14 @@
 /**
- * The consumer side: runs a processor over a queue's jobs with a fixed concurrency.
- *
- * Steady state costs one function call per job: glidemq_finish stores the outcome and hands back
- * the next job. A slot that finds nothing waits on one blocking XREADGROUP (over the job stream and
- * the wake stream that priority/LIFO adds write to), whose deliveries glidemq_activate turns into
- * claims. On a queue with a globalConcurrency limit a free slot instead waits on the queue's
- * streams without claiming (ChangeWaiter) and takes jobs only through glidemq_fetch, which checks the
- * limit in the same call. Timers promote delayed jobs, heartbeat the running ones, and run stalled recovery.
- * A queue with a rate limiter (the `limiter` option) is worked the same way; when a reply says its
- * window is full or the queue is held (rateLimit), the worker waits the ms the server computed on
- * a timer, then fetches.
+ * The consumer side: runs a processor over a queue's jobs with a fixed concurrency. The Worker is
+ * a coordinator of parts, each in its own file and given a small view of it (worker-part.ts), never
+ * the Worker itself: the read loop (worker-read-loop.ts: one blocking XREADGROUP while slots are
+ * free, fetches on a queue with a globalConcurrency limit or a rate limiter, rate waits), the
+ * prefetch buffer and slot ledger (worker-prefetch.ts), the runner (worker-runner.ts: processors
+ * and their AbortSignals), the finisher (worker-finisher.ts: glidemq_finish stores an outcome and
+ * hands back the next jobs, one function call per job in steady state), the lock keeper
+ * (worker-lock-keeper.ts: heartbeats, stalled recovery, lost claims) and the promoter
+ * (worker-promoter.ts: delayed jobs and upkeep). The Worker routes each claim (dispatch) and
+ * emits every public event.
  *
  * Events, with BullMQ's arguments: ready, active (job, 'waiting'), progress (job, progress: after
  * job.updateProgress stored it), completed (job, result, 'active'), failed (job, error, 'active'),
@@ -31,166 +30,57 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from './connection.js';
 import { ClaimRecovery } from './claim-recovery.js';
-import { invalid, isUnrecoverable, RateLimitError, UnrecoverableError } from './errors.js';
-import { Job, type Claim, type ClaimReply } from './job.js';
+import { invalid, RateLimitError } from './errors.js';
+import { Job, type ClaimReply } from './job.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
-import { callFunction, ensureLibrary, nameWrongTypeKey } from './library.js';
-import { encodeRetention } from './options.js';
-import { planRetry, reasonWithProblem } from './backoff.js';
-import { Maintenance, STALLED_REASON } from './maintenance.js';
+import { callFunction, ensureLibrary } from './library.js';
+import { Maintenance } from './maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
-import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
 import { Upkeep } from './upkeep.js';
-import { ChangeWaiter } from './change-waiter.js';
-import { BlockingReader } from './blocking-reader.js';
+import { storeWorkerLimits } from './rate-limits.js';
 import { IdleWaiters } from './idle-waiters.js';
-import { CLOSE_CALL_MS, delay, within } from './waiting.js';
+import { CLOSE_CALL_MS, within } from './waiting.js';
 import { SafeEmitter } from './safe-emitter.js';
-import { refreshInterval, WorkerRegistration } from './worker-registry.js';
-import { appendStack, boundedStack } from './stacktrace.js';
+import { WorkerRegistration } from './worker-registry.js';
 import { watchConnection } from './connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
+import { Promoter } from './worker-promoter.js';
+import { LockKeeper } from './worker-lock-keeper.js';
+import { newerFence, Runner, type Processor } from './worker-runner.js';
+import { Finisher } from './worker-finisher.js';
+import { PrefetchBuffer } from './worker-prefetch.js';
+import { ReadLoop } from './worker-read-loop.js';
+import type { WorkerPart } from './worker-part.js';
 
 export type { WorkerOptions } from './worker-options.js';
-
-/**
- * Runs one job. `token` names the claim (job.token: BullMQ's lock token); `signal` aborts when the
- * run is cancelled (cancelJob, cancelAllJobs) or its claim was lost (lockLost).
- */
-export type Processor<D = any, R = any> = (job: Job<D, R>, token?: string, signal?: AbortSignal) => Promise<R> | R;
-
-/**
- * One run of a job on this worker. The claim it runs under can change while it runs: when a
- * reclaim gives the job back to this same worker (after an outage, or an event loop blocked for
- * longer than the lock), the run goes on under the new claim (see claimAgain), so a job never has
- * two runs here and a stale finish never touches the current claim.
- */
-interface Run<D, R> {
-  job: Job<D, R>;
-  /** Its finish is with the batcher: heartbeats leave it out, and a newer claim waits in `next`. */
-  finishing: boolean;
-  /** A newer claim of the job that arrived while the finish was on its way. */
-  next?: ClaimReply;
-  /**
-   * Aborts the processor's signal; made only for a processor that takes one (an AbortSignal costs
-   * a few µs per job, as much as the rest of a job's client work: see takesSignal).
-   */
-  abort?: AbortController;
-}
-
-/**
- * Delayed jobs made waiting per glidemq_promote call. The server runs nothing else during a call:
- * 1,000 per call held it for about 14 ms when 100k jobs fell due at once (make bench, scale rows);
- * 250 keep each call near 3 ms, and a full batch asks for the next one at once.
- */
-const PROMOTE_BATCH = 250;
-
-/**
- * The adaptive prefetch holds at most this many jobs per slot. A slot's next job starts when its
- * result leaves, and the claims in a worker then circulate once per round trip: to be k times
- * faster than a worker that keeps one call in flight per slot, k slots' worth must circulate. The
- * round trip measured grows with the batch a call carries, so for jobs much shorter than a round
- * trip the cap is what decides; it is also what sizes the batches, and a batch of ~40 jobs costs
- * the server ~10% less per job than one of ~15 and the worker about as much less (make bench:
- * 8 per slot against 2 at concurrency 10 gave 14% more jobs/s on loopback).
- */
-const PREFETCH_CAP = 8;
-
-/**
- * ...and at most this many bytes of job data (an average job's times the jobs held ahead). A large
- * job costs its worker more outside the processor (its reply read, its data decoded) than the run
- * time that sizes the prefetch shows, and held ahead it only makes replies larger (make bench,
- * scale rows at 100 KiB per job: ~1.0x BullMQ's rate with 10 held ahead, 1.3-1.6x with none).
- */
-const PREFETCH_BYTES = 64 * 1024;
-
-/** A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we cannot see. */
-function readsArgumentsFreely(fn: Function): boolean {
-  return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
-}
+export type { Processor } from './worker-runner.js';
 
 export class Worker<D = any, R = any> extends SafeEmitter {
   readonly keys: QueueKeys;
   readonly consumer: string;
   readonly settings: Settings;
   private readonly acquired: Acquired;
-  private reader: BlockingReader | undefined;
-  /** The runs in progress, one per job id. */
-  private readonly active = new Map<string, Run<D, R>>();
-  private readerReserved = 0;
-  /**
-   * Prefetched claims waiting for a slot, by job id in the order they came (heartbeated like
-   * running jobs, given back at close). A Map: hundreds may wait, and every claim looks itself up.
-   */
-  private readonly buffered = new Map<string, Job<D, R>>();
-  /** Claims that came marked not started (lua/activate.lua): their start is reported when it runs. */
-  private readonly marked = new WeakSet<Job<D, R>>();
-  /** Runs in `active` whose finish is on its way: their slot already runs the next job. */
-  private finishingRuns = 0;
-  /** Next jobs asked for by finishes whose replies have not come back yet. */
-  private inbound = 0;
-  /** How long a processor run takes, ms (an average weighted to the recent; sizes the prefetch). */
-  private runMs = 0;
-  /** Bytes of data a claimed job carries (an average weighted to the recent; bounds the prefetch). */
-  private jobBytes = 0;
-  private readerRunning = false;
   private running = false;
   /** run()'s start-up, once run() was called. */
   private startup: Promise<void> | undefined;
   /** pause() on this worker alone: it takes no job until resume(). */
   private localPaused = false;
-  /** A job arrived since the last `drained`. */
-  private hadWork = false;
   private closing: Promise<void> | undefined;
-  private promotionTimer: NodeJS.Timeout | undefined;
-  /** When the armed promotion timer fires, on this process's monotonic clock (performance.now). */
-  private promotionAt = 0;
-  private promoting = false;
-  /** The earliest due time a wake entry reported while a promotion was in flight (performance.now). */
-  private dueWhilePromoting = Infinity;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
-  private stalledTimer: NodeJS.Timeout | undefined;
-  /** Refreshes this worker's entry in the queue's worker registry (worker-registry.ts). */
-  private registryTimer: NodeJS.Timeout | undefined;
+  /** This worker's entry in the queue's worker registry (worker-registry.ts). */
   private readonly registration: WorkerRegistration;
-  private promotionTicks = 0;
-  private pausedSince = '$';
-  /** The queue has a globalConcurrency limit or a rate limiter: take jobs only through glidemq_fetch/finish (see limitedStep). */
-  private limited = false;
-  /**
-   * The rate limiter (or a hold, rateLimit) lets no job start before this time of this process's
-   * monotonic clock (performance.now; 0: none): set from the relative wait a 'rated' reply carries
-   * (the server computed it with its own clock), waited out by the read loop (waitOutRate).
-   */
-  private rateWaitUntil = 0;
-  /** The timer of that wait, and how to end it early (close). */
-  private rateTimer: { timer: NodeJS.Timeout; end: () => void } | undefined;
-  private readonly changes: ChangeWaiter;
-  /** Timer work still waiting for its reply: a dead connection must not pile up more of it. */
-  private heartbeatInFlight: Promise<boolean> | undefined;
-  private stalledBusy = false;
   /** Ends the connectionLost/connectionRestored watch. */
   private unwatchConnection: (() => void) | undefined;
-  /** The last fetch found the queue paused (queuePaused/queueResumed are told on a change). */
-  private queuePaused = false;
-  /** Consecutive failed rounds of the read loop (the backoff grows with it). */
-  private readFailures = 0;
-  private readonly idle = new IdleWaiters(() => this.active.size);
+  private readonly idle = new IdleWaiters(() => this.runner.active.size);
   maintenance: Maintenance;
-  /** Jobs this worker finished, by outcome. */
-  readonly finished = { completed: 0, failed: 0 };
-  /** Results ready in the same event-loop turn are stored in one call. */
-  private readonly finisher: FinishBatcher;
+  private readonly runner: Runner<D, R>;
+  private readonly finisher: Finisher;
+  private readonly buffer: PrefetchBuffer<Job<D, R>>;
+  private readonly readLoop: ReadLoop;
   private readonly upkeep: Upkeep;
+  private readonly promoter: Promoter;
+  private readonly lockKeeper: LockKeeper;
   /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
   readonly recovery: ClaimRecovery;
-  /**
-   * The processor declares a third parameter (job, token, signal), or may read its arguments
-   * without naming them (a rest parameter, `arguments`, a bound or native function): only then
-   * is an AbortSignal made for each run. A processor that reads it through a default parameter
-   * (`signal = undefined`) is not seen; give it a plain one.
-   */
-  private readonly takesSignal: boolean;
   /** Made for a worker without a processor: getNextJob and the jobs it hands out (manual-fetch.ts). */
   private manual: ManualFetch | undefined;
   /** Such a worker's connection settled (a cluster found) and the library loaded: once, on first use. */
@@ -206,31 +96,80 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     opts: WorkerOptions = {},
   ) {
     super();
-    this.takesSignal = typeof processor === 'function' && (processor.length >= 3 || (processor.length === 0 && readsArgumentsFreely(processor)));
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-    this.finisher = new FinishBatcher(() => this.client, this.keys.meta, this.consumer, this.claimTerms);
-    this.upkeep = new Upkeep(() => this.client, this.keys, (err) => this.emitError(err));
-    this.changes = new ChangeWaiter(this.keys);
-    this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
-      concurrency: this.settings.concurrency,
-      running: this.processing(),
-    }));
-    this.recovery = new ClaimRecovery({
+    const part: WorkerPart = {
       client: () => this.client,
       keys: this.keys,
       consumer: this.consumer,
+      settings: this.settings,
+      claimTerms: [this.settings.lockDuration, this.settings.maxStalledCount],
+      live: this.live,
+      emit: this.emit.bind(this),
+      emitError: (err) => this.emitError(err),
+    };
+    this.buffer = new PrefetchBuffer<Job<D, R>>({
+      ...part,
+      processing: () => this.runner.processing(),
+      reserved: () => this.readLoop.reserved,
+      limited: () => this.readLoop.limited,
+      rttMs: () => this.finisher.rttMs,
+      paused: () => this.localPaused,
+      closing: () => this.closing !== undefined,
+      start: (job) => this.runner.start(job as Job<D, R>),
+    });
+    this.readLoop = new ReadLoop({
+      ...part,
+      acquired: this.acquired,
+      room: () => this.buffer.readerRoom(),
+      dispatch: (reply) => this.dispatch(reply),
+      idle: () => this.runner.active.size === 0 && this.buffer.jobs.size === 0,
+      promoteBy: (ms) => this.promoter.promoteBy(ms),
+    });
+    this.finisher = new Finisher({
+      ...part,
+      ledger: this.buffer,
+      dispatch: (claim, ahead) => this.dispatch(claim, ahead),
+      afterSlotFreed: () => this.afterSlotFreed(),
+    });
+    this.runner = new Runner<D, R>({
+      ...part,
+      wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
+      noteRun: (ms) => this.buffer.noteRun(ms),
+      finisher: this.finisher,
+      fetchOne: () => this.readLoop.fetchOne(),
+      afterSlotFreed: () => this.afterSlotFreed(),
+    }, processor);
+    this.upkeep = new Upkeep(part.client, this.keys, part.emitError);
+    this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep: this.upkeep });
+    this.lockKeeper = new LockKeeper({
+      ...part,
+      maintenance: () => this.maintenance,
+      held: (into) => {
+        this.runner.collectHeld(into);
+        this.buffer.collectHeld(into);
+      },
+      lose: (id, fence) => this.runner.lose(id, fence) ?? this.buffer.lose(id, fence),
+    });
+    this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
+      concurrency: this.settings.concurrency,
+      running: this.runner.processing(),
+    }));
+    this.recovery = new ClaimRecovery({
+      ...part,
       knows: (id, fence) => this.holds(id, fence),
       dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
-      activate: async (pairs) => void (await this.activateDelivered(pairs, [])),
-      running: () => this.running && !this.closing,
-      emitError: (err) => this.emitError(err),
+      activate: async (pairs) => void (await this.readLoop.activateDelivered(pairs, [])),
+      running: this.live,
     });
     if (typeof processor === 'function' && opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
+
+  /** The worker runs and is not closing. */
+  private readonly live = (): boolean => this.running && !this.closing;
 
   /** A Cluster client once run() found the server is a cluster node. */
   private get client(): Client {
@@ -239,11 +178,12 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   /** Jobs whose processor runs now (a run whose result is on its way to the server is done here). */
   get activeCount(): number {
-    return this.processing();
+    return this.runner.processing();
   }
 
-  private processing(): number {
-    return this.active.size - this.finishingRuns;
+  /** Jobs this worker finished, by outcome. */
+  get finished(): { completed: number; failed: number } {
+    return this.finisher.finished;
   }
 
   /** Runs and takes jobs: false before run(), after close() and while paused (as BullMQ's). */
@@ -294,56 +234,24 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   private async start(): Promise<void> {
     this.running = true;
-    const standalone = this.client;
-    if ((await settleTopology(this.acquired)) !== standalone) {
-      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-    }
-    await ensureLibrary(this.client);
-    if (this.settings.globalConcurrency > 0) {
-      await this.client.hset(this.keys.meta, 'globalConcurrency', String(this.settings.globalConcurrency));
-    }
-    const limiter = this.settings.limiter;
-    if (limiter) {
-      // queue-wide, as BullMQ's: every worker's claims count against it (lua/rate-window.lua)
-      await this.client.hset(this.keys.meta, 'rateMax', String(limiter.max), 'rateDuration', String(limiter.duration));
-    }
-    this.reader = new BlockingReader(this.acquired, this.keys, this.consumer, this.settings.blockTimeout);
-    await this.reader.start();
+    await this.settle();
+    await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
+    const readerClient = await this.readLoop.open();
     if (this.closing) {
       // close() ran while this start-up waited: it found no reader and no timers to end, so none
       // may be made now (they would keep the process alive after its close)
-      this.reader.close();
+      this.readLoop.closeReader();
       return;
     }
     this.recovery.watch(this.client);
-    this.recovery.watch(this.reader.client);
-    this.unwatchConnection = watchConnection(this.client, this, () => this.running && !this.closing);
-    this.schedulePromotion(0);
-    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
-    this.stalledTimer = setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
-    // the registry: once now (so getWorkers lists it once run() resolved), then on its own timer
-    // (one call per refresh, never per job); a failure is reported and the next refresh tries again
-    const register = () => this.registration.refresh().catch((err) => {
-      if (this.running && !this.closing) this.emitError(err);
-    });
-    this.registryTimer = setInterval(() => void register(), refreshInterval(this.settings.registryTtl));
-    await register();
+    this.recovery.watch(readerClient);
+    this.unwatchConnection = watchConnection(this.client, this, this.live);
+    this.promoter.schedule(0);
+    this.lockKeeper.start();
+    // the registry: listed once run() resolved, then refreshed on a timer (worker-registry.ts)
+    await this.registration.start((err) => void (this.live() && this.emitError(err)));
     this.emit('ready');
-    let first: { status: string; jobs: ClaimReply[] };
-    try {
-      first = await this.fetch(this.readerRoom());
-    } catch (err) {
-      // A queue the worker cannot read yet (a key of the wrong type...) is retried by the read loop
-      // with backoff; the worker stays up and reports the error.
-      this.emitError(err);
-      first = { status: 'ok', jobs: [] };
-    }
-    this.limited = first.status === 'limited';
-    if (first.status === 'paused') void this.readLoop(true);
-    else {
-      first.jobs.forEach((f) => this.dispatch(f));
-      this.kickReader();
-    }
+    await this.readLoop.begin();
   }
 
   /**
@@ -355,8 +263,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (this.localPaused) return;
     this.localPaused = true;
     if (this.client.status === 'ready') {
-      await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
-      await within(this.releaseBuffered(), CLOSE_CALL_MS);
+      await within(this.readLoop.unblock(), CLOSE_CALL_MS);
+      await within(this.buffer.release(), CLOSE_CALL_MS);
     }
     if (!doNotWaitActive) await this.idle.wait();
     this.emit('paused');
@@ -367,8 +275,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (!this.localPaused) return;
     this.localPaused = false;
     this.emit('resumed');
-    this.startBuffered();
-    this.kickReader();
+    this.buffer.startBuffered();
+    this.readLoop.kick();
   }
 
   isPaused(): boolean {
@@ -397,21 +305,24 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * its own lock, whoever made it.
    */
   async startStalledCheckTimer(): Promise<void> {
-    if (typeof this.processor === 'function' || this.stalledTimer || this.closing) return;
+    if (typeof this.processor === 'function' || this.lockKeeper.checking || this.closing) return;
     await this.prepareManual();
     if (this.closing) return;
-    this.stalledTimer ??= setInterval(() => void this.stalledTick(), this.settings.stalledInterval);
+    this.lockKeeper.startStalledCheck();
+  }
+
+  /** The connection settled (a Cluster client when the server is a cluster node; maintenance follows) and the library loaded. */
+  private async settle(): Promise<void> {
+    const standalone = this.client;
+    if ((await settleTopology(this.acquired)) !== standalone) {
+      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    }
+    await ensureLibrary(this.client);
   }
 
   /** What start() does first, for a worker without a processor (which never starts): once, retried after a failure. */
   private prepareManual(): Promise<void> {
-    this.manualReady ??= (async () => {
-      const standalone = this.client;
-      if ((await settleTopology(this.acquired)) !== standalone) {
-        this.maintenance = new Maintenance(this.client, this.keys, this.settings);
-      }
-      await ensureLibrary(this.client);
-    })().catch((err) => {
+    this.manualReady ??= this.settle().catch((err) => {
       this.manualReady = undefined;
       throw err;
     });
@@ -420,58 +331,17 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */
   cancelJob(id: string, reason = 'cancelled'): boolean {
-    const run = this.active.get(id);
-    if (!run) return false;
-    run.abort?.abort(new Error(reason));
-    return true;
+    return this.runner.cancel(id, reason);
   }
 
   /** Aborts the signal of every run here. */
   cancelAllJobs(reason = 'cancelled'): void {
-    for (const run of this.active.values()) run.abort?.abort(new Error(reason));
-  }
-
-  private claimFor(): Claim {
-    return { client: this.client, keys: this.keys, consumer: this.consumer, fence: '', onProgress: this.onProgress };
-  }
-
-  /** job.updateProgress, as the processor calls it, also emits `progress` once the value is stored. */
-  private readonly onProgress = (job: Job, progress: unknown): void => {
-    this.emit('progress', job, progress);
-  };
-
-  /**
-   * Splits a fetch/activate reply; a paused reply carries the newest event id to block after. A
-   * 'rated' one carries the ms until the rate limiter lets a job start: the read loop waits that
-   * long, then fetches (the status becomes 'limited': fetches, not blocking reads, take the jobs).
-   */
-  private parseDelivery(r: unknown[]): { status: string; jobs: ClaimReply[] } {
-    const status = String(r[0]);
-    if ((status === 'paused') !== this.queuePaused) {
-      this.queuePaused = !this.queuePaused;
-      this.emit(this.queuePaused ? 'queuePaused' : 'queueResumed');
-    }
-    if (status === 'paused') {
-      this.pausedSince = String(r[1] ?? '$');
-      return { status, jobs: [] };
-    }
-    if (status === 'rated') {
-      this.rateWaitUntil = performance.now() + Math.max(1, Number(r[1]) || 1);
-      return { status: 'limited', jobs: r.slice(2) as ClaimReply[] };
-    }
-    return { status, jobs: r.slice(1) as ClaimReply[] };
-  }
-
-  private async fetch(count: number): Promise<{ status: string; jobs: ClaimReply[] }> {
-    const r = (await callFunction(this.client, 'glidemq_fetch', this.keys.meta, [this.consumer, count, ...this.claimTerms])) as unknown[];
-    return this.parseDelivery(r);
+    this.runner.cancelAll(reason);
   }
 
   /** Whether this claim (job id and fence) is running, finishing or prefetched here. */
   private holds(id: string, fence: string): boolean {
-    const run = this.active.get(id);
-    if (run) return run.job.claim?.fence === fence || (run.next !== undefined && String(run.next[1]) === fence);
-    return this.buffered.get(id)?.claim?.fence === fence;
+    return this.runner.holds(id, fence) ?? this.buffer.holds(id, fence);
   }
 
   /**
@@ -480,502 +350,28 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    */
   private dispatch(reply: ClaimReply, marked = false): void {
     const id = String(reply[0]);
-    const run = this.active.get(id);
-    if (run) return this.claimAgain(run, reply);
-    const waiting = this.buffered.get(id);
+    const runner = this.runner;
+    const run = runner.active.get(id);
+    if (run) return runner.claimAgain(run, reply);
+    const buffered = this.buffer.jobs;
+    const waiting = buffered.get(id);
     // processedOn as this process saw the claim start (the stored one is the server's time)
-    const job = Job.fromClaim(reply, this.claimFor(), Date.now()) as Job<D, R>;
-    if (marked) this.marked.add(job);
+    const job = Job.fromClaim(reply, runner.claimFor(), Date.now()) as Job<D, R>;
+    if (marked) this.buffer.marked.add(job);
     const data = reply[3];
-    const bytes = typeof data === 'string' ? data.length : 0;
-    this.jobBytes = this.jobBytes === 0 ? bytes : this.jobBytes + 0.1 * (bytes - this.jobBytes);
-    this.hadWork = true;
+    this.buffer.noteBytes(typeof data === 'string' ? data.length : 0);
+    this.readLoop.hadWork = true;
     if (waiting) {
       // a prefetched job claimed again has not started: it waits under its newest claim (in its place)
-      if (newerFence(job.claim?.fence, waiting.claim?.fence)) this.buffered.set(id, job);
-    } else if (this.buffered.size === 0 && this.processing() < this.settings.concurrency && !this.localPaused) this.startRun(job);
-    else this.buffered.set(id, job);
-  }
-
-  /**
-   * A claim of a job that runs here already. The same claim again (ClaimRecovery took it back and
-   * the reply of a re-sent call carries it too) is dropped. A newer one means a reclaim gave the
-   * job back to this worker while it ran: the run goes on under the new claim, whose lock the
-   * heartbeat then keeps; if its finish is already on its way, under the old fence, the new claim
-   * waits for that reply (see finishRun). Never a second run beside the first.
-   */
-  private claimAgain(run: Run<D, R>, reply: ClaimReply): void {
-    const fence = String(reply[1]);
-    const claim = run.job.claim;
-    if (!claim || !newerFence(fence, run.next ? String(run.next[1]) : claim.fence)) return;
-    if (run.finishing) run.next = reply;
-    else claim.fence = fence;
-  }
-
-  private startRun(job: Job<D, R>): void {
-    const run: Run<D, R> = { job, finishing: false, abort: this.takesSignal ? new AbortController() : undefined };
-    this.active.set(job.id, run);
-    // a claim handed out marked not started: the server hears of its start with the next call
-    if (this.marked.has(job)) this.finisher.report(job.id, job.claim?.fence ?? '');
-    void this.execute(run);
-  }
-
-  private startBuffered(): void {
-    for (const [id, job] of this.buffered) {
-      if (this.processing() >= this.settings.concurrency || this.closing || this.localPaused) break;
-      this.buffered.delete(id);
-      this.startRun(job);
-    }
-  }
-
-  /**
-   * Jobs claimed ahead of the slots. The `prefetch` option fixes it; by default it is as many as
-   * the slots run during one round trip of a finish call (concurrency x round trip / run time),
-   * at most PREFETCH_CAP x concurrency: across a network a slot then starts its next job when its
-   * result leaves, not when the reply comes back. Jobs that run longer than a round trip per slot get none, so
-   * nothing is held back from other workers, and neither does a queue with a global limit or a
-   * rate limiter (a claim held ahead would count against them).
-   */
-  private prefetchNow(): number {
-    if (this.settings.prefetch !== undefined) return this.settings.prefetch;
-    const rtt = this.finisher.rttMs;
-    if (rtt === 0 || this.limited) return 0;
-    const c = this.settings.concurrency;
-    const bySize = Math.floor(PREFETCH_BYTES / Math.max(this.jobBytes, 1));
-    return Math.min(PREFETCH_CAP * c, bySize, Math.floor((c * rtt) / Math.max(this.runMs, 0.05)));
-  }
-
-  /** Claims this worker can still take: running slots plus the prefetch allowance. */
-  private freeSlots(): number {
-    return this.room(this.prefetchNow());
-  }
-
-  /**
-   * Claims the blocking read and fetches may take: the free slots, and the prefetch room only
-   * when a fixed prefetch was asked for. An adaptive prefetch is filled by finishes alone, whose
-   * next jobs come in queue order (priority first): a read of the job stream that filled it
-   * would take FIFO jobs ahead of priority ones that arrive meanwhile.
-   */
-  private readerRoom(): number {
-    return this.room(this.settings.prefetch ?? 0);
-  }
-
-  /** Claims that fill the slots and `ahead` more, less those held, running or on their way. */
-  private room(ahead: number): number {
-    if (this.localPaused) return 0;
-    return this.settings.concurrency + ahead - this.processing() - this.buffered.size - this.inbound - this.readerReserved;
-  }
-
-  /** How many jobs a finish asks for: what fills the slots and the prefetch room, less what is on its way. */
-  private nextFetchCount(): number {
-    if (this.closing || !this.running || this.localPaused) return 0;
-    return Math.max(0, this.freeSlots());
-  }
-
-  private async execute(run: Run<D, R>): Promise<void> {
-    const job = run.job;
-    const started = performance.now(); // monotonic: a clock step cannot make a duration negative
-    this.emit('active', job, 'waiting');
-    let outcome: 'completed' | 'failed' = 'completed';
-    let value: string;
-    let retryDelay = -1;
-    let error: Error | undefined;
-    try {
-      // A corrupt or foreign job fails at once with the reason; the processor never sees it.
-      if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
-      const result = await this.processor!(job, job.token, run.abort?.signal);
-      value = serialiseResult(result);
-    } catch (err) {
-      error = err instanceof Error ? err : new Error(String(err));
-      if (error instanceof RateLimitError && !job.moved) return this.afterRateLimited(run);
-      outcome = 'failed';
-      value = error.message || error.name || 'processor failed';
-      // a delay relative to the server's now: the server adds it to its own clock (lua/finish.lua)
-      if (!isUnrecoverable(error)) {
-        // a custom backoff type asks settings.backoffStrategy; one that fails fails the job (backoff.ts)
-        const plan = await planRetry(job, error, this.settings.backoffStrategy, this.settings.lockDuration);
-        retryDelay = plan.delay;
-        if (plan.problem) {
-          value = reasonWithProblem(value, plan.problem);
-          this.emitError(plan.problem);
-        }
-      }
-    }
-    if (job.moved) return this.afterMoved(job);
-    const ranMs = performance.now() - started;
-    this.runMs = this.runMs === 0 ? ranMs : this.runMs + 0.1 * (ranMs - this.runMs);
-    const durationMs = Math.max(0, Math.round(ranMs));
-    // the slot runs the next prefetched job while this result is on its way
-    run.finishing = true;
-    this.finishingRuns++;
-    this.startBuffered();
-    const fetchCount = this.nextFetchCount();
-    const request: FinishRequest = {
-      id: job.id,
-      fence: '',
-      outcome,
-      value,
-      retryDelay,
-      fetchCount,
-      keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete ?? this.settings.removeOnComplete : job.opts.removeOnFail ?? this.settings.removeOnFail),
-      durationMs,
-      ahead: fetchCount > 0 && this.prefetchNow() > 0,
-    };
-    // a failed attempt keeps its error's stack (bounded: stacktrace.ts); a completion sends none
-    if (error && outcome === 'failed') request.stack = boundedStack(error);
-    this.inbound += fetchCount;
-    let finished;
-    try {
-      finished = await this.finishRun(run, request);
-    } finally {
-      this.inbound -= fetchCount;
-      this.finishingRuns--;
-    }
-    this.active.delete(job.id);
-    if (!finished) {
-      // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
-      this.afterSlotFreed();
-      return;
-    }
-    const { reply, next, refused } = finished;
-    if (refused) {
-      // the server refused to store this run's outcome: the job failed with the reason instead
-      outcome = 'failed';
-      value = refused.value;
-      error = new Error(refused.value);
-      request.stack = undefined;
-    }
-    const status = String(reply[0]);
-    if (status === 'completed' || status === 'failed' || status === 'retried' || status === 'delayed') {
-      job.attemptsMade++;
-      job.finishedOn = (job.processedOn ?? Date.now()) + durationMs;
-    }
-    if (status === 'completed') {
-      this.finished.completed++;
-      job.state = 'completed';
-      job.returnvalue = value === undefined ? null : JSON.parse(value);
-      this.emit('completed', job, job.returnvalue, 'active');
-    } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
-      if (status === 'failed') this.finished.failed++;
-      job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
-      if (status === 'delayed') job.delay = retryDelay; // as the server stored it (job.delay is live)
-      job.failedReason = value;
-      // (the claim carried no earlier stacks: getJob shows every kept one)
-      job.stacktrace = appendStack(job.stacktrace, request.stack);
-      this.emit('failed', job, error, 'active');
-    } else {
-      this.emit('lost', job, status);
-    }
-    for (const claim of next) this.dispatch(claim, request.ahead);
-    this.afterSlotFreed();
-  }
-
-  /**
-   * Stores a run's outcome under its current claim. Returns the reply's status (row 0) and the
-   * claims to dispatch once the run is gone (the next jobs, and a newer claim of this job that
-   * arrived after a finish that still counted: a retry), or undefined when the finish failed.
-   */
-  private async finishRun(
-    run: Run<D, R>,
-    request: FinishRequest,
-  ): Promise<{ reply: unknown[]; next: ClaimReply[]; refused?: FinishRequest } | undefined> {
-    const next: ClaimReply[] = [];
-    let refused: FinishRequest | undefined;
-    for (;;) {
-      const fence = run.job.claim?.fence ?? '';
-      let reply: unknown[];
-      try {
-        reply = await this.finisher.finish({ ...request, fence });
-      } catch (err) {
-        if (err instanceof FinishRefusedError && !refused) {
-          // only this job's finish was refused (the others of its batch were stored): it fails
-          // with the reason, so it neither stalls nor runs again with what the server refuses
-          next.push(...(err.next as ClaimReply[]));
-          request = refused = refusalFailure(run.job.id, request, err);
-          continue;
-        }
-        this.emitError(err);
-        if (run.next) next.push(run.next);
-        next.forEach((c) => queueMicrotask(() => this.dispatch(c)));
-        return undefined;
-      }
-      let newer = run.next;
-      run.next = undefined;
-      for (const claim of reply.slice(1) as ClaimReply[]) {
-        // the finish may fetch this very job again: a reclaim put it back while it ran
-        if (String(claim[0]) === run.job.id && newerFence(String(claim[1]), newer ? String(newer[1]) : run.job.claim?.fence)) newer = claim;
-        else next.push(claim);
-      }
-      if (String(reply[0]) === 'stale' && newer && run.job.claim) {
-        // the finish went under the claim a reclaim replaced, and the job came back here: the
-        // run's outcome is stored under the new claim (no next jobs: the first reply had them)
-        run.job.claim.fence = String(newer[1]);
-        request = { ...request, fetchCount: 0 };
-        continue;
-      }
-      if (newer) next.push(newer);
-      // a finish sent again after its reply was lost gets what its first run stored (lua/finish.lua):
-      // 'stale' and 'missing' mean that this run's result was not stored
-      return { reply, next, refused };
-    }
-  }
-
-  /**
-   * The processor threw RateLimitError (after worker.rateLimit): the job goes back to the queue
-   * with no attempt counted (glidemq_release, as a prefetched job is given back).
-   */
-  private async afterRateLimited(run: Run<D, R>): Promise<void> {
-    const job = run.job;
-    await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, job.id, job.claim?.fence ?? ''])
-      .catch((err) => this.emitError(err));
-    this.active.delete(job.id);
-    this.afterSlotFreed();
-  }
-
-  /** A step job parked itself (moveToDelayed): nothing to store; take the next job in its place. */
-  private async afterMoved(job: Job<D, R>): Promise<void> {
-    this.active.delete(job.id);
-    this.emit('moved', job);
-    if (!this.closing && this.running) {
-      try {
-        (await this.fetch(1)).jobs.forEach((f) => this.dispatch(f));
-      } catch (err) {
-        this.emitError(err);
-      }
-    }
-    this.afterSlotFreed();
+      if (newerFence(job.claim?.fence, waiting.claim?.fence)) buffered.set(id, job);
+    } else if (buffered.size === 0 && runner.processing() < this.settings.concurrency && !this.localPaused) runner.start(job);
+    else buffered.set(id, job);
   }
 
   private afterSlotFreed(): void {
-    this.startBuffered();
+    this.buffer.startBuffered();
     this.idle.settle();
-    this.kickReader();
-  }
-
-  private kickReader(): void {
-    if (!this.closing && this.running && !this.readerRunning && this.readerRoom() > 0) void this.readLoop(false);
-  }
-
-  /**
-   * Turns what a blocking read delivered into claims (glidemq_activate), at most `want`, and runs
-   * them; the rest goes back to the queue. Pairs: (entry id, job id).
-   */
-  private async activateDelivered(streamPairs: string[], wakeIds: string[], want = Math.max(0, this.readerRoom())) {
-    const args: (string | number)[] = [this.consumer, want, ...this.claimTerms, wakeIds.join(','), streamPairs.length / 2, ...streamPairs];
-    const r = this.parseDelivery((await callFunction(this.client, 'glidemq_activate', this.keys.meta, args)) as unknown[]);
-    this.limited = r.status === 'limited';
-    r.jobs.forEach((f) => this.dispatch(f));
-    return r;
-  }
-
-  /** The one blocking read: waits for jobs while slots are free; waits out a pause. */
-  private async readLoop(startPaused: boolean): Promise<void> {
-    if (this.readerRunning) return;
-    this.readerRunning = true;
-    let paused = startPaused;
-    let failed = false;
-    try {
-      while (this.running && !this.closing) {
-        if (this.rateWaitUntil > 0) {
-          // the rate window is full or the queue held: no job may start before then, so no read
-          await this.waitOutRate();
-          continue;
-        }
-        if (paused) {
-          await this.reader!.waitForEvent(this.settings.blockTimeout, this.pausedSince);
-          if (this.closing || !this.running) break;
-          const r = await this.fetch(Math.max(0, this.readerRoom()));
-          paused = r.status === 'paused';
-          this.limited = r.status === 'limited';
-          r.jobs.forEach((f) => this.dispatch(f));
-          this.readFailures = 0;
-          continue;
-        }
-        const want = this.readerRoom();
-        if (want <= 0) break;
-        if (this.limited) {
-          paused = (await this.limitedStep(want)) === 'paused';
-          continue;
-        }
-        if (this.hadWork && this.active.size === 0 && this.buffered.size === 0) {
-          // every job this worker had is done and nothing waits for it: the queue is drained
-          this.hadWork = false;
-          this.emit('drained');
-        }
-        this.readerReserved = want;
-        let delivered;
-        try {
-          delivered = await this.reader!.read(want);
-        } finally {
-          this.readerReserved = 0;
-        }
-        if (!delivered) {
-          this.readFailures = 0;
-          continue;
-        }
-        // A delayed job became the earliest due: promote when it is due, not on the next tick.
-        if (delivered.dueIn !== undefined) this.promoteBy(delivered.dueIn);
-        const r = await this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
-        this.readFailures = 0;
-        paused = r.status === 'paused';
-      }
-    } catch (err) {
-      if (this.running && !this.closing) {
-        failed = true;
-        this.readFailures++;
-        // NOGROUP: the stream or its group was deleted under us; glidemq_fetch recreates both.
-        if (/NOGROUP/.test(String(err))) await this.fetch(0).catch(() => undefined);
-        else this.emitError(await nameWrongTypeKey(this.client, this.keys.meta, err));
-        // A lasting fault (a key of the wrong type, a refused command) must not become a busy loop.
-        await delay(Math.min(5000, 50 * 2 ** Math.min(this.readFailures, 7)));
-      }
-    } finally {
-      this.readerRunning = false;
-      this.changes.reset();
-    }
-    if (this.running && !this.closing && (failed || (this.readerRoom() > 0 && !paused))) this.kickReader();
-  }
-
-  /**
-   * One step of a worker on a queue with a globalConcurrency limit. Its deliveries happen only
-   * inside glidemq_fetch (and glidemq_finish), which check the limit in the same call, so it never
-   * holds a claim while waiting for a slot: the stream claims a worker could hold that way (from a
-   * blocking XREADGROUP that raced the limit) are handed back by glidemq_activate at once, well
-   * within half of min(lockDuration, stalledInterval). With nothing to take it does not spin: it
-   * blocks until the queue's streams show something that can free a slot or bring a job.
-   */
-  private async limitedStep(want: number): Promise<string> {
-    await this.changes.mark(this.client);
-    const r = await this.fetch(want);
-    r.jobs.forEach((f) => this.dispatch(f));
-    if (r.status !== 'limited') {
-      this.limited = false;
-      this.changes.reset();
-    } else if (r.jobs.length < want && this.rateWaitUntil === 0) {
-      await this.changes.wait(this.reader!.client, this.settings.blockTimeout, () => this.running && !this.closing);
-    }
-    return r.status;
-  }
-
-  /** Sits out the wait a 'rated' reply asked for, on a timer close() ends. */
-  private waitOutRate(): Promise<void> {
-    // (a timer holds at most 2^31 - 1 ms: a longer hold is waited out in parts)
-    const ms = Math.min(this.rateWaitUntil - performance.now(), 2 ** 31 - 1);
-    this.rateWaitUntil = 0;
-    if (ms <= 0 || this.closing) return Promise.resolve();
-    return new Promise((resolve) => {
-      const end = () => {
-        clearTimeout(timer);
-        this.rateTimer = undefined;
-        resolve();
-      };
-      const timer = setTimeout(end, Math.ceil(ms));
-      this.rateTimer = { timer, end };
-    });
-  }
-
-  private schedulePromotion(inMs: number): void {
-    if (!this.running || this.closing) return;
-    clearTimeout(this.promotionTimer);
-    this.promotionAt = performance.now() + Math.max(0, inMs);
-    this.promotionTimer = setTimeout(() => void this.promote(), Math.max(0, inMs));
-  }
-
-  /**
-   * A wake entry said a job is due in `inMs`: promotion moves earlier for it, never later (the
-   * regular tick still runs, for jobs scheduled by paths that write no wake entry).
-   */
-  private promoteBy(inMs: number): void {
-    const at = performance.now() + inMs;
-    // a promotion in flight read the scheduled set maybe before this job: it ends by arming for this
-    if (this.promoting) this.dueWhilePromoting = Math.min(this.dueWhilePromoting, at);
-    else if (this.promotionTimer === undefined || at < this.promotionAt) this.schedulePromotion(inMs);
-  }
-
-  private async promote(): Promise<void> {
-    let next = this.settings.promotionInterval;
-    this.promoting = true;
-    this.dueWhilePromoting = Infinity;
-    try {
-      const r = (await callFunction(this.client, 'glidemq_promote', this.keys.meta, [PROMOTE_BATCH])) as number[];
-      // r[1] is relative to the server's clock (ms until the next delayed job is due): waited
-      // out on this process's timer, it is right whatever this machine's clock says.
-      if (r[0] >= PROMOTE_BATCH) next = 0;
-      else if (r[1] >= 0) next = Math.min(next, r[1]);
-      this.promotionTicks++;
-      await this.maintenance.onPromotionTick(this.promotionTicks);
-      // metrics trim, dedup sweep, schedulers; nextDueIn is relative to the server's clock, as r[1]
-      const dueIn = (await this.upkeep.onPromotionTick()).nextDueIn;
-      if (dueIn >= 0) next = Math.min(next, dueIn);
-    } catch (err) {
-      if (this.running && !this.closing) this.emitError(err);
-    }
-    this.promoting = false;
-    this.schedulePromotion(Math.min(next, this.dueWhilePromoting - performance.now()));
-  }
-
-  /**
-   * Renews the lock of every claim held here; resolves false when the call failed. One at a time:
-   * while one waits (a dead connection), the next tick joins it instead of piling up another.
-   */
-  private heartbeat(): Promise<boolean> {
-    this.heartbeatInFlight ??= this.extendLocks().finally(() => {
-      this.heartbeatInFlight = undefined;
-    });
-    return this.heartbeatInFlight;
-  }
-
-  private async extendLocks(): Promise<boolean> {
-    // a run whose finish is on its way is left out: the finish may land first, and the lock it
-    // ends is not lost
-    const held: Job<D, R>[] = [];
-    for (const run of this.active.values()) if (!run.finishing && !run.job.moved) held.push(run.job);
-    for (const job of this.buffered.values()) held.push(job);
-    if (held.length === 0) return true;
-    const pairs = held.flatMap((j) => [j.id, j.claim?.fence ?? '']);
-    try {
-      // lockedAt becomes the server's now (lua/progress.lua): no clock of this process is sent
-      const lost = (await callFunction(this.client, 'glidemq_extendLocks', this.keys.meta, [this.consumer, ...pairs])) as string[];
-      const sent = new Map(held.map((j, i) => [j.id, pairs[2 * i + 1]]));
-      // a claim lost is news only while the run it belongs to still runs under it
-      for (const id of lost) {
-        const run = this.active.get(id);
-        const fence = sent.get(id);
-        if (fence !== undefined && ((run && !run.finishing && run.job.claim?.fence === fence) || (!run && this.holds(id, fence)))) {
-          run?.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
-          // a prefetched job whose claim was lost never starts here: it may run elsewhere already
-          if (!run) this.dropBuffered(id, fence);
-          this.emit('lockLost', id);
-        }
-      }
-      return true;
-    } catch (err) {
-      if (this.running && !this.closing) this.emitError(err);
-      return false;
-    }
-  }
-
-  /**
-   * Stalled recovery. While the connection is down a check would wait in the client's queue and
-   * could run, after the reconnect, before the heartbeat that re-asserts this worker's claims: it
-   * is skipped then. Each check first renews this worker's own locks on the same connection, so
-   * its own live claims are never stalled by it. (Other workers' checks count no time the server
-   * was down against a claim: lua/epoch.lua.)
-   */
-  private async stalledTick(): Promise<void> {
-    if (this.stalledBusy || this.client.status !== 'ready') return;
-    this.stalledBusy = true;
-    try {
-      if (!(await this.heartbeat())) return;
-      const r = await this.maintenance.reclaimStalled(this.consumer);
-      for (const id of r.failed) this.emit('stalled', id, 'active', 'failed');
-      for (const id of r.redispatched) this.emit('stalled', id, 'active', 'redispatched');
-      r.failedJobs.forEach((fields, i) => this.emitStalledFailure(r.failed[i], fields));
-    } catch (err) {
-      if (this.running && !this.closing) this.emitError(err);
-    } finally {
-      this.stalledBusy = false;
-    }
+    this.readLoop.kick();
   }
 
   /**
@@ -985,106 +381,38 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   close(force = false): Promise<void> {
     this.closing ??= (async () => {
       this.emit('closing', 'closing the worker');
-      clearTimeout(this.promotionTimer);
-      this.rateTimer?.end();
-      clearInterval(this.stalledTimer);
+      this.promoter.stop();
+      this.readLoop.endRateWait();
+      this.lockKeeper.stopStalledCheck();
       await this.manual?.close();
       // A server that is gone must not hold the close: a call is made only on a live connection,
       // and waited for a short while (what it would have done is left to recovery: a prefetched
       // claim not given back is a stall, a consumer not removed is removed as stale).
       const live = () => this.client.status === 'ready';
-      if (live()) await within(this.reader?.unblock(this.client), CLOSE_CALL_MS);
-      if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
-      if (!force && this.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
+      if (live()) await within(this.readLoop.unblock(), CLOSE_CALL_MS);
+      if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
+      if (!force && this.runner.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       // a finish sent before the close began may have brought claims after the release above
       // (kept, not started, while paused or closing): they go back too, not to stalled recovery
-      if (live()) await within(this.releaseBuffered(), CLOSE_CALL_MS);
-      clearInterval(this.heartbeatTimer);
-      clearInterval(this.registryTimer);
+      if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
+      this.lockKeeper.stopHeartbeat();
       // out of the registry (unreachable server: the entry expires by itself after registryTtl)
       if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
       else this.registration.stop();
       this.recovery.stop();
       this.unwatchConnection?.();
       this.running = false;
-      if (this.active.size === 0 && live()) {
+      if (this.runner.active.size === 0 && live()) {
         await within(this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined), CLOSE_CALL_MS);
       }
-      this.reader?.close();
+      this.readLoop.closeReader();
       if (this.acquired.owned) await closeClient(this.client);
       this.emit('closed');
     })();
     return this.closing;
   }
 
-  private dropBuffered(id: string, fence: string): void {
-    if (this.buffered.get(id)?.claim?.fence === fence) this.buffered.delete(id);
-  }
-
-  /** Prefetched jobs that will not run here go back to the queue for other workers. */
-  private async releaseBuffered(): Promise<void> {
-    const jobs = [...this.buffered.values()];
-    this.buffered.clear();
-    if (jobs.length === 0) return;
-    const pairs = jobs.flatMap((j) => [j.id, j.claim?.fence ?? '']);
-    await callFunction(this.client, 'glidemq_release', this.keys.meta, [this.consumer, ...pairs]).catch((err) => this.emitError(err));
-  }
-
-  /**
-   * The terms every claim this worker makes records on the server (lua/activate.lua): stalled
-   * recovery, whichever worker runs it, judges the claim by this worker's lock and maxStalledCount.
-   */
-  private get claimTerms(): [number, number] {
-    return [this.settings.lockDuration, this.settings.maxStalledCount];
-  }
-
-  /**
-   * A job this worker's stalled check failed for good (stored as a processor's failure is:
-   * lua/outcomes.lua): `failed` (job, error, 'active') as for a job its processor failed, as
-   * BullMQ's worker does for its stalled checker. `fields`: the job's hash as it was when it
-   * stalled (its removeOnFail may have removed it since), given its outcome here.
-   */
-  private emitStalledFailure(id: string, fields: string[]): void {
-    const job = Job.fromFields([...fields, 'id', id]) as Job<D, R>;
-    job.stalledCount++;
-    job.state = 'failed';
-    job.failedReason = STALLED_REASON;
-    job.finishedOn = Date.now();
-    this.emit('failed', job, new Error(STALLED_REASON), 'active');
-  }
-
   private emitError(err: unknown): void {
     if (this.listenerCount('error') > 0) this.emit('error', err);
   }
-}
-
-/** The stored return value: JSON text. A value JSON cannot hold fails the job with that reason. */
-function serialiseResult(result: unknown): string {
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(result === undefined ? null : result);
-  } catch (err) {
-    throw new UnrecoverableError(`the processor returned a value that cannot be stored as JSON: ${(err as Error).message}`);
-  }
-  if (text === undefined) throw new UnrecoverableError(`the processor returned a ${typeof result}, which cannot be stored as JSON`);
-  return text;
-}
-
-/**
- * The failure stored in place of a finish the server refused: the reason names the refusal and
- * what to change; kept whatever the job's retention says (its rule may be what was refused), and
- * not retried (a retry would meet the same refusal).
- */
-function refusalFailure(id: string, request: FinishRequest, err: FinishRefusedError): FinishRequest {
-  const value =
-    `job ${id}: glidemq refused to store its ${request.outcome} outcome (${err.refusal.message}); ` +
-    'the job is failed instead: correct what the refusal names (the job\'s options, or the key another program wrote) and add the job again';
-  return { ...request, outcome: 'failed', value, stack: undefined, retryDelay: -1, keep: '', fetchCount: 0, ahead: false };
-}
-
-/** Whether claim fence `a` came after `b` (fences count up per job; a missing one is oldest). */
-function newerFence(a: string | undefined, b: string | undefined): boolean {
-  if (a === undefined || a === '') return false;
-  if (b === undefined || b === '') return true;
-  return Number(a) > Number(b);
 }

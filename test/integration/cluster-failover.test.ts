@@ -198,8 +198,8 @@ describe('cluster failover', function () {
     // The same worker objects carried on: each completed jobs after the promotion, none was restarted.
     for (const [w, times] of completedBy) {
       expect(w.isRunning()).to.equal(true);
-      const x = w as unknown as { readerRunning: boolean; blockerConn?: Redis };
-      const state = `worker ${w.consumer}: ${times.length} completions, active ${w.activeCount}, reader ${x.readerRunning}, read on ${x.blockerConn?.options.port} (${x.blockerConn?.status})`;
+      const x = w as unknown as { readLoop: { running: boolean }; blockerConn?: Redis };
+      const state = `worker ${w.consumer}: ${times.length} completions, active ${w.activeCount}, reader ${x.readLoop.running}, read on ${x.blockerConn?.options.port} (${x.blockerConn?.status})`;
       expect(times.filter((t) => t > promotedAt).length, `completions after the promotion; ${state}`).to.be.greaterThan(0);
     }
   });

@@ -167,7 +167,7 @@ describe('stalled recovery (real valkey-server)', () => {
       await gate;
       return 'from A';
     }, { lockDuration: LOCK, stalledInterval: 60_000 });
-    (a as unknown as { heartbeat: () => Promise<boolean> }).heartbeat = async () => true;
+    (a as unknown as { lockKeeper: { heartbeat: () => Promise<boolean> } }).lockKeeper.heartbeat = async () => true;
     const lost: string[] = [];
     a.on('lost', (j: Job, status: string) => lost.push(`${j.id}:${status}`));
     const job = await q.add('work', {});
