@@ -3,16 +3,17 @@
  * (a Cluster client once the server proves to be a cluster node), the library made ready on it,
  * one function call, and the server's clock.
  */
-import { acquireClient, closeClient, settleTopology, type Acquired, type ConnectionInput, type Client } from './connection.js';
+import { acquireClient, closeClient, type Acquired, type ConnectionInput, type Client } from './connection.js';
 import { QueueKeys, DEFAULT_PREFIX } from './keys.js';
-import { callFunction, ensureLibrary } from './library.js';
+import { callFunction } from './library.js';
+import { ReadyConnection } from './ready-connection.js';
 import { SafeEmitter } from './safe-emitter.js';
 
 /** An event emitter as Worker is: a listener that throws arrives as `error` (see SafeEmitter). */
 export class QueueBase extends SafeEmitter {
   readonly keys: QueueKeys;
   private readonly acquired: Acquired;
-  private ready: Promise<void> | undefined;
+  private readonly ready: ReadyConnection;
 
   constructor(
     readonly name: string,
@@ -21,6 +22,7 @@ export class QueueBase extends SafeEmitter {
     super();
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.acquired = acquireClient(opts.connection);
+    this.ready = new ReadyConnection(this.acquired);
   }
 
   /** The connection; a Cluster client once waitUntilReady() found the server is a cluster node. */
@@ -30,15 +32,7 @@ export class QueueBase extends SafeEmitter {
 
   /** Resolves once the library is on the server (also re-ensured on every reconnect). */
   waitUntilReady(): Promise<void> {
-    if (!this.ready) {
-      const ready = settleTopology(this.acquired).then((c) => ensureLibrary(c));
-      // A failure (server down at the first call) is reported once; the next call tries again.
-      ready.catch(() => {
-        if (this.ready === ready) this.ready = undefined;
-      });
-      this.ready = ready;
-    }
-    return this.ready;
+    return this.ready.get();
   }
 
   protected async call(fn: string, args: (string | number)[]): Promise<unknown> {
@@ -55,7 +49,7 @@ export class QueueBase extends SafeEmitter {
 
   /** Resolves once a start-up in flight has settled, either way (close then closes what it made). */
   protected async startupSettled(): Promise<void> {
-    await this.ready?.catch(() => undefined);
+    await this.ready.settled();
   }
 
   /** Closes the connection when this queue made it (a client the caller gave stays open). */

@@ -29,14 +29,14 @@
 import type { Redis } from 'ioredis';
 import { RetryWait } from './waiting.js';
 import {
-  acquireClient, closeClient, disconnectClient, duplicateClient, settleTopology, socketTimeoutOf, type Acquired, type Client, type ConnectionInput,
+  acquireClient, closeClient, disconnectClient, duplicateClient, socketTimeoutOf, type Acquired, type Client, type ConnectionInput,
 } from './connection.js';
 import { GlideMQError, invalid } from './errors.js';
 import { listenEvents } from './event-stream.js';
 import { record, translate, type EmitEvent, type EventName, type QueueEventsListener } from './event-translation.js';
 import { FinishWaiters } from './finish-waiters.js';
 import { DEFAULT_PREFIX, QueueKeys } from './keys.js';
-import { ensureLibrary } from './library.js';
+import { ReadyConnection } from './ready-connection.js';
 import { ListenerError, SafeEmitter } from './safe-emitter.js';
 
 export type { QueueEventsListener } from './event-translation.js';
@@ -111,7 +111,7 @@ export class QueueEvents<R = any> extends SafeEmitter {
   private readonly finishes: FinishWaiters;
   /** emit, bound once: what translate calls for each event. */
   private readonly emitEvent: EmitEvent = this.emit.bind(this);
-  private ready: Promise<void> | undefined;
+  private readonly ready: ReadyConnection;
   private started!: Promise<void>;
   private markStarted!: () => void;
   private failStarted!: (err: unknown) => void;
@@ -133,6 +133,7 @@ export class QueueEvents<R = any> extends SafeEmitter {
     }
     this.position = last;
     this.acquired = acquireClient(opts.connection);
+    this.ready = new ReadyConnection(this.acquired);
     this.resetStarted();
     this.finishes = new FinishWaiters({
       name,
@@ -175,14 +176,7 @@ export class QueueEvents<R = any> extends SafeEmitter {
 
   /** The connection settled (cluster or not) and the library ensured on it. */
   private connect(): Promise<void> {
-    if (!this.ready) {
-      const ready = settleTopology(this.acquired).then((c) => ensureLibrary(c));
-      ready.catch(() => {
-        if (this.ready === ready) this.ready = undefined;
-      });
-      this.ready = ready;
-    }
-    return this.ready;
+    return this.ready.get();
   }
 
   /**
@@ -352,7 +346,7 @@ export class QueueEvents<R = any> extends SafeEmitter {
       clearInterval(this.presenceTimer);
       if (this.blocker) disconnectClient(this.blocker);
       this.finishes.closeAll();
-      await this.ready?.catch(() => undefined); // a Cluster client being set up is closed too
+      await this.ready.settled(); // a Cluster client being set up is closed too
       if (this.acquired.owned) await closeClient(this.client);
     })();
     return this.closing;

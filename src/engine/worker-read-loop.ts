@@ -10,6 +10,7 @@ import type { ClaimReply } from './job.js';
 import { callFunction, nameWrongTypeKey } from './library.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
+import { IdleWaiters } from './idle-waiters.js';
 import { delay } from './waiting.js';
 import type { WorkerPart } from './worker-part.js';
 
@@ -56,6 +57,10 @@ export class ReadLoop {
   private queuePaused = false;
   /** Consecutive failed rounds of the read loop (the backoff grows with it). */
   private readFailures = 0;
+
+  /** Calls on their way that may bring claims (fetches, a blocking read and its activation): close() waits for them. */
+  private claimCalls = 0;
+  private readonly claimsSettled = new IdleWaiters(() => this.claimCalls);
 
   constructor(private readonly host: ReadLoopHost) {
     this.changes = new ChangeWaiter(host.keys);
@@ -126,21 +131,44 @@ export class ReadLoop {
     }
     this.limited = first.status === 'limited';
     if (first.status === 'paused') void this.loop(true);
-    else {
-      for (const f of first.jobs) host.dispatch(f);
-      this.kick();
-    }
+    else this.kick();
   }
 
   /** Takes one job (in place of a run that parked itself). */
   async fetchOne(): Promise<void> {
-    for (const f of (await this.fetch(1)).jobs) this.host.dispatch(f);
+    await this.fetch(1);
   }
 
-  async fetch(count: number): Promise<Delivered> {
-    const host = this.host;
-    const r = (await callFunction(host.client(), 'glidemq_fetch', host.keys.meta, [host.consumer, count, ...host.claimTerms])) as unknown[];
-    return this.parseDelivery(r);
+  /** glidemq_fetch for up to `count` jobs; the claims it brings are dispatched before it resolves. */
+  fetch(count: number): Promise<Delivered> {
+    return this.claiming(async () => {
+      const host = this.host;
+      const r = (await callFunction(host.client(), 'glidemq_fetch', host.keys.meta, [host.consumer, count, ...host.claimTerms])) as unknown[];
+      const delivered = this.parseDelivery(r);
+      for (const f of delivered.jobs) host.dispatch(f);
+      return delivered;
+    });
+  }
+
+  /**
+   * Runs `call`, which may bring claims, counted until it is done (with the dispatch of what it
+   * brought), so that close() waits for it and gives back what arrives while it closes: a claim
+   * started then could outlive the close, its finish lost with the connection, and the job run
+   * again by stalled recovery.
+   */
+  async claiming<T>(call: () => Promise<T>): Promise<T> {
+    this.claimCalls++;
+    try {
+      return await call();
+    } finally {
+      this.claimCalls--;
+      this.claimsSettled.settle();
+    }
+  }
+
+  /** Resolves once no call that may bring claims is on its way. */
+  claimsDone(): Promise<void> {
+    return this.claimsSettled.wait();
   }
 
   /**
@@ -176,7 +204,6 @@ export class ReadLoop {
           const r = await this.fetch(Math.max(0, host.room()));
           paused = r.status === 'paused';
           this.limited = r.status === 'limited';
-          for (const f of r.jobs) host.dispatch(f);
           this.readFailures = 0;
           continue;
         }
@@ -191,22 +218,9 @@ export class ReadLoop {
           this.hadWork = false;
           host.emit('drained');
         }
-        this.reserved = want;
-        let delivered;
-        try {
-          delivered = await this.reader!.read(want);
-        } finally {
-          this.reserved = 0;
-        }
-        if (!delivered) {
-          this.readFailures = 0;
-          continue;
-        }
-        // A delayed job became the earliest due: promote when it is due, not on the next tick.
-        if (delivered.dueIn !== undefined) host.promoteBy(delivered.dueIn);
-        const r = await this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
+        const r = await this.claiming(() => this.readAndActivate(want));
         this.readFailures = 0;
-        paused = r.status === 'paused';
+        if (r) paused = r.status === 'paused';
       }
     } catch (err) {
       if (host.live()) {
@@ -225,6 +239,21 @@ export class ReadLoop {
     if (host.live() && (failed || (host.room() > 0 && !paused))) this.kick();
   }
 
+  /** One blocking read for up to `want` jobs and the activation of what it delivered (undefined: nothing came). */
+  private async readAndActivate(want: number): Promise<Delivered | undefined> {
+    this.reserved = want;
+    let delivered;
+    try {
+      delivered = await this.reader!.read(want);
+    } finally {
+      this.reserved = 0;
+    }
+    if (!delivered) return undefined;
+    // A delayed job became the earliest due: promote when it is due, not on the next tick.
+    if (delivered.dueIn !== undefined) this.host.promoteBy(delivered.dueIn);
+    return this.activateDelivered(delivered.streamPairs, delivered.wakeIds, want);
+  }
+
   /**
    * One step of a worker on a queue with a globalConcurrency limit. Its deliveries happen only
    * inside glidemq_fetch (and glidemq_finish), which check the limit in the same call, so it never
@@ -237,7 +266,6 @@ export class ReadLoop {
     const host = this.host;
     await this.changes.mark(host.client());
     const r = await this.fetch(want);
-    for (const f of r.jobs) host.dispatch(f);
     if (r.status !== 'limited') {
       this.limited = false;
       this.changes.reset();

@@ -162,7 +162,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       ...part,
       knows: (id, fence) => this.holds(id, fence),
       dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
-      activate: async (pairs) => void (await this.readLoop.activateDelivered(pairs, [])),
+      activate: (pairs) => this.readLoop.claiming(async () => void (await this.readLoop.activateDelivered(pairs, []))),
       running: this.live,
     });
     if (typeof processor === 'function' && opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
@@ -364,7 +364,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     if (waiting) {
       // a prefetched job claimed again has not started: it waits under its newest claim (in its place)
       if (newerFence(job.claim?.fence, waiting.claim?.fence)) buffered.set(id, job);
-    } else if (buffered.size === 0 && runner.processing() < this.settings.concurrency && !this.localPaused) runner.start(job);
+    } else if (buffered.size === 0 && runner.processing() < this.settings.concurrency && !this.localPaused && !this.closing) runner.start(job);
     else buffered.set(id, job);
   }
 
@@ -390,6 +390,10 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // claim not given back is a stall, a consumer not removed is removed as stale).
       const live = () => this.client.status === 'ready';
       if (live()) await within(this.readLoop.unblock(), CLOSE_CALL_MS);
+      // claims a read, fetch or activation on its way brings are kept, not started (dispatch):
+      // they go back with the prefetched ones (started, a run could outlive the close, its finish
+      // lost with the connection, and the job run again by stalled recovery)
+      if (live()) await within(this.readLoop.claimsDone(), CLOSE_CALL_MS);
       if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
       if (!force && this.runner.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       // a finish sent before the close began may have brought claims after the release above

@@ -17,6 +17,8 @@ export interface ModelJob {
   runs: number;
   /** Crashes (worker SIGKILL, server SIGKILL) that met this job while it was running. */
   crashes: number;
+  /** One line per run: the claim's fence, who ran it, when (so a failure shows how each run came). */
+  runLog?: string[];
 }
 
 /** Runs a job needs without faults: a retry or a step adds one. */
@@ -102,7 +104,10 @@ export async function invariantProblems(q: Queue, jobs: ReadonlyMap<string, Mode
     if (h.state === 'completed' || h.state === 'failed') {
       const most = BASE_RUNS[job.mode] + job.crashes;
       if (job.runs < 1) problems.push(`job ${id} is ${h.state} but never ran`);
-      if (job.runs > most) problems.push(`job ${id} (${job.mode}) ran ${job.runs} times with ${job.crashes} crashes: at most ${most} allowed`);
+      if (job.runs > most) {
+        const how = job.runLog?.length ? `; runs: ${job.runLog.join('; ')}` : '';
+        problems.push(`job ${id} (${job.mode}) ran ${job.runs} times with ${job.crashes} crashes: at most ${most} allowed${how}`);
+      }
     }
   }
   for (const id of places.keys()) if (!jobs.has(id)) problems.push(`job ${id} is in ${places.get(id)!.join(', ')} but the model never added it`);

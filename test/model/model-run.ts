@@ -68,6 +68,7 @@ export class ModelRun {
   private readonly orderedPlace = new Map<string, number>();
   /** Starts of an ordered group's job before an earlier one had finished, seen by in-process processors. */
   private readonly orderProblems: string[] = [];
+  private readonly startedAt = Date.now();
 
   constructor(
     readonly seed: number,
@@ -169,7 +170,7 @@ export class ModelRun {
   }
 
   private remember(id: string, mode: Mode, kind: Kind, opts: JobOptions): void {
-    this.jobs.set(id, { id, mode, runs: 0, crashes: 0 });
+    this.jobs.set(id, { id, mode, runs: 0, crashes: 0, runLog: [] });
     if (opts.group?.ordered) {
       this.orderedPlace.set(id, this.orderedLine.length);
       this.orderedLine.push(id);
@@ -215,6 +216,8 @@ export class ModelRun {
     if (!m) throw new Error(`processor got job ${job.id} that the model never added`);
     await this.checkOrder(job.id);
     m.runs++;
+    const step = m.mode === 'step' ? ` (step ${(job.data as { step?: string }).step ?? 'first'})` : '';
+    m.runLog?.push(this.runNote(`fence ${job.claim?.fence ?? '?'}${step} by worker ${job.claim?.consumer.split(':').pop() ?? '?'}`));
     this.held.add(job.id);
     if (this.hold) await this.hold;
     const data = job.data as { mode: Mode; step?: string };
@@ -227,6 +230,11 @@ export class ModelRun {
     }
     return 'done';
   };
+
+  /** Where a run came from, with the step and the ms since the run began (a failure prints these). */
+  private runNote(what: string): string {
+    return `${what} in step ${this.history.length + 1} at ${Date.now() - this.startedAt} ms`;
+  }
 
   /**
    * An ordered group's job starts only once every job added to the group before it has completed
@@ -311,7 +319,11 @@ export class ModelRun {
       if (!this.jobs.has(id)) throw new Error(this.failure('kill-worker', [`a worker process ran job ${id} that the model never added`]));
       this.jobs.get(id)!.crashes++;
     }
-    for (const id of child.started) this.jobs.get(id)!.runs++;
+    for (const id of child.started) {
+      const m = this.jobs.get(id)!;
+      m.runs++;
+      m.runLog?.push(this.runNote('a killed worker process'));
+    }
     this.totals.workerKills++;
     return `worker SIGKILL holding ${started.join(', ') || 'nothing'}`;
   }
