@@ -74,7 +74,7 @@ local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = tru
 -- Fields every job has (opts: most), sent by position in a claim reply rather than by name.
 local CLAIM_REPLY_SLOTS = { name = 3, data = 4, ts = 5, opts = 6 }
 
--- One pass over a job's HGETALL reply: the claim reply (src/engine/job.ts, decodeClaim): id,
+-- One pass over a job's HGETALL reply: the claim reply (src/engine/jobs/job.ts, decodeClaim): id,
 -- fence (filled in by claimJob), name, data, ts, opts (false: none) by position, then the job's
 -- other stored fields as name/value pairs without the bookkeeping ones; and the job's current
 -- fence, state, sid and owner, which the caller decides on, and whether this attempt was given
@@ -205,7 +205,7 @@ activateEntry = function(k, sid, id, consumer, now, ahead)
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
     -- Claimed by this same consumer means a call repeated after its reply was lost on the way
     -- (a client resends unanswered commands on reconnect, and a reconnected worker takes back
-    -- what it was delivered, src/engine/claim-recovery.ts): hand the same claim over again, with
+    -- what it was delivered, src/engine/consuming/claim-recovery.ts): hand the same claim over again, with
     -- the same fence and its lock renewed, so a worker that gets it twice runs it once.
     if owner == consumer then return handOverAgain(jk, out, fence, now) end
     return nil

@@ -21,8 +21,8 @@
               otherwise it adds a new job (nothing is dropped). The window defaults to the delay.
 ]]
 local DEDUP_MODES = { simple = 's', throttle = 't', extend = 'e', debounce = 'd' }
-local DEDUP_MAX_ID_LEN = 512 -- bytes of a dedup id (src/engine/options.ts agrees)
--- The longest dedup window, in ms (10 years of 365.25 days; src/engine/options.ts MAX_DEDUP_TTL_MS
+local DEDUP_MAX_ID_LEN = 512 -- bytes of a dedup id (src/engine/producing/options.ts agrees)
+-- The longest dedup window, in ms (10 years of 365.25 days; src/engine/producing/options.ts MAX_DEDUP_TTL_MS
 -- agrees): now + ttl stays far below 2^53, so a window end is stored and read back exactly.
 local DEDUP_MAX_TTL = 315576000000
 -- Defined in the block below, whose other locals stay inside it (the main chunk may hold at most 200).

@@ -1,4 +1,4 @@
---[[ events.lua — glidemq_listenEvents: a QueueEvents (src/engine/queue-events.ts) says it listens.
+--[[ events.lua — glidemq_listenEvents: a QueueEvents (src/engine/inspecting/queue-events.ts) says it listens.
   The events of the per-job path (lua/activate.lua 'active' when a job is claimed; lua/finish.lua
   'completed' with its return value, 'retries-exhausted' and 'drained') cost an XADD per job, a
   tenth of a finish's cost: they are written only while a QueueEvents listens, that is while the

@@ -14,7 +14,7 @@
   ARGV[4]  outcome: 'completed', 'failed', or 'failed:' followed by the error's stack (at most
            4096 bytes): the job keeps the newest 10 stacks of its failed attempts, a JSON array
            in its hash's `stacktrace` (BullMQ's job.stacktrace). Only a failure carries a stack,
-           so a completion costs nothing more (src/engine/stacktrace.ts).
+           so a completion costs nothing more (src/engine/shared/stacktrace.ts).
   ARGV[5]  value: the return value (JSON text) for completed, the failure reason for failed.
   ARGV[6]  retryDelay: -1 = do not retry; else ms from the server's now until the retry may run
            (0 = at once), used while attempts are left.
@@ -81,7 +81,7 @@
            backoff) always. On the hot path one XADD per job is a tenth of a finish's cost, so
            the per-job events are written only where something reads them: 'completed' on a
            queue with a globalConcurrency limit, whose workers wait on the events stream for a
-           finish that frees a slot (src/engine/change-waiter.ts), and while a QueueEvents listens
+           finish that frees a slot (src/engine/consuming/change-waiter.ts), and while a QueueEvents listens
            (meta's eventsUntil ahead of the server's now, lua/events.lua; read in the HMGET of
            meta the call makes anyway): then 'completed' carries the returnvalue, a job that
            fails for good with its attempts used up also gets 'retries-exhausted' (attemptsMade),

@@ -2,7 +2,7 @@
   Conventions used by all functions:
     KEYS[1]  the queue's meta key `<prefix>:{<queue>}:meta`; every other key of the queue is
              derived from it, so a call touches exactly one cluster slot.
-    errors   coded replies `ERR_<CODE> <sentence>` (mapped to typed errors in src/engine/errors.ts).
+    errors   coded replies `ERR_<CODE> <sentence>` (mapped to typed errors in src/engine/shared/errors.ts).
   Functions validate all input before their first write, so a refused call writes nothing.
 ]]
 

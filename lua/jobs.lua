@@ -5,7 +5,7 @@
   and, with its delay, its due time in the scheduled set.
 ]]
 
-local MAX_JOB_NAME_LEN = 1024 -- bytes of a job name (src/engine/options.ts MAX_JOB_NAME_BYTES agrees)
+local MAX_JOB_NAME_LEN = 1024 -- bytes of a job name (src/engine/producing/options.ts MAX_JOB_NAME_BYTES agrees)
 
 -- The queue keys insertJob and nextJobId may write, as requireTypes takes them: a caller checks
 -- them (or the ones its jobs need) before its first write. A group job also writes its group's
@@ -50,7 +50,7 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
 end
 
 --[[ JOB_OPTS: the argument kind of a job's stored options ('' or a JSON object: the `opts` of
-  glidemq_add, glidemq_addData and a scheduler's job; src/engine/options.ts StoredOptions). Every
+  glidemq_add, glidemq_addData and a scheduler's job; src/engine/producing/options.ts StoredOptions). Every
   option a later call reads from them is checked here as options.ts encodeJob checks it, within
   the range that call takes (finish's KEEP_RULE, glidemq_addLog's keep, the retry delay: whole
   numbers up to 2^53 - 1), so a job an add stores is never refused at finish, retry or retention.

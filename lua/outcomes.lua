@@ -113,7 +113,7 @@ local function wholeText(n)
 end
 
 --[[ The retention rule (as KEEP_RULE) of the job's own removeOnFail, from its stored options (the
-  hash's `opts`, JSON: src/engine/options.ts stores what encodeRetention then encodes, and this
+  hash's `opts`, JSON: src/engine/producing/options.ts stores what encodeRetention then encodes, and this
   reads it the same way), or `fallback` when the job names none (the worker's own removeOnFail,
   as a processor's failure takes it). Options that cannot be read count as naming none. ]]
 keepRuleFor = function(opts, fallback)

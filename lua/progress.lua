@@ -66,7 +66,7 @@
   Errors   ERR_INVALID (an argument; an incomplete last group), ERR_WRONG_TYPE.
 
   glidemq_extendLock — one claim's lock renewed for a duration the caller names (BullMQ's
-  job.extendLock(token, duration), for a job fetched by hand, src/engine/manual-fetch.ts): as
+  job.extendLock(token, duration), for a job fetched by hand, src/engine/consuming/manual-fetch.ts): as
   glidemq_extendLocks renews it, and the claim's terms (lua/activate.lua) record `lockMs` as its
   lock, its maxStalledCount kept, so stalled recovery judges it by the new duration from the
   server's now; a lock shorter than the queue's lockFloor lowers the floor.

@@ -26,7 +26,7 @@
     ARGV[4]  groupCount: how many group ids follow (0..10000), each:
       group.groupId: a group whose waiting jobs are removed too (1..256 bytes, no "{", "}",
              whitespace or control characters). The caller finds the groups that have a line
-             by SCAN (src/engine/cleanup.ts): no queue key lists them all (a full group is in
+             by SCAN (src/engine/administering/cleanup.ts): no queue key lists them all (a full group is in
              neither ready- nor timed-groups).
     Removes up to `limit` jobs that wait, exactly those glidemq_getCounts counts as waiting or as
     prioritized (stream entries not yet delivered, LIFO, prioritized, the waiting jobs of the
@@ -60,7 +60,7 @@
     ARGV[4]  dryRun: '1' only lists what would be removed.
     ARGV[5]  jobCount: how many job ids follow (0..10000), each:
       group.jobId: a job to remove if it is in `state` and old enough. The caller lists the jobs of
-             the structures that hold the state (src/engine/cleanup.ts), a page at a time; this
+             the structures that hold the state (src/engine/administering/cleanup.ts), a page at a time; this
              function decides from each job's hash alone (its state, and its age on the server's
              clock), so a listed job that moved on or was removed meanwhile is left alone.
     A job's age counts from the first of finishedOn, processedOn and ts it has (a waiting job),
@@ -110,7 +110,7 @@ end
 
 -- Forgets the dedup id a removed job was added with if it still points at the job (BullMQ
 -- deletes its key then too): the next add with it creates a job. The id is in the job's stored
--- options (src/engine/options.ts storedDedup); opts another program wrote are read with pcall.
+-- options (src/engine/producing/options.ts storedDedup); opts another program wrote are read with pcall.
 local function forgetDedupOf(k, id, opts)
   if not opts or not string.find(opts, 'dedup', 1, true) then return end
   local ok, o = pcall(cjson.decode, opts)

@@ -6,7 +6,7 @@
 local schedulerNextRun, dueSchedulers, decodeSchedulerRecord, schedulerSlotAfter
 do
 local SCHEDULERS_DUE_LIMIT = 100
-local SCHEDULER_MIN_EVERY_MS = 1000 -- the shortest interval (src/engine/schedulers.ts MIN_EVERY_MS agrees)
+local SCHEDULER_MIN_EVERY_MS = 1000 -- the shortest interval (src/engine/scheduling/schedulers.ts MIN_EVERY_MS agrees)
 -- Times and intervals in a record: cjson writes numbers with 14 significant digits, so larger
 -- ones would not read back as they were (ms since the epoch stay below this until the year 5138).
 local SCHEDULER_MAX_MS = 99999999999999

@@ -4,7 +4,7 @@
   (ms), lastRun, lastJobId, createdAt, updatedAt, startDate (optional: an interval's first run is
   at startDate, or now if that has passed, instead of one interval after now; 0 = now), and job
   {name, data (JSON text), delay, priority, lifo, attempts, opts (JSON text)}. The client builds
-  the record (src/engine/schedulers.ts); these functions keep only the known fields, each
+  the record (src/engine/scheduling/schedulers.ts); these functions keep only the known fields, each
   checked (lua/scheduler-records.lua), so a record they store can always be read back and fired.
   User content is only ever inside strings.
   Time: every time in a record is the server's. The server decides when a scheduler is due and

@@ -4,7 +4,7 @@
  * first node answers, the audit cannot run and throws a ConnectionError.
  */
 import type { Redis } from 'ioredis';
-import { type ClientSettings, parseUrl } from '../engine/connection.js';
+import { type ClientSettings, parseUrl } from '../engine/connecting/connection.js';
 import { runChecks } from './checks/index.js';
 import { clusterNodes, connectNode, formatAddress, isClusterNode, type ClusterNode } from './discovery.js';
 import { gatherFacts } from './facts.js';

@@ -4,8 +4,8 @@
  * --cluster, or noticed from INFO cluster).
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { type ClientSettings, databaseRefusal, parseUrl, readyCheckWithoutKeyspace, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
-import { ConnectionError } from '../engine/errors.js';
+import { type ClientSettings, databaseRefusal, parseUrl, readyCheckWithoutKeyspace, redactUrl, redisOptionsFromUrl } from '../engine/connecting/connection.js';
+import { ConnectionError } from '../engine/shared/errors.js';
 import type { NodeRole } from './types.js';
 
 export interface ClusterNode {
@@ -71,7 +71,7 @@ export async function connectNode(settings: ClientSettings, host?: string, port?
     throw new ConnectionError('ERR_CONNECTION', describeConnectFailure(label, e));
   }
   // ioredis answers a refused SELECT by staying in database 0: a URL naming a database the
-  // server does not have is refused here as everywhere (engine/connection.ts).
+  // server does not have is refused here as everywhere (engine/connecting/connection.ts).
   const refused = socketError && databaseRefusal(socketError, options.db ?? 0, label);
   if (refused) {
     client.disconnect();

@@ -4,9 +4,9 @@
  * the check says `unknown` rather than guessing.
  */
 import type { Redis } from 'ioredis';
-import { LibraryVersionError } from '../engine/errors.js';
-import { declaredVersion, libraryCode, sha256 } from '../engine/library.js';
-import { pairsToMap } from '../engine/replies.js';
+import { LibraryVersionError } from '../engine/shared/errors.js';
+import { declaredVersion, libraryCode, sha256 } from '../engine/connecting/library.js';
+import { pairsToMap } from '../engine/shared/replies.js';
 import type { AclFacts, LibraryFacts, NodeFacts, NodeRole, ReplicaLink } from './types.js';
 
 /** The settings the checks read. `requirepass` is read only to learn whether it is empty. */

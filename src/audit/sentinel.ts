@@ -4,11 +4,11 @@
  * other node, and report each sentinel's view as a node of its own (sentinel-checks.ts).
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { type ClientSettings, parseUrl, redisOptionsFromUrl } from '../engine/connection.js';
-import { ConnectionError } from '../engine/errors.js';
+import { type ClientSettings, parseUrl, redisOptionsFromUrl } from '../engine/connecting/connection.js';
+import { ConnectionError } from '../engine/shared/errors.js';
 import {
   describeSentinelFailure, formatSentinel, sentinelCredentials, sentinelReason, type SentinelAddress, type SentinelTarget,
-} from '../engine/sentinel.js';
+} from '../engine/connecting/sentinel.js';
 import { formatAddress } from './discovery.js';
 import { sentinelChecks, type SentinelFacts } from './sentinel-checks.js';
 import type { NodeReport, NodeRole } from './types.js';
@@ -121,7 +121,7 @@ export async function auditSentinelSet(settings: ClientSettings, target: Sentine
   const all = await Promise.all(target.sentinels.map((s) => gatherSentinelFacts(settings, target, s)));
   const primary = agreedPrimary(all);
   if (!primary) {
-    // the same words as a client that finds no primary (engine/sentinel.ts)
+    // the same words as a client that finds no primary (engine/connecting/sentinel.ts)
     const said = new Map(all.map((f) => [f.address, f.unreachable ?? f.masterError ?? 'no answer']));
     throw new ConnectionError('ERR_SENTINEL', describeSentinelFailure(target, said));
   }

@@ -4,11 +4,11 @@
  * attemptsMade, stalledCount}) of the subscription; the options shared with queue workers mean the
  * same here.
  */
-import { Broadcast, type BroadcastMessage } from '../engine/broadcast.js';
-import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../engine/broadcast-worker.js';
-import { parseInteger } from '../engine/duration.js';
-import { invalid } from '../engine/errors.js';
-import type { WorkerOptions } from '../engine/worker.js';
+import { Broadcast, type BroadcastMessage } from '../engine/broadcast/broadcast.js';
+import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../engine/broadcast/broadcast-worker.js';
+import { parseInteger } from '../engine/shared/duration.js';
+import { invalid } from '../engine/shared/errors.js';
+import type { WorkerOptions } from '../engine/consuming/worker.js';
 import type { CommandContext } from './context.js';
 import { runUntilStopped, type RunLimits } from './worker-lifecycle.js';
 

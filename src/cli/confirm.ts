@@ -6,7 +6,7 @@
  * exits 1 (DECLINED).
  */
 import { createInterface } from 'node:readline/promises';
-import { invalid } from '../engine/errors.js';
+import { invalid } from '../engine/shared/errors.js';
 import { notice } from './output.js';
 
 /** The exit code of a command whose confirmation was declined. */

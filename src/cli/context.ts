@@ -3,9 +3,9 @@
  * wrapper that turns a command's outcome (a code, or an error) into an exit code and one line.
  */
 import type { Command } from 'commander';
-import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, lastDatabaseRefusal, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connection.js';
-import { ConnectionError, GlideMQError, invalid } from '../engine/errors.js';
-import { Queue } from '../engine/queue.js';
+import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, lastDatabaseRefusal, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connecting/connection.js';
+import { ConnectionError, GlideMQError, invalid } from '../engine/shared/errors.js';
+import { Queue } from '../engine/queue/queue.js';
 import { printError, useUtcTimes, warn } from './output.js';
 import { type ChosenProfile, chooseProfile } from './profiles.js';
 

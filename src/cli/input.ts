@@ -1,6 +1,6 @@
 /** Reading what users pipe in: stdin as strict UTF-8, JSON arguments, NDJSON lines with their numbers. */
-import { invalid } from '../engine/errors.js';
-import type { BulkJob, JobOptions } from '../engine/options.js';
+import { invalid } from '../engine/shared/errors.js';
+import type { BulkJob, JobOptions } from '../engine/producing/options.js';
 
 export async function readStdin(): Promise<Buffer> {
   const chunks: Buffer[] = [];

@@ -2,8 +2,8 @@
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { invalid } from '../engine/errors.js';
-import type { Processor } from '../engine/worker.js';
+import { invalid } from '../engine/shared/errors.js';
+import type { Processor } from '../engine/consuming/worker.js';
 
 type ModuleImporter = (url: string) => Promise<unknown>;
 

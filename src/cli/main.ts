@@ -1,6 +1,6 @@
 /** Entry point of the `glidemq` command: global options, one registration per command file. */
 import { Command, CommanderError, Option } from 'commander';
-import { LIBRARY_PACKAGE_VERSION } from '../engine/library.js';
+import { LIBRARY_PACKAGE_VERSION } from '../engine/connecting/library.js';
 import { printError } from './output.js';
 import { DEFAULT_PREFIX } from './context.js';
 import { configureHelpStyle } from './help-style.js';

@@ -1,6 +1,6 @@
 /** What `pel`, `reclaim` and `heal` share: one upkeep connection, and named queues that must exist. */
-import { invalid } from '../engine/errors.js';
-import { MaintenanceSession, type Maintenance, type MaintenanceSettings } from '../engine/maintenance.js';
+import { invalid } from '../engine/shared/errors.js';
+import { MaintenanceSession, type Maintenance, type MaintenanceSettings } from '../engine/administering/maintenance.js';
 import type { CommandContext } from './context.js';
 
 export async function withMaintenance<T>(ctx: CommandContext, body: (s: MaintenanceSession) => Promise<T>): Promise<T> {

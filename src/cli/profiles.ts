@@ -18,7 +18,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { invalid } from '../engine/errors.js';
+import { invalid } from '../engine/shared/errors.js';
 
 export interface Profile {
   url?: string;

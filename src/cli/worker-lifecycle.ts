@@ -9,8 +9,8 @@
  * --exit-when-idle worker waiting (delayed jobs), and why it exited.
  */
 import type { EventEmitter } from 'node:events';
-import { lastConnectionProblem } from '../engine/connection.js';
-import { LIBRARY_PACKAGE_VERSION } from '../engine/library.js';
+import { lastConnectionProblem } from '../engine/connecting/connection.js';
+import { LIBRARY_PACKAGE_VERSION } from '../engine/connecting/library.js';
 import { describeError } from './context.js';
 import { colour, formatDuration, formatRelative, plural, print, printJsonLine } from './output.js';
 import { workerVoice, type Voice } from './worker-voice.js';

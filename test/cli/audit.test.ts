@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { valkeyFixture } from '../helpers/fixtures.js';
 import { freePort, useServer } from '../helpers/valkey.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { readFileSync, readdirSync } from 'node:fs';
-import { Queue } from '../../src/engine/queue.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { fixturePath } from '../helpers/fixtures.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { join } from 'node:path';
-import { Broadcast } from '../../src/engine/broadcast.js';
+import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
 import { runCli } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';

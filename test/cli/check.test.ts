@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { CONSUMER_GROUP } from '../../src/engine/keys.js';
-import { Queue } from '../../src/engine/queue.js';
+import { CONSUMER_GROUP } from '../../src/engine/shared/keys.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';

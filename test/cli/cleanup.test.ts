@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/jobs/job.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer } from '../helpers/valkey.js';

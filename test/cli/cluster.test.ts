@@ -1,8 +1,8 @@
 /** The CLI against a real 3-primary / 3-replica cluster (`--cluster`, and a plain URL auto-detected). */
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { keySlot } from '../../src/engine/connection.js';
-import { QueueKeys } from '../../src/engine/keys.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { keySlot } from '../../src/engine/connecting/connection.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
 import { runCli } from '../helpers/cli.js';
 import { claimAs } from '../helpers/recovery.js';
 import { useCluster } from '../helpers/cluster.js';

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { isAlive } from '../../src/engine/dev-server.js';
+import { isAlive } from '../../src/engine/connecting/dev-server.js';
 import { GLIDEMQ_BIN, runCli } from '../helpers/cli.js';
 import { freePort, waitFor } from '../helpers/valkey.js';
 

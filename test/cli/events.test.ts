@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { EventLog } from '../../src/engine/event-log.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { EventLog } from '../../src/engine/operating/event-log.js';
 import { runCli } from '../helpers/cli.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createServer } from 'node:net';
-import { Queue } from '../../src/engine/queue.js';
-import { renderPrometheus } from '../../src/engine/prometheus.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { renderPrometheus } from '../../src/engine/inspecting/prometheus.js';
 import { runCli, type RunningCli } from '../helpers/cli.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import type { Job } from '../../src/engine/job.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import type { Job } from '../../src/engine/jobs/job.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { waitFor } from '../helpers/valkey.js';

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { LIBRARY_CODE, LIBRARY_CODE_SHA256, LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../src/engine/library.js';
+import { LIBRARY_CODE, LIBRARY_CODE_SHA256, LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../src/engine/connecting/library.js';
 import { createRoleUser, type Role } from '../helpers/acl.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { formatClock, formatDuration, formatRelative, formatTime, sameDay, timeZoneLabel, useUtcTimes, wrapText } from '../../src/cli/output.js';
-import { Queue } from '../../src/engine/queue.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { GLIDEMQ_BIN, NO_PROFILE, runCli } from '../helpers/cli.js';
 import { runInPty } from '../helpers/pty.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';

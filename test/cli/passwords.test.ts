@@ -12,8 +12,8 @@ import { spawn } from 'node:child_process';
 import { GLIDEMQ_BIN, runCli, type CliResult } from '../helpers/cli.js';
 import { fixturePath } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
-import { installLibrary } from '../../src/engine/library.js';
-import { redactUrl } from '../../src/engine/connection.js';
+import { installLibrary } from '../../src/engine/connecting/library.js';
+import { redactUrl } from '../../src/engine/connecting/connection.js';
 
 interface Account {
   /** The special character this account's user name and password hold. */

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Queue } from '../../src/engine/queue.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { freePort, useServer } from '../helpers/valkey.js';

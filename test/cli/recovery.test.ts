@@ -1,6 +1,6 @@
 /** `glidemq pel`, `reclaim`, `heal` through the real bin/glidemq: output, --json shapes, exit codes. */
 import { expect } from 'chai';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { claimAs, jobHash, STALLED_REASON } from '../helpers/recovery.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { GLIDEMQ_BIN, runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { runInPty } from '../helpers/pty.js';

@@ -11,7 +11,7 @@ import { documentedAclRules } from '../helpers/acl.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { fixturePath } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
-import { installLibrary } from '../../src/engine/library.js';
+import { installLibrary } from '../../src/engine/connecting/library.js';
 
 const SECRET = 'Tr0ub4dor-and-3';
 

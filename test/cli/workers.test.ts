@@ -4,10 +4,10 @@
  */
 import { expect } from 'chai';
 import { hostname } from 'node:os';
-import type { Job } from '../../src/engine/job.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
-import type { WorkerInfo } from '../../src/engine/worker-registry.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import type { WorkerInfo } from '../../src/engine/consuming/worker-registry.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer, waitFor } from '../helpers/valkey.js';

@@ -3,7 +3,7 @@
  * jobs): a server for the file, the CLI run against it, and before each test a fresh queue (its
  * name from the file's label); what a test made through the harness is closed after it.
  */
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { runCli, startCli, type CliOptions, type CliResult, type RunningCli } from './cli.js';
 import { Harness, uniqueQueue } from './engine.js';
 import { useServer, type TestServer } from './valkey.js';

@@ -1,7 +1,7 @@
 /** Small conveniences for engine tests: unique queue names, collecting processed jobs, cleanup. */
 import { randomBytes } from 'node:crypto';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker, type Processor, type WorkerOptions } from '../../src/engine/worker.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker, type Processor, type WorkerOptions } from '../../src/engine/consuming/worker.js';
 import type { TestServer } from './valkey.js';
 
 export function uniqueQueue(label = 'q'): string {

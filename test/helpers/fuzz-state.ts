@@ -8,12 +8,12 @@
  * leave behind, and stay meeting it when the engine changes.
  */
 import { Redis } from 'ioredis';
-import { Broadcast } from '../../src/engine/broadcast.js';
-import { BroadcastWorker } from '../../src/engine/broadcast-worker.js';
-import { BroadcastKeys, QueueKeys } from '../../src/engine/keys.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
-import type { Job } from '../../src/engine/job.js';
+import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker } from '../../src/engine/broadcast/broadcast-worker.js';
+import { BroadcastKeys, QueueKeys } from '../../src/engine/shared/keys.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
 import { writeCount } from './fuzz-keyspace.js';
 
 export const FUZZ_QUEUE = 'fz';

@@ -10,7 +10,7 @@
  * argument lists (fuzz-argv.ts), the calls (fuzz-calls.ts), the failure log (fuzz-failures.ts).
  */
 import type { ChainableCommander, Redis } from 'ioredis';
-import { LIBRARY_CODE, LIBRARY_NAME } from '../../src/engine/library.js';
+import { LIBRARY_CODE, LIBRARY_NAME } from '../../src/engine/connecting/library.js';
 import { randomCall, systematicCalls, type FuzzCall, type FuzzContext, type KeyMutation } from './fuzz-calls.js';
 import { FailureLog, showArgv, type Failure } from './fuzz-failures.js';
 import {

@@ -3,7 +3,7 @@
  * ran each one, and the final check that nothing was lost and duplicates stay within at-least-once.
  */
 import { expect } from 'chai';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { waitFor } from './valkey.js';
 
 export class Ledger {

@@ -16,7 +16,7 @@
  *   {"e":"error","t","msg"}                             a worker 'error' event (expected while the server is down)
  * Ended by the test with SIGKILL (nothing to hand back: by then every job is finished).
  */
-import { Worker, type Processor } from '../../src/engine/worker.js';
+import { Worker, type Processor } from '../../src/engine/consuming/worker.js';
 
 export interface OutageWorkerConfig {
   url: string;

@@ -4,7 +4,7 @@
  * clients, then the servers.
  */
 import type { Redis } from 'ioredis';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import type { TestServer } from './valkey.js';
 
 export interface Owned {

@@ -1,8 +1,8 @@
 /** Conveniences for crash-recovery tests: claims held by a consumer that will never come back, and upkeep objects. */
-import { callFunction } from '../../src/engine/library.js';
-import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
-import { Maintenance, DEFAULT_MAINTENANCE, type MaintenanceSettings } from '../../src/engine/maintenance.js';
-import type { Queue } from '../../src/engine/queue.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/jobs/job.js';
+import { Maintenance, DEFAULT_MAINTENANCE, type MaintenanceSettings } from '../../src/engine/administering/maintenance.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 
 /**
  * The terms a claim records (lua/activate.lua): the lock and maxStalledCount of the worker it is

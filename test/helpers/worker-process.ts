@@ -8,7 +8,7 @@
  * The test ends it with SIGKILL (a crash) or SIGTERM (graceful close, then exit 0).
  */
 import { loadProcessor } from '../../src/cli/load-processor.js';
-import { Worker, type WorkerOptions } from '../../src/engine/worker.js';
+import { Worker, type WorkerOptions } from '../../src/engine/consuming/worker.js';
 
 export interface WorkerProcessConfig {
   url: string;

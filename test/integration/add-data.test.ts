@@ -7,9 +7,9 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { Queue } from '../../src/engine/queue.js';
-import { callFunction } from '../../src/engine/library.js';
-import { encodeJob, type BulkJob, type JobOptions } from '../../src/engine/options.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { encodeJob, type BulkJob, type JobOptions } from '../../src/engine/producing/options.js';
 import { useServer } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';

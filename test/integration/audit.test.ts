@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { exitCodeFor, runAudit, type AuditReport, type Check, type CheckStatus } from '../../src/audit/audit.js';
-import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../src/engine/library.js';
-import { Queue } from '../../src/engine/queue.js';
+import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../src/engine/connecting/library.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { valkeyFixture } from '../helpers/fixtures.js';
 import { TestServer, useServer, waitFor, type ServerOptions } from '../helpers/valkey.js';
 

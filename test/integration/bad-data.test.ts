@@ -6,9 +6,9 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
-import { WrongTypeError } from '../../src/engine/errors.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import { WrongTypeError } from '../../src/engine/shared/errors.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';

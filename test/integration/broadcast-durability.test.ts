@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-import { Broadcast, type BroadcastMessage } from '../../src/engine/broadcast.js';
-import { BroadcastWorker } from '../../src/engine/broadcast-worker.js';
+import { Broadcast, type BroadcastMessage } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker } from '../../src/engine/broadcast/broadcast-worker.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 

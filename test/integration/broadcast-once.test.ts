@@ -9,10 +9,10 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { Broadcast, type BroadcastMessage } from '../../src/engine/broadcast.js';
-import { BroadcastWorker } from '../../src/engine/broadcast-worker.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
-import { callFunction } from '../../src/engine/library.js';
+import { Broadcast, type BroadcastMessage } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker } from '../../src/engine/broadcast/broadcast-worker.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { uniqueQueue } from '../helpers/engine.js';

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { Broadcast } from '../../src/engine/broadcast.js';
-import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../../src/engine/broadcast-worker.js';
-import { InvalidArgumentError, SubscriptionNotFoundError, WrongTypeError } from '../../src/engine/errors.js';
-import { callFunction } from '../../src/engine/library.js';
+import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../../src/engine/broadcast/broadcast-worker.js';
+import { InvalidArgumentError, SubscriptionNotFoundError, WrongTypeError } from '../../src/engine/shared/errors.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';

@@ -9,9 +9,9 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Broadcast } from '../../src/engine/broadcast.js';
-import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../../src/engine/broadcast-worker.js';
-import type { Job } from '../../src/engine/job.js';
+import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions } from '../../src/engine/broadcast/broadcast-worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { claimAs, jobHash, upkeep } from '../helpers/recovery.js';

@@ -6,12 +6,12 @@
  */
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
-import { keySlot } from '../../src/engine/connection.js';
-import type { Job } from '../../src/engine/job.js';
-import { QueueKeys } from '../../src/engine/keys.js';
-import { LIBRARY_CODE, LIBRARY_VERSION, serverLibrary } from '../../src/engine/library.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import { keySlot } from '../../src/engine/connecting/connection.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
+import { LIBRARY_CODE, LIBRARY_VERSION, serverLibrary } from '../../src/engine/connecting/library.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { useCluster, type TestCluster } from '../helpers/cluster.js';
 import { waitFor } from '../helpers/valkey.js';
 import { processorPath, WorkerProcess } from '../helpers/worker-spawn.js';

@@ -4,13 +4,13 @@
  */
 import { expect } from 'chai';
 import { Cluster } from 'ioredis';
-import { isCluster, keySlot } from '../../src/engine/connection.js';
-import { QueueKeys } from '../../src/engine/keys.js';
-import { LIBRARY_VERSION, serverLibrary } from '../../src/engine/library.js';
-import { Broadcast } from '../../src/engine/broadcast.js';
-import { BroadcastWorker } from '../../src/engine/broadcast-worker.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import { isCluster, keySlot } from '../../src/engine/connecting/connection.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
+import { LIBRARY_VERSION, serverLibrary } from '../../src/engine/connecting/library.js';
+import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker } from '../../src/engine/broadcast/broadcast-worker.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { useCluster } from '../helpers/cluster.js';
 import { waitFor } from '../helpers/valkey.js';
 

@@ -1,7 +1,7 @@
 /** Consumer cleanup: dead processes' consumers go, live workers stay (or come back by themselves). */
 import { expect } from 'chai';
-import type { Queue } from '../../src/engine/queue.js';
-import { pairsToRecord } from '../../src/engine/replies.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
+import { pairsToRecord } from '../../src/engine/shared/replies.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { claimAs, upkeep } from '../helpers/recovery.js';

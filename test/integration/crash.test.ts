@@ -4,8 +4,8 @@
  * claim for priority/LIFO jobs); another worker's scheduler reclaims it after the lock duration.
  */
 import { expect } from 'chai';
-import type { Job } from '../../src/engine/job.js';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { jobHash, STALLED_REASON } from '../helpers/recovery.js';

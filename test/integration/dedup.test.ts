@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
-import { callFunction } from '../../src/engine/library.js';
-import { encodeJob } from '../../src/engine/options.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { encodeJob } from '../../src/engine/producing/options.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
 

@@ -5,11 +5,11 @@
  * directly.
  */
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
-import { callFunction } from '../../src/engine/library.js';
-import { globEscape, listQueues } from '../../src/engine/discovery.js';
-import { encodeJob, MAX_DEDUP_TTL_MS, MAX_JOB_NAME_BYTES } from '../../src/engine/options.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { globEscape, listQueues } from '../../src/engine/connecting/discovery.js';
+import { encodeJob, MAX_DEDUP_TTL_MS, MAX_JOB_NAME_BYTES } from '../../src/engine/producing/options.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { useServer } from '../helpers/valkey.js';
 

@@ -5,10 +5,10 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
-import { CONSUMER_GROUP } from '../../src/engine/keys.js';
-import { callFunction } from '../../src/engine/library.js';
-import { Queue } from '../../src/engine/queue.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/jobs/job.js';
+import { CONSUMER_GROUP } from '../../src/engine/shared/keys.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { ownedPerTest } from '../helpers/owned.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';

@@ -4,9 +4,9 @@
  * once the server answers again, and every job added ends completed.
  */
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
-import { LIBRARY_NAME } from '../../src/engine/library.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import { LIBRARY_NAME } from '../../src/engine/connecting/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { Ledger } from '../helpers/ledger.js';

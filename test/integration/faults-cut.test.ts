@@ -4,8 +4,8 @@
  * at least once, re-run only when a cut hit it in flight.
  */
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { useFaultProxy, type CutOptions } from '../helpers/proxy.js';
 import { Ledger } from '../helpers/ledger.js';

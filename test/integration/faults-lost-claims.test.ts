@@ -1,13 +1,13 @@
 /**
- * Claims carried by a lost reply (src/engine/claim-recovery.ts, lua/own-claims.lua): a worker
+ * Claims carried by a lost reply (src/engine/consuming/claim-recovery.ts, lua/own-claims.lua): a worker
  * whose finish, fetch and blocking-read replies are cut takes back, once it is connected again,
  * the claims its consumer holds but it never received. The lock here is long (30 s), so stalled
  * recovery cannot be what finishes the jobs: every job completes well within it, none fails, and
  * none counts a stall.
  */
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { Ledger } from '../helpers/ledger.js';

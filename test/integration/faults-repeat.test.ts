@@ -4,10 +4,10 @@
  * run made: the pending entry stays, so the job is run or reclaimed, never lost.
  */
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { callFunction } from '../../src/engine/library.js';
-import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
-import { CONSUMER_GROUP } from '../../src/engine/keys.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/jobs/job.js';
+import { CONSUMER_GROUP } from '../../src/engine/shared/keys.js';
 import { useServer } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 

@@ -6,9 +6,9 @@
  * by another worker. A claim that was really taken away before its finish arrived is still lost.
  */
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker, type WorkerOptions } from '../../src/engine/worker.js';
-import type { Job } from '../../src/engine/job.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker, type WorkerOptions } from '../../src/engine/consuming/worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { uniqueQueue } from '../helpers/engine.js';

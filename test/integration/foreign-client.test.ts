@@ -9,12 +9,12 @@ import net from 'node:net';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { Redis as Redis5 } from 'ioredis5';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
-import { Broadcast } from '../../src/engine/broadcast.js';
-import { BroadcastWorker } from '../../src/engine/broadcast-worker.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
-import { type ConnectionInput, isClient, isCluster, settingsFrom } from '../../src/engine/connection.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker } from '../../src/engine/broadcast/broadcast-worker.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
+import { type ConnectionInput, isClient, isCluster, settingsFrom } from '../../src/engine/connecting/connection.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 

@@ -1,6 +1,6 @@
 /** globalConcurrency: one limit across all workers of a queue, stream and priority/LIFO jobs together. */
 import { expect } from 'chai';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { jobHash } from '../helpers/recovery.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 

@@ -8,10 +8,10 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import type { Job } from '../../src/engine/job.js';
-import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
-import { callFunction, ensureLibrary } from '../../src/engine/library.js';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/jobs/job.js';
+import { callFunction, ensureLibrary } from '../../src/engine/connecting/library.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { Queue } from '../../src/engine/queue.js';
-import { decodeClaim, type ClaimReply } from '../../src/engine/job.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
-import { callFunction, ensureLibrary } from '../../src/engine/library.js';
-import { encodeJob } from '../../src/engine/options.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { decodeClaim, type ClaimReply } from '../../src/engine/jobs/job.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
+import { callFunction, ensureLibrary } from '../../src/engine/connecting/library.js';
+import { encodeJob } from '../../src/engine/producing/options.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 

@@ -5,7 +5,7 @@
  * meta listActiveScanCursor.
  */
 import { expect } from 'chai';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { claimAs, jobHash, upkeep } from '../helpers/recovery.js';

@@ -7,8 +7,8 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { createRoleUser } from '../helpers/acl.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { ownedPerTest } from '../helpers/owned.js';

@@ -11,16 +11,16 @@
 import { expect } from 'chai';
 import { Cluster, Redis } from 'ioredis';
 import { runAudit } from '../../src/audit/audit.js';
-import { LibraryVersionError } from '../../src/engine/errors.js';
-import { QueueKeys } from '../../src/engine/keys.js';
+import { LibraryVersionError } from '../../src/engine/shared/errors.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
 import {
   installLibrary, LIBRARY_CODE, LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION, libraryStatus,
-} from '../../src/engine/library.js';
-import { MaintenanceSession } from '../../src/engine/maintenance.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+} from '../../src/engine/connecting/library.js';
+import { MaintenanceSession } from '../../src/engine/administering/maintenance.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { createRoleUser, documentedClusterRules, documentedRoleRules, isNoPerm, libraryCommands, rulesAllow, type Role } from '../helpers/acl.js';
-import { readyCheckWithoutKeyspace } from '../../src/engine/connection.js';
+import { readyCheckWithoutKeyspace } from '../../src/engine/connecting/connection.js';
 import { useCluster } from '../helpers/cluster.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer, waitFor } from '../helpers/valkey.js';

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { LibraryVersionError } from '../../src/engine/errors.js';
-import { ensureLibrary, LIBRARY_CODE, LIBRARY_VERSION, serverLibrary } from '../../src/engine/library.js';
-import { Queue } from '../../src/engine/queue.js';
+import { LibraryVersionError } from '../../src/engine/shared/errors.js';
+import { ensureLibrary, LIBRARY_CODE, LIBRARY_VERSION, serverLibrary } from '../../src/engine/connecting/library.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { useServer } from '../helpers/valkey.js';
 
 describe('function library loading', () => {

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { Worker } from '../../src/engine/worker.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Broadcast } from '../../src/engine/broadcast.js';
-import { BroadcastWorker } from '../../src/engine/broadcast-worker.js';
-import type { Job } from '../../src/engine/job.js';
-import { ListenerError } from '../../src/engine/safe-emitter.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
+import { BroadcastWorker } from '../../src/engine/broadcast/broadcast-worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { ListenerError } from '../../src/engine/shared/safe-emitter.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 

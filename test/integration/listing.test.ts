@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import type { Job } from '../../src/engine/job.js';
-import type { JobType } from '../../src/engine/job-queries.js';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import type { JobType } from '../../src/engine/inspecting/job-queries.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 

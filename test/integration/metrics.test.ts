@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
-import type { Job } from '../../src/engine/job.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
-import { callFunction } from '../../src/engine/library.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
 

@@ -6,9 +6,9 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { Queue } from '../../src/engine/queue.js';
-import { callFunction } from '../../src/engine/library.js';
-import { encodeJob } from '../../src/engine/options.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { encodeJob } from '../../src/engine/producing/options.js';
 import { useServer } from '../helpers/valkey.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { uniqueQueue } from '../helpers/engine.js';

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { Queue } from '../../src/engine/queue.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import type { Redis } from 'ioredis';
-import { InvalidArgumentError, PayloadTooLargeError, WrongTypeError } from '../../src/engine/errors.js';
-import { callFunction } from '../../src/engine/library.js';
-import { encodeJob } from '../../src/engine/options.js';
+import { InvalidArgumentError, PayloadTooLargeError, WrongTypeError } from '../../src/engine/shared/errors.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { encodeJob } from '../../src/engine/producing/options.js';
 import { useServer } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';

@@ -1,9 +1,9 @@
 /** Stalled recovery and list-active healing on a real 3-primary cluster: every call on one slot. */
 import { expect } from 'chai';
-import { keySlot } from '../../src/engine/connection.js';
-import { MaintenanceSession } from '../../src/engine/maintenance.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import { keySlot } from '../../src/engine/connecting/connection.js';
+import { MaintenanceSession } from '../../src/engine/administering/maintenance.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { useCluster } from '../helpers/cluster.js';
 import { runCli } from '../helpers/cli.js';
 import { claimAs } from '../helpers/recovery.js';

@@ -5,10 +5,10 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { runAudit } from '../../src/audit/audit.js';
-import type { Job } from '../../src/engine/job.js';
-import { CONSUMER_GROUP, type QueueKeys } from '../../src/engine/keys.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { CONSUMER_GROUP, type QueueKeys } from '../../src/engine/shared/keys.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { valkeyFixture } from '../helpers/fixtures.js';
 import { TestServer, waitFor } from '../helpers/valkey.js';
 import { processorPath, startWorkerProcess } from '../helpers/worker-spawn.js';

@@ -5,11 +5,11 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { Queue } from '../../src/engine/queue.js';
-import { readyCheckWithoutKeyspace, type ConnectionInput } from '../../src/engine/connection.js';
-import { LibraryVersionError } from '../../src/engine/errors.js';
-import { installLibrary } from '../../src/engine/library.js';
-import { Worker } from '../../src/engine/worker.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { readyCheckWithoutKeyspace, type ConnectionInput } from '../../src/engine/connecting/connection.js';
+import { LibraryVersionError } from '../../src/engine/shared/errors.js';
+import { installLibrary } from '../../src/engine/connecting/library.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { useTlsServer } from '../helpers/tls.js';
 import { documentedAclRules } from '../helpers/acl.js';

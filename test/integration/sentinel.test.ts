@@ -6,11 +6,11 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import type { Redis } from 'ioredis';
-import { acquireClient, closeClient, duplicateClient, parseUrl, redactUrl, waitReady } from '../../src/engine/connection.js';
-import { ConnectionError } from '../../src/engine/errors.js';
-import type { Job } from '../../src/engine/job.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import { acquireClient, closeClient, duplicateClient, parseUrl, redactUrl, waitReady } from '../../src/engine/connecting/connection.js';
+import { ConnectionError } from '../../src/engine/shared/errors.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { useSentinelSet } from '../helpers/sentinel.js';
 import { waitFor } from '../helpers/valkey.js';
 

@@ -4,8 +4,8 @@
  * removed jobs, dry runs. Crashes of real worker processes are in crash.test.ts.
  */
 import { expect } from 'chai';
-import { decodeClaim, type ClaimReply, type Job } from '../../src/engine/job.js';
-import { callFunction } from '../../src/engine/library.js';
+import { decodeClaim, type ClaimReply, type Job } from '../../src/engine/jobs/job.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { claimAheadAs, claimAs, finishAs, jobHash, reportStarted, STALLED_REASON, termsArgs, upkeep } from '../helpers/recovery.js';
@@ -458,7 +458,7 @@ describe('a job failed by a stalled check is failed as its processor would fail 
   });
 });
 
-async function snapshot(q: import('../../src/engine/queue.js').Queue) {
+async function snapshot(q: import('../../src/engine/queue/queue.js').Queue) {
   const k = q.keys;
   const ids = await q.client.keys(`${k.jobPrefix}*`);
   const hashes: Record<string, unknown> = {};

@@ -5,10 +5,10 @@
  * whose reply was lost and that the client sent again).
  */
 import { expect } from 'chai';
-import { callFunction } from '../../src/engine/library.js';
-import type { Job } from '../../src/engine/job.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker, type WorkerOptions } from '../../src/engine/worker.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker, type WorkerOptions } from '../../src/engine/consuming/worker.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { useServer, waitFor } from '../helpers/valkey.js';

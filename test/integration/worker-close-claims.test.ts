@@ -6,9 +6,9 @@
  * "job X ran 2 times with 0 crashes", seen with delayed jobs promoted as a burst ended).
  */
 import { expect } from 'chai';
-import type { Job } from '../../src/engine/job.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useFaultProxy } from '../helpers/proxy.js';
 import { useServer, waitFor } from '../helpers/valkey.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { Job } from '../../src/engine/job.js';
+import type { Job } from '../../src/engine/jobs/job.js';
 import { upkeep } from '../helpers/recovery.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';

@@ -1,13 +1,13 @@
 /**
- * The worker registry (lua/workers.lua, src/engine/worker-registry.ts), the queue's latency
+ * The worker registry (lua/workers.lua, src/engine/consuming/worker-registry.ts), the queue's latency
  * (getOldestWaitingAge) and the failure stacks a job keeps (job.stacktrace), on a real server.
  */
 import { expect } from 'chai';
 import { hostname } from 'node:os';
-import type { Job } from '../../src/engine/job.js';
-import type { Queue } from '../../src/engine/queue.js';
-import { callFunction, LIBRARY_PACKAGE_VERSION } from '../../src/engine/library.js';
-import { MAX_STACK_BYTES, MAX_STACKS } from '../../src/engine/stacktrace.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
+import { callFunction, LIBRARY_PACKAGE_VERSION } from '../../src/engine/connecting/library.js';
+import { MAX_STACK_BYTES, MAX_STACKS } from '../../src/engine/shared/stacktrace.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';

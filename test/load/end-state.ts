@@ -3,8 +3,8 @@
  * entry left behind, exactly one job hash per kept completed/failed job, the kept sets cut to their
  * count rule, and per-minute metrics that add up to the outcomes the workers reported.
  */
-import type { Queue } from '../../src/engine/queue.js';
-import { CONSUMER_GROUP } from '../../src/engine/keys.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
+import { CONSUMER_GROUP } from '../../src/engine/shared/keys.js';
 import type { QueuePlan } from './plan.js';
 import type { Tally } from './tally.js';
 

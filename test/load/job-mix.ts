@@ -4,7 +4,7 @@
  * some of them designed to fail after a retry. Deterministic from the sequence number, so a
  * producer in another process and the test agree on which jobs must fail.
  */
-import type { BulkJob, JobOptions, Retention } from '../../src/engine/options.js';
+import type { BulkJob, JobOptions, Retention } from '../../src/engine/producing/options.js';
 
 export interface RetentionRule {
   removeOnComplete: Retention;

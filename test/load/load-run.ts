@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import { loadProcessor } from '../../src/cli/load-processor.js';
-import type { Job } from '../../src/engine/job.js';
+import type { Job } from '../../src/engine/jobs/job.js';
 import { Harness } from '../helpers/engine.js';
 import { waitFor, type TestServer } from '../helpers/valkey.js';
 import { processorPath } from '../helpers/worker-spawn.js';

@@ -5,7 +5,7 @@
  *   {"event":"added","ids":[...],"fail":[...],"absorbed":0}   after each bulk
  *   {"event":"done","added":N}                    after SIGTERM, once the last bulk is written
  */
-import { Queue } from '../../src/engine/queue.js';
+import { Queue } from '../../src/engine/queue/queue.js';
 import { produce, type ProducerSettings } from './producer.js';
 
 export interface ProducerProcessConfig {

@@ -3,7 +3,7 @@
  * the queue's backlog is above a high-water mark (as a well-behaved producer would), so the run
  * measures retention, not a queue that grows because producers outrun workers.
  */
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 import { mixJob, designedToFail, type RetentionRule } from './job-mix.js';
 
 export interface ProducerSettings {

@@ -3,8 +3,8 @@
  * count, the size of every structure retention has to bound, and jobs finished since the last sample.
  */
 import type { Redis } from 'ioredis';
-import type { Queue } from '../../src/engine/queue.js';
-import { CONSUMER_GROUP } from '../../src/engine/keys.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
+import { CONSUMER_GROUP } from '../../src/engine/shared/keys.js';
 
 export interface StructureSizes {
   /** Stream entries (waiting + claimed stream jobs; acked ones are deleted). */

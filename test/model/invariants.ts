@@ -6,7 +6,7 @@
  * model did not add, and no finished job ran more often than its attempts plus the crashes it met.
  */
 import type { Redis } from 'ioredis';
-import type { Queue } from '../../src/engine/queue.js';
+import type { Queue } from '../../src/engine/queue/queue.js';
 
 export type Mode = 'ok' | 'fail-once' | 'fail' | 'step';
 

@@ -4,11 +4,11 @@
  * reclaim and heal calls), the model's own account of every job, and the invariants checked after
  * every step. Each step ends quiescent (no worker running), so the structures can be read whole.
  */
-import { Maintenance, DEFAULT_MAINTENANCE } from '../../src/engine/maintenance.js';
-import { Queue } from '../../src/engine/queue.js';
-import { Worker } from '../../src/engine/worker.js';
-import type { Job } from '../../src/engine/job.js';
-import type { JobOptions } from '../../src/engine/options.js';
+import { Maintenance, DEFAULT_MAINTENANCE } from '../../src/engine/administering/maintenance.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import type { JobOptions } from '../../src/engine/producing/options.js';
 import { Prng } from '../helpers/prng.js';
 import { waitFor, type TestServer } from '../helpers/valkey.js';
 import { processorPath, startWorkerProcess } from '../helpers/worker-spawn.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { nextCronTime, parseCron, validateCron, validateTimeZone, wallTime, instantOf } from '../../src/engine/cron.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
+import { nextCronTime, parseCron, validateCron, validateTimeZone, wallTime, instantOf } from '../../src/engine/scheduling/cron.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
 
 const at = (iso: string) => Date.parse(iso);
 const iso = (ms: number | undefined) => (ms === undefined ? 'never' : new Date(ms).toISOString());

@@ -1,11 +1,11 @@
 import { expect } from 'chai';
-import { parseDuration, parseInteger } from '../../src/engine/duration.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
-import { QueueKeys, queueFromKey, validateQueueName } from '../../src/engine/keys.js';
-import { backoffDelay, encodeJob, encodeRetention, parseBackoff } from '../../src/engine/options.js';
-import { encodeBulkJobs } from '../../src/engine/bulk-add.js';
-import { parseUrl, redactUrl } from '../../src/engine/connection.js';
-import { compareVersions, LIBRARY_CODE, LIBRARY_VERSION } from '../../src/engine/library.js';
+import { parseDuration, parseInteger } from '../../src/engine/shared/duration.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
+import { QueueKeys, queueFromKey, validateQueueName } from '../../src/engine/shared/keys.js';
+import { backoffDelay, encodeJob, encodeRetention, parseBackoff } from '../../src/engine/producing/options.js';
+import { encodeBulkJobs } from '../../src/engine/producing/bulk-add.js';
+import { parseUrl, redactUrl } from '../../src/engine/connecting/connection.js';
+import { compareVersions, LIBRARY_CODE, LIBRARY_VERSION } from '../../src/engine/connecting/library.js';
 import { parseNdjson } from '../../src/cli/input.js';
 
 describe('durations and numbers', () => {

@@ -8,7 +8,7 @@ import { parseAclList } from '../../src/audit/checks/acl-rules.js';
 import { runChecks } from '../../src/audit/checks/index.js';
 import {
   declaredVersion, judgeLibrary, LIBRARY_CODE, LIBRARY_CODE_SHA256, LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION, sha256,
-} from '../../src/engine/library.js';
+} from '../../src/engine/connecting/library.js';
 
 function withVersion(version: string, pkg: string): string {
   return LIBRARY_CODE.replace(/"version":"[^"]+"/, `"version":"${version}"`).replace(/"package":"[^"]+"/, `"package":"${pkg}"`);

@@ -5,7 +5,7 @@
  * meets it as a confusing runtime error.
  *
  * Checked:
- *  1. key names: every key the Lua builds is one src/engine/keys.ts builds for a sample queue or
+ *  1. key names: every key the Lua builds is one src/engine/shared/keys.ts builds for a sample queue or
  *     broadcast, and back (sets compared, with a diff);
  *  2. shared limits agree (priority, metrics retention, job/group/dedup id lengths, subject length);
  *  3. each function file's header lists the ARGV that its decodeArgs schemas decode, in order;
@@ -13,10 +13,10 @@
  *  5. every function is registered through register() (helpers.lua), names unique;
  *  6. lua/ORDER: helpers, a `# functions` line, functions; helpers register nothing; a function
  *     file's top-level locals are used by no other file;
- *  7. the joined library (as src/engine/library-code.ts joins it) stays well under Lua 5.1's 200 active
+ *  7. the joined library (as src/engine/connecting/library-code.ts joins it) stays well under Lua 5.1's 200 active
  *     locals in its main chunk: at most LOCALS_BUDGET at any point (a file's `do ... end` releases
  *     the locals it declares inside);
- *  8. the coded errors the Lua raises are exactly src/engine/errors.ts LUA_ERRORS (errors.ts says so).
+ *  8. the coded errors the Lua raises are exactly src/engine/shared/errors.ts LUA_ERRORS (errors.ts says so).
  *
  * The reading is done by test/helpers/lua-source/: a small tokenizer (comments dropped, strings
  * kept) and block counting (function/do/if/repeat ... end/until), enough for these checks, not a
@@ -24,12 +24,12 @@
  * When this test cannot find what it looks for, it says so and fails rather than passing on nothing.
  */
 import { expect } from 'chai';
-import { LUA_ERRORS } from '../../src/engine/errors.js';
-import { BroadcastKeys, MAX_GROUP_ID, QueueKeys, validateGroupId } from '../../src/engine/keys.js';
-import { METRICS_RETENTION_MINUTES } from '../../src/engine/metrics.js';
-import * as optionsModule from '../../src/engine/options.js';
-import { encodeDedup, encodeJob, MAX_DEDUP_TTL_MS, MAX_JOB_NAME_BYTES, MAX_PRIORITY } from '../../src/engine/options.js';
-import { MAX_SUBJECT, validateSubject } from '../../src/engine/subjects.js';
+import { LUA_ERRORS } from '../../src/engine/shared/errors.js';
+import { BroadcastKeys, MAX_GROUP_ID, QueueKeys, validateGroupId } from '../../src/engine/shared/keys.js';
+import { METRICS_RETENTION_MINUTES } from '../../src/engine/inspecting/metrics.js';
+import * as optionsModule from '../../src/engine/producing/options.js';
+import { encodeDedup, encodeJob, MAX_DEDUP_TTL_MS, MAX_JOB_NAME_BYTES, MAX_PRIORITY } from '../../src/engine/producing/options.js';
+import { MAX_SUBJECT, validateSubject } from '../../src/engine/shared/subjects.js';
 import { argvProblems } from '../helpers/lua-source/argv.js';
 import { blockDepths } from '../helpers/lua-source/blocks.js';
 import { luaErrorCodes } from '../helpers/lua-source/error-codes.js';
@@ -118,13 +118,13 @@ describe('lua/ contract (read as text, no server)', () => {
     it('MAX_PRIORITY', () => {
       const lua = luaConstant(tree, /^MAX_PRIORITY$/);
       expect(lua, 'no top-level local MAX_PRIORITY = <number> in lua/').to.not.equal(undefined);
-      expect(lua!.value, `${lua!.where} vs src/engine/options.ts MAX_PRIORITY`).to.equal(MAX_PRIORITY);
+      expect(lua!.value, `${lua!.where} vs src/engine/producing/options.ts MAX_PRIORITY`).to.equal(MAX_PRIORITY);
     });
 
     it('metrics retention (minutes)', () => {
       const lua = luaConstant(tree, /^METRICS_RETENTION_MINUTES$/);
       expect(lua, 'no top-level local METRICS_RETENTION_MINUTES = <number> in lua/').to.not.equal(undefined);
-      expect(lua!.value, `${lua!.where} vs src/engine/metrics.ts METRICS_RETENTION_MINUTES`).to.equal(METRICS_RETENTION_MINUTES);
+      expect(lua!.value, `${lua!.where} vs src/engine/inspecting/metrics.ts METRICS_RETENTION_MINUTES`).to.equal(METRICS_RETENTION_MINUTES);
     });
 
     describe('job id length (args.lua MAX_ID_LEN, in bytes)', () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { matchSubject, subjectFilter, validatePattern, validateSubject } from '../../src/engine/subjects.js';
-import { InvalidArgumentError } from '../../src/engine/errors.js';
+import { matchSubject, subjectFilter, validatePattern, validateSubject } from '../../src/engine/shared/subjects.js';
+import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
 
 describe('broadcast subject filters', () => {
   const cases: [string, string, boolean][] = [

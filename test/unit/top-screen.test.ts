@@ -10,7 +10,7 @@ import {
   type TopHistory,
   type TopSnapshot,
 } from '../../src/cli/top-screen.js';
-import { counterGrowth } from '../../src/engine/queue-set.js';
+import { counterGrowth } from '../../src/engine/operating/queue-set.js';
 
 const SGR = /\u001b\[[0-9;]*m/g;
 const plain = (lines: string[]) => lines.map((l) => l.replace(SGR, ''));

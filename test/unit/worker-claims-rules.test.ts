@@ -4,14 +4,14 @@
  * the parts' small interfaces.
  */
 import { expect } from 'chai';
-import type { Client } from '../../src/engine/connection.js';
-import type { ClaimReply, Job } from '../../src/engine/job.js';
-import { QueueKeys } from '../../src/engine/keys.js';
-import type { Maintenance } from '../../src/engine/maintenance.js';
-import { resolveSettings } from '../../src/engine/worker-options.js';
-import { LockKeeper } from '../../src/engine/worker-lock-keeper.js';
-import { Runner, type Run, type RunFinisher } from '../../src/engine/worker-runner.js';
-import type { WorkerPart } from '../../src/engine/worker-part.js';
+import type { Client } from '../../src/engine/connecting/connection.js';
+import type { ClaimReply, Job } from '../../src/engine/jobs/job.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
+import type { Maintenance } from '../../src/engine/administering/maintenance.js';
+import { resolveSettings } from '../../src/engine/consuming/worker-options.js';
+import { LockKeeper } from '../../src/engine/consuming/worker-lock-keeper.js';
+import { Runner, type Run, type RunFinisher } from '../../src/engine/consuming/worker-runner.js';
+import type { WorkerPart } from '../../src/engine/consuming/worker-part.js';
 
 const job = (id: string, fence: string) => ({ id, claim: { fence }, moved: false }) as unknown as Job;
 

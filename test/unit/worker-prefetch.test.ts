@@ -3,11 +3,11 @@
  * finish may take, and the adaptive prefetch's sizing, from counts a fake worker sets.
  */
 import { expect } from 'chai';
-import type { Client } from '../../src/engine/connection.js';
-import type { Job } from '../../src/engine/job.js';
-import { QueueKeys } from '../../src/engine/keys.js';
-import { resolveSettings, type WorkerOptions } from '../../src/engine/worker-options.js';
-import { PREFETCH_BYTES, PREFETCH_CAP, PrefetchBuffer } from '../../src/engine/worker-prefetch.js';
+import type { Client } from '../../src/engine/connecting/connection.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
+import { resolveSettings, type WorkerOptions } from '../../src/engine/consuming/worker-options.js';
+import { PREFETCH_BYTES, PREFETCH_CAP, PrefetchBuffer } from '../../src/engine/consuming/worker-prefetch.js';
 
 /** A buffer over counts the test sets in `state`; `started` lists the jobs it ran. */
 function ledger(opts: WorkerOptions) {

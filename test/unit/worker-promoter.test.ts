@@ -3,12 +3,12 @@
  * so the timer's arming can be read at each step.
  */
 import { expect } from 'chai';
-import type { Client } from '../../src/engine/connection.js';
-import { QueueKeys } from '../../src/engine/keys.js';
-import type { Maintenance } from '../../src/engine/maintenance.js';
-import type { Upkeep } from '../../src/engine/upkeep.js';
-import { resolveSettings } from '../../src/engine/worker-options.js';
-import { PROMOTE_BATCH, Promoter } from '../../src/engine/worker-promoter.js';
+import type { Client } from '../../src/engine/connecting/connection.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
+import type { Maintenance } from '../../src/engine/administering/maintenance.js';
+import type { Upkeep } from '../../src/engine/administering/upkeep.js';
+import { resolveSettings } from '../../src/engine/consuming/worker-options.js';
+import { PROMOTE_BATCH, Promoter } from '../../src/engine/consuming/worker-promoter.js';
 import { waitFor } from '../helpers/valkey.js';
 
 const INTERVAL = 60_000;

@@ -3,7 +3,7 @@
  * newer one, or one that no client will run (a swapped library that copies this build's version
  * with other code, or a library named glidemq that declares no version at all).
  */
-import { compareVersions, LIBRARY_CODE_SHA256, LIBRARY_VERSION } from '../../engine/library.js';
+import { compareVersions, LIBRARY_CODE_SHA256, LIBRARY_VERSION } from '../../engine/connecting/library.js';
 import type { Check, CheckModule, LibraryFacts } from '../types.js';
 
 const ID = 'function-library';

@@ -1,7 +1,7 @@
 /** `glidemq audit`: the durability auditor (src/audit) against the server or cluster in --url. */
 import type { Command } from 'commander';
 import { exitCodeFor, runAudit } from '../../audit/audit.js';
-import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../engine/library.js';
+import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../engine/connecting/library.js';
 import { printAuditReport } from '../audit-report.js';
 import { action } from '../context.js';
 import { printJson, spinner } from '../output.js';

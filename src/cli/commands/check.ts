@@ -4,15 +4,15 @@
  * connection (the engine's QueueSet).
  */
 import type { Command } from 'commander';
-import { acquireClient, closeClient, settleTopology } from '../../engine/connection.js';
-import { parseDuration, parseInteger } from '../../engine/duration.js';
-import { checkBacklog, checkFailed, checkLatency, checkQueues, checkStuck, checkWorkers, type CheckName, type CheckReport, type CheckResult, type StuckClaim } from '../../engine/health.js';
-import { invalid } from '../../engine/errors.js';
-import { ensureLibrary } from '../../engine/library.js';
-import { DEFAULT_MAINTENANCE } from '../../engine/maintenance.js';
-import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../../engine/metrics.js';
-import type { Queue } from '../../engine/queue.js';
-import { QueueSet } from '../../engine/queue-set.js';
+import { acquireClient, closeClient, settleTopology } from '../../engine/connecting/connection.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
+import { checkBacklog, checkFailed, checkLatency, checkQueues, checkStuck, checkWorkers, type CheckName, type CheckReport, type CheckResult, type StuckClaim } from '../../engine/operating/health.js';
+import { invalid } from '../../engine/shared/errors.js';
+import { ensureLibrary } from '../../engine/connecting/library.js';
+import { DEFAULT_MAINTENANCE } from '../../engine/administering/maintenance.js';
+import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../../engine/inspecting/metrics.js';
+import type { Queue } from '../../engine/queue/queue.js';
+import { QueueSet } from '../../engine/operating/queue-set.js';
 import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { colour, ellipsis, formatDuration, plural, print, printJson } from '../output.js';
 

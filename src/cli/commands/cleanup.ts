@@ -1,7 +1,7 @@
 /** `glidemq drain`, `clean`, `obliterate`, `remove`: the commands that destroy data. */
 import type { Command } from 'commander';
-import { parseDuration, parseInteger } from '../../engine/duration.js';
-import { invalid } from '../../engine/errors.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
+import { invalid } from '../../engine/shared/errors.js';
 import { action, withQueue } from '../context.js';
 import { confirmDestructive, DECLINED } from '../confirm.js';
 import { print, printError, printJson, plural, warn } from '../output.js';

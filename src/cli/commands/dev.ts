@@ -1,10 +1,10 @@
-/** `glidemq dev [start|stop|status]`: the local durable server (logic in src/engine/dev-server.ts). */
+/** `glidemq dev [start|stop|status]`: the local durable server (logic in src/engine/connecting/dev-server.ts). */
 import type { ChildProcess } from 'node:child_process';
 import { relative } from 'node:path';
 import type { Command } from 'commander';
-import { parseInteger } from '../../engine/duration.js';
-import { findServerBinary, runningDevServer, startDevServer, stopDevServer, type DevServerInfo } from '../../engine/dev-server.js';
-import { invalid } from '../../engine/errors.js';
+import { parseInteger } from '../../engine/shared/duration.js';
+import { findServerBinary, runningDevServer, startDevServer, stopDevServer, type DevServerInfo } from '../../engine/connecting/dev-server.js';
+import { invalid } from '../../engine/shared/errors.js';
 import { action, type CommandContext } from '../context.js';
 import { notice, print, printJson, warn } from '../output.js';
 

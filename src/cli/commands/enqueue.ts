@@ -1,8 +1,8 @@
 /** `glidemq enqueue <queue> [data]` and `--ndjson` from stdin. */
 import type { Command } from 'commander';
-import { parseDuration, parseInteger } from '../../engine/duration.js';
-import { invalid } from '../../engine/errors.js';
-import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/options.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
+import { invalid } from '../../engine/shared/errors.js';
+import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/producing/options.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
 import { info, notice, print, printJsonLine, printLines, plural } from '../output.js';

@@ -1,7 +1,7 @@
 /** `glidemq events <queue>`: the queue's event stream, the recent events or followed live. */
 import type { Command } from 'commander';
-import { parseInteger } from '../../engine/duration.js';
-import { EventLog, checkEventId, type EventRecord } from '../../engine/event-log.js';
+import { parseInteger } from '../../engine/shared/duration.js';
+import { EventLog, checkEventId, type EventRecord } from '../../engine/operating/event-log.js';
 import { action, warnUnknownQueue } from '../context.js';
 import { untilSignal } from '../signals.js';
 import { colour, ellipsis, formatTime, notice, outputWidth, padCell, print, printJsonLine, warn } from '../output.js';

@@ -1,6 +1,6 @@
 /** `glidemq export <queue> --state s`: jobs as NDJSON envelopes that `enqueue --ndjson --envelope` reads back. */
 import type { Command } from 'commander';
-import { checkState, exportEnvelopes, LISTABLE_STATES } from '../../engine/job-listing.js';
+import { checkState, exportEnvelopes, LISTABLE_STATES } from '../../engine/operating/job-listing.js';
 import { action, withQueue } from '../context.js';
 import { info, printLines, plural } from '../output.js';
 import { describeFilter, filterFrom } from './jobs.js';

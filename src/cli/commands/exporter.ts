@@ -1,7 +1,7 @@
 /** `glidemq exporter`: serves the queues' metrics in the Prometheus text format over HTTP. */
 import type { Command } from 'commander';
-import { parseInteger } from '../../engine/duration.js';
-import { PrometheusExporter } from '../../engine/prometheus-exporter.js';
+import { parseInteger } from '../../engine/shared/duration.js';
+import { PrometheusExporter } from '../../engine/operating/prometheus-exporter.js';
 import { action, describeError, warnUnknownQueue } from '../context.js';
 import { untilSignal } from '../signals.js';
 import { plural, print, printJsonLine, warn } from '../output.js';

@@ -1,8 +1,8 @@
 /** `glidemq heal <queue...>` / `glidemq heal --all`: list-active repair and idle-consumer cleanup, for cron. */
 import type { Command } from 'commander';
-import { listQueues } from '../../engine/discovery.js';
-import { invalid } from '../../engine/errors.js';
-import type { HealReport, Maintenance } from '../../engine/maintenance.js';
+import { listQueues } from '../../engine/connecting/discovery.js';
+import { invalid } from '../../engine/shared/errors.js';
+import type { HealReport, Maintenance } from '../../engine/administering/maintenance.js';
 import { action } from '../context.js';
 import { existingQueue, withMaintenance } from '../maintenance.js';
 import { colour, plural, print, printJsonLine } from '../output.js';

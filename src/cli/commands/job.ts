@@ -1,6 +1,6 @@
 /** `glidemq job <queue> <id>`: one job's full state. */
 import type { Command } from 'commander';
-import { JobNotFoundError } from '../../engine/errors.js';
+import { JobNotFoundError } from '../../engine/shared/errors.js';
 import { action, withQueue } from '../context.js';
 import { colour, ellipsis, formatDuration, formatTime, jobJson, outputWidth, print, printJson, status, table, wrapText } from '../output.js';
 

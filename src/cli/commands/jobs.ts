@@ -1,8 +1,8 @@
 /** `glidemq jobs <queue> --state s`: one state's jobs, newest first, a page at a time. */
 import type { Command } from 'commander';
-import { parseDuration, parseInteger } from '../../engine/duration.js';
-import { invalid } from '../../engine/errors.js';
-import { checkState, LISTABLE_STATES, listJobPage, type JobFilter, type ListableState, type ListedJob } from '../../engine/job-listing.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
+import { invalid } from '../../engine/shared/errors.js';
+import { checkState, LISTABLE_STATES, listJobPage, type JobFilter, type ListableState, type ListedJob } from '../../engine/operating/job-listing.js';
 import { action, withQueue } from '../context.js';
 import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, jobJson, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
 

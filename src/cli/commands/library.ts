@@ -4,12 +4,12 @@
  * workers and operators need no FUNCTION LOAD (README "ACL roles").
  */
 import type { Command } from 'commander';
-import { acquireClient, type Client, closeClient, isCluster, settleTopology, waitReady } from '../../engine/connection.js';
-import { LibraryVersionError } from '../../engine/errors.js';
+import { acquireClient, type Client, closeClient, isCluster, settleTopology, waitReady } from '../../engine/connecting/connection.js';
+import { LibraryVersionError } from '../../engine/shared/errors.js';
 import {
   installLibrary, LIBRARY_CODE_SHA256, LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION, libraryStatus,
   type InstallResult, type LibraryState, type NodeLibrary,
-} from '../../engine/library.js';
+} from '../../engine/connecting/library.js';
 import { action, type CommandContext } from '../context.js';
 import { colour, print, printJson, table } from '../output.js';
 

@@ -4,8 +4,8 @@
  * worker exits; this shows it, sets it and clears it.
  */
 import type { Command } from 'commander';
-import { parseInteger } from '../../engine/duration.js';
-import { invalid } from '../../engine/errors.js';
+import { parseInteger } from '../../engine/shared/duration.js';
+import { invalid } from '../../engine/shared/errors.js';
 import { action, withQueue } from '../context.js';
 import { print, printJson } from '../output.js';
 

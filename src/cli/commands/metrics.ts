@@ -1,7 +1,7 @@
 /** `glidemq metrics <queue>`: completed/failed attempts and processing time per minute. */
 import type { Command } from 'commander';
-import { parseInteger } from '../../engine/duration.js';
-import { METRICS_RETENTION_MINUTES, type MinuteMetrics, type QueueMetrics } from '../../engine/metrics.js';
+import { parseInteger } from '../../engine/shared/duration.js';
+import { METRICS_RETENTION_MINUTES, type MinuteMetrics, type QueueMetrics } from '../../engine/inspecting/metrics.js';
 import { action, withQueue } from '../context.js';
 import { colour, formatClock, outputWidth, print, printJson, sameDay, sparkline, table, timeZoneLabel } from '../output.js';
 

@@ -1,10 +1,10 @@
 /** `glidemq pel <queue>`: what is claimed but not finished (stream pending entries, list claims). */
 import type { Command } from 'commander';
-import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { action } from '../context.js';
 import { existingQueue, withMaintenance } from '../maintenance.js';
 import { colour, formatMs, print, printJson, table, warn } from '../output.js';
-import { readWorkers, type WorkerInfo } from '../../engine/worker-registry.js';
+import { readWorkers, type WorkerInfo } from '../../engine/consuming/worker-registry.js';
 
 interface PelFlags {
   minIdle: string;

@@ -1,6 +1,6 @@
 /** `glidemq promote <queue> <ids...> | --all`: delayed jobs to waiting now. */
 import type { Command } from 'commander';
-import { matchingIds, promoteDelayed } from '../../engine/job-listing.js';
+import { matchingIds, promoteDelayed } from '../../engine/operating/job-listing.js';
 import { action, withQueue } from '../context.js';
 import { checkSelection, report } from './retry.js';
 import { filterFrom } from './jobs.js';

@@ -1,7 +1,7 @@
 /** `glidemq publish <broadcast> <subject> [data]`: adds one message for every subscription. */
 import type { Command } from 'commander';
-import { parseInteger } from '../../engine/duration.js';
-import { Broadcast } from '../../engine/broadcast.js';
+import { parseInteger } from '../../engine/shared/duration.js';
+import { Broadcast } from '../../engine/broadcast/broadcast.js';
 import { action } from '../context.js';
 import { parseJsonArgument } from '../input.js';
 import { print, printJsonLine } from '../output.js';

@@ -1,9 +1,9 @@
 /** `glidemq queues`: the queues under the prefix, with their counts. */
 import type { Command } from 'commander';
-import { acquireClient, closeClient, settleTopology } from '../../engine/connection.js';
-import { listQueues } from '../../engine/discovery.js';
-import { ensureLibrary } from '../../engine/library.js';
-import { Queue, type JobCounts } from '../../engine/queue.js';
+import { acquireClient, closeClient, settleTopology } from '../../engine/connecting/connection.js';
+import { listQueues } from '../../engine/connecting/discovery.js';
+import { ensureLibrary } from '../../engine/connecting/library.js';
+import { Queue, type JobCounts } from '../../engine/queue/queue.js';
 import { action } from '../context.js';
 import { colour, formatCount, formatDuration, print, printJson, table } from '../output.js';
 

@@ -1,6 +1,6 @@
 /** `glidemq reclaim <queue>`: stalled recovery now, exactly as a worker's scheduler runs it. */
 import type { Command } from 'commander';
-import { parseDuration, parseInteger } from '../../engine/duration.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { action } from '../context.js';
 import { existingQueue, withMaintenance } from '../maintenance.js';
 import { colour, formatMs, notice, print, printJson, plural } from '../output.js';

@@ -1,7 +1,7 @@
 /** `glidemq retry <queue> <ids...> | --all-failed`: failed jobs back to waiting. */
 import type { Command } from 'commander';
-import { invalid } from '../../engine/errors.js';
-import { matchingIds, retryFailed, type JobFilter, type MoveResult } from '../../engine/job-listing.js';
+import { invalid } from '../../engine/shared/errors.js';
+import { matchingIds, retryFailed, type JobFilter, type MoveResult } from '../../engine/operating/job-listing.js';
 import { action, type CommandContext, withQueue } from '../context.js';
 import { print, printError, printJson, plural } from '../output.js';
 import { describeFilter, filterFrom } from './jobs.js';

@@ -1,7 +1,7 @@
 /** `glidemq schedulers <queue>` (list), `schedulers add`, `schedulers remove`. */
 import type { Command } from 'commander';
-import { invalid } from '../../engine/errors.js';
-import type { SchedulerInfo, SchedulerTiming } from '../../engine/schedulers.js';
+import { invalid } from '../../engine/shared/errors.js';
+import type { SchedulerInfo, SchedulerTiming } from '../../engine/scheduling/schedulers.js';
 import { confirmDestructive, DECLINED } from '../confirm.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument } from '../input.js';

@@ -4,7 +4,7 @@
  * it never gets them), claims unfinished, consumers.
  */
 import type { Command } from 'commander';
-import { Broadcast, type SubscriptionInfo } from '../../engine/broadcast.js';
+import { Broadcast, type SubscriptionInfo } from '../../engine/broadcast/broadcast.js';
 import { action } from '../context.js';
 import { colour, print, printJson, table, plural } from '../output.js';
 

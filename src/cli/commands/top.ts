@@ -7,11 +7,11 @@
 import { writeSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { Command } from 'commander';
-import { acquireClient, type Client, closeClient, settleTopology } from '../../engine/connection.js';
-import { parseDuration } from '../../engine/duration.js';
-import { invalid } from '../../engine/errors.js';
-import { ensureLibrary } from '../../engine/library.js';
-import { QueueSampler, QueueSet, type RatedReading } from '../../engine/queue-set.js';
+import { acquireClient, type Client, closeClient, settleTopology } from '../../engine/connecting/connection.js';
+import { parseDuration } from '../../engine/shared/duration.js';
+import { invalid } from '../../engine/shared/errors.js';
+import { ensureLibrary } from '../../engine/connecting/library.js';
+import { QueueSampler, QueueSet, type RatedReading } from '../../engine/operating/queue-set.js';
 import { action, type CommandContext, describeError, warnUnknownQueue } from '../context.js';
 import { colour, outputWidth, print, printJson, printLines } from '../output.js';
 import {

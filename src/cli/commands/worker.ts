@@ -1,11 +1,11 @@
 /** `glidemq worker <script>`: runs a processor module against a queue until stopped. */
 import type { Command } from 'commander';
-import { DEFAULT_SOCKET_TIMEOUT } from '../../engine/connection.js';
-import { parseDuration, parseInteger } from '../../engine/duration.js';
-import { ConnectionError, invalid } from '../../engine/errors.js';
-import type { Job } from '../../engine/job.js';
-import { Queue } from '../../engine/queue.js';
-import { Worker, type WorkerOptions } from '../../engine/worker.js';
+import { DEFAULT_SOCKET_TIMEOUT } from '../../engine/connecting/connection.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
+import { ConnectionError, invalid } from '../../engine/shared/errors.js';
+import type { Job } from '../../engine/jobs/job.js';
+import { Queue } from '../../engine/queue/queue.js';
+import { Worker, type WorkerOptions } from '../../engine/consuming/worker.js';
 import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';

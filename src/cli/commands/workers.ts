@@ -1,12 +1,12 @@
 /**
  * `glidemq workers [queue]`: the live workers, from the registry each worker keeps in its queue
- * with an expiry on the server's clock (src/engine/worker-registry.ts): a worker that died without
+ * with an expiry on the server's clock (src/engine/consuming/worker-registry.ts): a worker that died without
  * closing is gone once its entry expires. Without a queue: the workers of every queue under the prefix.
  */
 import type { Command } from 'commander';
-import { acquireClient, closeClient, settleTopology } from '../../engine/connection.js';
-import { ensureLibrary } from '../../engine/library.js';
-import { readAllWorkers, readWorkers, type WorkersReading } from '../../engine/worker-registry.js';
+import { acquireClient, closeClient, settleTopology } from '../../engine/connecting/connection.js';
+import { ensureLibrary } from '../../engine/connecting/library.js';
+import { readAllWorkers, readWorkers, type WorkersReading } from '../../engine/consuming/worker-registry.js';
 import { action, withQueue, type CommandContext } from '../context.js';
 import { colour, formatDuration, plural, print, printJson, table } from '../output.js';
 

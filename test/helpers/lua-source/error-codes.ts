@@ -1,6 +1,6 @@
 /**
  * The coded errors the Lua can raise: every `ERR_<CODE>` that begins a string literal of a library
- * file. The contract test compares them with src/engine/errors.ts LUA_ERRORS, both directions.
+ * file. The contract test compares them with src/engine/shared/errors.ts LUA_ERRORS, both directions.
  */
 import { libraryFiles, type Tree } from './files.js';
 

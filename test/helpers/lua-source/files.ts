@@ -1,6 +1,6 @@
 /**
  * The lua/ tree as the contract test reads it: every lua/*.lua tokenized (with its leading header
- * comment and block nesting), lua/ORDER read as src/engine/library-code.ts reads it (split at its
+ * comment and block nesting), lua/ORDER read as src/engine/connecting/library-code.ts reads it (split at its
  * `# functions` line), the library's files in that order, the joined library exactly as the client
  * loads it, and each file's file-level `local NAME = { ... }` tables (schemas, KEY_SUFFIX).
  */
@@ -80,10 +80,10 @@ export function libraryFiles(tree: Tree): LuaFile[] {
   return [...tree.order.helpers, ...tree.order.functions].flatMap((f) => tree.files.get(f) ?? []);
 }
 
-/** The tokens of the whole library, src/engine/library-code.ts LIBRARY_CODE. */
+/** The tokens of the whole library, src/engine/connecting/library-code.ts LIBRARY_CODE. */
 export async function joinedLibraryTokens(): Promise<Tok[]> {
   // Joined exactly as the client loads it; the `#!lua` line is not Lua.
-  const { LIBRARY_CODE } = await import('../../../src/engine/library-code.js');
+  const { LIBRARY_CODE } = await import('../../../src/engine/connecting/library-code.js');
   return tokenize(LIBRARY_CODE.replace(/^#![^\n]*\n/, ''));
 }
 

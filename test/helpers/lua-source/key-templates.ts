@@ -1,5 +1,5 @@
 /**
- * The key templates src/engine/keys.ts builds for a sample queue or broadcast (its getters and
+ * The key templates src/engine/shared/keys.ts builds for a sample queue or broadcast (its getters and
  * one-argument methods), and their diff with the templates the Lua builds (./keys.ts), written
  * in the same notation: <base> or <bcast> for the family's base, `*` for an id.
  */
@@ -38,7 +38,7 @@ export function diffKeys(lua: Set<string>, ts: Set<string>): { luaOnly: string[]
 
 export function keyDiffMessage(what: string, lua: Set<string>, ts: Set<string>, d: { luaOnly: string[]; tsOnly: string[] }): string {
   return [
-    `${what}: the Lua and src/engine/keys.ts disagree.`,
+    `${what}: the Lua and src/engine/shared/keys.ts disagree.`,
     `  built by the Lua, not by keys.ts: ${d.luaOnly.join(', ') || '-'}`,
     `  built by keys.ts, not by the Lua: ${d.tsOnly.join(', ') || '-'}`,
     `  Lua:     ${[...lua].sort().join(', ')}`,

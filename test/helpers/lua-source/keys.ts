@@ -2,7 +2,7 @@
  * The key names the Lua builds, read by a small evaluator of `..` chains over every library file:
  * KEY_SUFFIX (helpers.lua), `k.<name>` reads, jobKey()/baseOf(), and the naming conventions of
  * lua/ (`jk`, `gk`, `metaKey`). The contract test compares the templates found here with those
- * src/engine/keys.ts builds (key-templates.ts), so a key one side renames fails without a server.
+ * src/engine/shared/keys.ts builds (key-templates.ts), so a key one side renames fails without a server.
  */
 import { BROADCAST_FILE, fileTables, libraryFiles, type LuaFile, type Tree } from './files.js';
 import { isMember, isName, isOp, matchClose, OPENS, splitItems, type Tok } from './tokens.js';

@@ -1,0 +1,206 @@
+/**
+ * Stores a worker's job results in as few server calls as possible: the results that are ready in
+ * the same turn of the event loop go to Valkey together (glidemq_finishMany), one alone goes as a
+ * glidemq_finish. Each caller gets the reply glidemq_finish would have given it: its status and
+ * its share of the next jobs. Nothing waits for a batch to fill: a flush runs as soon as the
+ * current turn's callbacks are done.
+ *
+ * Two batches are kept in flight so that the worker and the server work at the same time: while
+ * the server runs one batch (and fetches its next jobs), the worker runs the jobs of the other.
+ * With one batch only they take turns, each idle while the other works. So when many results are
+ * ready and nothing is in flight, half of them go now and the other half as soon as that call's
+ * reply arrives (before its jobs run); with one batch in flight everything ready goes at once;
+ * with two, results wait for the next reply. (Both halves at once would not overlap: the server
+ * reads them together and answers both together.)
+ *
+ * Prefetched claims come marked not started (`ahead`, lua/activate.lua): the worker reports each
+ * one its processors took (report), and the report rides with the next results sent; a report
+ * whose job's own result is sent first is dropped (the finish clears the mark). Only when no
+ * result is waiting does a report go alone, in a glidemq_finishMany of no jobs. The batcher also
+ * keeps the round trip of its calls (rttMs), which sizes the worker's prefetch.
+ */
+import type { Client } from '../connecting/connection.js';
+import { fromServerError, GlideMQError } from '../shared/errors.js';
+import { callFunction } from '../connecting/library.js';
+
+/**
+ * The server refused to store this one request (a coded ERR_INVALID or ERR_WRONG_TYPE: a bad
+ * argument of its own, or its job key holding another type) and left its job as it was. In a
+ * batch the other requests were stored as usual (lua/finish.lua). `next` holds the request's share
+ * of the next jobs the call claimed: the caller runs them.
+ */
+export class FinishRefusedError extends Error {
+  constructor(
+    readonly refusal: GlideMQError,
+    readonly next: unknown[],
+  ) {
+    super(refusal.message);
+    this.name = 'FinishRefusedError';
+  }
+}
+
+/** A coded refusal of one finish, as the server answers it. */
+function asRefusal(err: unknown): GlideMQError | undefined {
+  const e = fromServerError(err);
+  return e instanceof GlideMQError && (e.code === 'ERR_INVALID' || e.code === 'ERR_WRONG_TYPE') ? e : undefined;
+}
+
+export interface FinishRequest {
+  id: string;
+  fence: string;
+  outcome: 'completed' | 'failed';
+  value: string;
+  /** A failure's error stack, cut (stacktrace.ts): sent as the outcome 'failed:<stack>' (lua/finish.lua). */
+  stack?: string;
+  /** -1: do not retry; else ms from the server's now until the retry may run (lua/finish.lua). */
+  retryDelay: number;
+  fetchCount: number;
+  /** The retention rule for this outcome (encodeRetention of removeOnComplete or removeOnFail). */
+  keep: string;
+  durationMs: number;
+  /** The next jobs are a prefetch: marked not started until reported (see above). */
+  ahead: boolean;
+}
+
+interface Pending {
+  req: FinishRequest;
+  resolve: (reply: unknown[]) => void;
+  reject: (err: unknown) => void;
+}
+
+/** Jobs per glidemq_finishMany call; a larger batch is split into pipelined calls. */
+const MAX_BATCH = 100;
+/** Calls kept in flight at once (see above). */
+const MAX_IN_FLIGHT = 2;
+
+/** Weight of the newest round trip in rttMs. */
+const RTT_WEIGHT = 0.1;
+
+export class FinishBatcher {
+  private pending: Pending[] = [];
+  private scheduled = false;
+  private inFlight = 0;
+  /** Marked claims whose start is not reported yet: job id to fence. */
+  private started = new Map<string, string>();
+  /** The round trip of a finish call, ms (an average weighted to the recent; 0 until one returned). */
+  rttMs = 0;
+
+  constructor(
+    private readonly client: () => Client,
+    private readonly metaKey: string,
+    private readonly consumer: string,
+    /** The worker's lockDuration and maxStalledCount: the terms of the claims its finishes make (lua/activate.lua). */
+    private readonly terms: [number, number],
+  ) {}
+
+  /** Resolves to `[status, ...nextJobs]`, as a glidemq_finish call for this one job would. */
+  finish(req: FinishRequest): Promise<unknown[]> {
+    this.started.delete(req.id);
+    return new Promise((resolve, reject) => {
+      this.pending.push({ req, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** A processor took the marked claim `fence` of job `id`: the server hears it with the next call. */
+  report(id: string, fence: string): void {
+    this.started.set(id, fence);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.inFlight >= MAX_IN_FLIGHT) return;
+    const all = this.pending;
+    if (all.length === 0) {
+      if (this.started.size > 0) void this.send([]);
+      return;
+    }
+    // nothing in flight: send half, keep the rest for when this call's reply arrives
+    const take = this.inFlight === 0 && all.length > 1 ? Math.ceil(all.length / 2) : all.length;
+    this.pending = all.slice(take);
+    for (let i = 0; i < take; i += MAX_BATCH) void this.send(all.slice(i, Math.min(take, i + MAX_BATCH)));
+  }
+
+  /** The reports not sent yet, as glidemq_finishMany's `started` argument ('' for none). */
+  private takeReports(): string {
+    if (this.started.size === 0) return '';
+    const words: string[] = [];
+    for (const [id, fence] of this.started) words.push(id, fence);
+    this.started.clear();
+    return words.join(' ');
+  }
+
+  private async send(batch: Pending[]): Promise<void> {
+    this.inFlight++;
+    const sentAt = performance.now();
+    let settled = false;
+    // the reply is in: send what waits before running this batch's next jobs (see above)
+    const done = () => {
+      if (settled) return;
+      settled = true;
+      this.inFlight--;
+      const rtt = performance.now() - sentAt;
+      this.rttMs = this.rttMs === 0 ? rtt : this.rttMs + RTT_WEIGHT * (rtt - this.rttMs);
+      this.flush();
+    };
+    try {
+      const reports = this.takeReports();
+      if (batch.length === 1 && reports === '') {
+        const r = batch[0].req;
+        let reply: unknown[];
+        try {
+          reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
+            r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs, r.ahead ? '1' : '0',
+            ...this.terms,
+          ])) as unknown[];
+        } catch (err) {
+          // a refusal of the one job the call named is that job's alone
+          const refusal = asRefusal(err);
+          throw refusal ? new FinishRefusedError(refusal, []) : err;
+        }
+        done();
+        batch[0].resolve(reply);
+        return;
+      }
+      let fetchCount = 0;
+      let ahead = false;
+      for (const { req } of batch) {
+        fetchCount += req.fetchCount;
+        if (req.ahead) ahead = true;
+      }
+      const args: (string | number)[] = [this.consumer, batch.length, fetchCount, ahead ? '1' : '0', reports, ...this.terms];
+      for (const { req: r } of batch) {
+        args.push(r.id, r.fence, outcomeArg(r), r.value, r.retryDelay, r.keep, r.durationMs);
+      }
+      const reply = (await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[];
+      done();
+      let next = batch.length;
+      batch.forEach((p, i) => {
+        const share = reply.slice(next, next + p.req.fetchCount);
+        next += share.length;
+        // a job the server refused alone: its slot holds the coded error, the others were stored
+        const status = reply[i];
+        const refusal = status instanceof Error ? asRefusal(status) : undefined;
+        if (refusal) p.reject(new FinishRefusedError(refusal, share));
+        else if (status instanceof Error) p.reject(fromServerError(status));
+        else p.resolve([status, ...share]);
+      });
+    } catch (err) {
+      done();
+      for (const p of batch) p.reject(err);
+    }
+  }
+}
+
+/** The outcome argument: a failure with a stack carries it ('failed:<stack>'); a completion is just 'completed'. */
+function outcomeArg(r: FinishRequest): string {
+  return r.stack === undefined || r.outcome !== 'failed' ? r.outcome : `failed:${r.stack}`;
+}

@@ -1,0 +1,190 @@
+/**
+ * The Worker's finisher: stores each run's outcome (glidemq_finish, batched by FinishBatcher: the
+ * results ready in one event-loop turn go in one call), asks with it for the next jobs, brings the
+ * job object up to date from the reply, emits completed / failed / lost, and hands the next claims
+ * back to the worker.
+ */
+import type { ClaimReply } from '../jobs/job.js';
+import { encodeRetention } from '../producing/options.js';
+import { appendStack, boundedStack } from '../shared/stacktrace.js';
+import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
+import type { WorkerPart } from './worker-part.js';
+import { newerFence, type Finished, type Run, type RunFinisher } from './worker-runner.js';
+
+/** The slot ledger as the finisher sees it (the prefetch buffer). */
+export interface FinisherLedger {
+  /** Starts prefetched jobs on the free slots. */
+  startBuffered(): void;
+  /** How many jobs a finish asks for. */
+  nextFetchCount(): number;
+  /** The prefetch wanted now (0: none). */
+  prefetchNow(): number;
+  /** Next jobs asked for by finishes whose replies have not come back yet. */
+  inbound: number;
+}
+
+/** What the finisher needs from its worker. */
+export interface FinisherHost extends WorkerPart {
+  ledger: FinisherLedger;
+  /** Runs a claim the reply brought, or keeps it for a free slot. */
+  dispatch(claim: ClaimReply, ahead?: boolean): void;
+  afterSlotFreed(): void;
+}
+
+export class Finisher implements RunFinisher {
+  /** Jobs this worker finished, by outcome. */
+  readonly finished = { completed: 0, failed: 0 };
+  /** Results ready in the same event-loop turn are stored in one call. */
+  private readonly batcher: FinishBatcher;
+
+  constructor(private readonly host: FinisherHost) {
+    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms);
+  }
+
+  /** The round trip of a finish call, ms (0 until one returned). */
+  get rttMs(): number {
+    return this.batcher.rttMs;
+  }
+
+  /** A processor took the marked claim `fence` of job `id`: the server hears it with the next call. */
+  report(id: string, fence: string): void {
+    this.batcher.report(id, fence);
+  }
+
+  /**
+   * The finish of `run`, whose processor is done (the runner marked it finishing): the slot runs
+   * the next prefetched job while this result is on its way, and the next jobs it asks for count
+   * as on their way until settle().
+   */
+  request(run: Run, outcome: 'completed' | 'failed', value: string, retryDelay: number, error: Error | undefined, durationMs: number): FinishRequest {
+    const host = this.host;
+    const ledger = host.ledger;
+    const job = run.job;
+    ledger.startBuffered();
+    const fetchCount = ledger.nextFetchCount();
+    const request: FinishRequest = {
+      id: job.id,
+      fence: '',
+      outcome,
+      value,
+      retryDelay,
+      fetchCount,
+      keep: encodeRetention(outcome === 'completed' ? job.opts.removeOnComplete ?? host.settings.removeOnComplete : job.opts.removeOnFail ?? host.settings.removeOnFail),
+      durationMs,
+      ahead: fetchCount > 0 && ledger.prefetchNow() > 0,
+    };
+    // a failed attempt keeps its error's stack (bounded: stacktrace.ts); a completion sends none
+    if (error && outcome === 'failed') request.stack = boundedStack(error);
+    ledger.inbound += fetchCount;
+    return request;
+  }
+
+  settle(request: FinishRequest): void {
+    this.host.ledger.inbound -= request.fetchCount;
+  }
+
+  /** The run is over: brings its job up to date from the finish's reply and emits the outcome. */
+  apply(run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined): void {
+    const host = this.host;
+    const job = run.job;
+    let value = request.value;
+    const { retryDelay, durationMs } = request;
+    if (!finished) {
+      // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
+      host.afterSlotFreed();
+      return;
+    }
+    const { reply, next, refused } = finished;
+    if (refused) {
+      // the server refused to store this run's outcome: the job failed with the reason instead
+      value = refused.value;
+      error = new Error(refused.value);
+      request.stack = undefined;
+    }
+    const status = String(reply[0]);
+    if (status === 'completed' || status === 'failed' || status === 'retried' || status === 'delayed') {
+      job.attemptsMade++;
+      job.finishedOn = (job.processedOn ?? Date.now()) + durationMs;
+    }
+    if (status === 'completed') {
+      this.finished.completed++;
+      job.state = 'completed';
+      job.returnvalue = value === undefined ? null : JSON.parse(value);
+      host.emit('completed', job, job.returnvalue, 'active');
+    } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
+      if (status === 'failed') this.finished.failed++;
+      job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
+      if (status === 'delayed') job.delay = retryDelay; // as the server stored it (job.delay is live)
+      job.failedReason = value;
+      // (the claim carried no earlier stacks: getJob shows every kept one)
+      job.stacktrace = appendStack(job.stacktrace, request.stack);
+      host.emit('failed', job, error, 'active');
+    } else {
+      host.emit('lost', job, status);
+    }
+    for (const claim of next) host.dispatch(claim, request.ahead);
+    host.afterSlotFreed();
+  }
+
+  /**
+   * Stores a run's outcome under its current claim. Returns the reply's status (row 0) and the
+   * claims to dispatch once the run is gone (the next jobs, and a newer claim of this job that
+   * arrived after a finish that still counted: a retry), or undefined when the finish failed.
+   */
+  async finishRun(
+    run: Run,
+    request: FinishRequest,
+  ): Promise<Finished | undefined> {
+    const next: ClaimReply[] = [];
+    let refused: FinishRequest | undefined;
+    for (;;) {
+      const fence = run.job.claim?.fence ?? '';
+      let reply: unknown[];
+      try {
+        reply = await this.batcher.finish({ ...request, fence });
+      } catch (err) {
+        if (err instanceof FinishRefusedError && !refused) {
+          // only this job's finish was refused (the others of its batch were stored): it fails
+          // with the reason, so it neither stalls nor runs again with what the server refuses
+          next.push(...(err.next as ClaimReply[]));
+          request = refused = refusalFailure(run.job.id, request, err);
+          continue;
+        }
+        this.host.emitError(err);
+        if (run.next) next.push(run.next);
+        next.forEach((c) => queueMicrotask(() => this.host.dispatch(c)));
+        return undefined;
+      }
+      let newer = run.next;
+      run.next = undefined;
+      for (const claim of reply.slice(1) as ClaimReply[]) {
+        // the finish may fetch this very job again: a reclaim put it back while it ran
+        if (String(claim[0]) === run.job.id && newerFence(String(claim[1]), newer ? String(newer[1]) : run.job.claim?.fence)) newer = claim;
+        else next.push(claim);
+      }
+      if (String(reply[0]) === 'stale' && newer && run.job.claim) {
+        // the finish went under the claim a reclaim replaced, and the job came back here: the
+        // run's outcome is stored under the new claim (no next jobs: the first reply had them)
+        run.job.claim.fence = String(newer[1]);
+        request = { ...request, fetchCount: 0 };
+        continue;
+      }
+      if (newer) next.push(newer);
+      // a finish sent again after its reply was lost gets what its first run stored (lua/finish.lua):
+      // 'stale' and 'missing' mean that this run's result was not stored
+      return { reply, next, refused };
+    }
+  }
+}
+
+/**
+ * The failure stored in place of a finish the server refused: the reason names the refusal and
+ * what to change; kept whatever the job's retention says (its rule may be what was refused), and
+ * not retried (a retry would meet the same refusal).
+ */
+function refusalFailure(id: string, request: FinishRequest, err: FinishRefusedError): FinishRequest {
+  const value =
+    `job ${id}: glidemq refused to store its ${request.outcome} outcome (${err.refusal.message}); ` +
+    'the job is failed instead: correct what the refusal names (the job\'s options, or the key another program wrote) and add the job again';
+  return { ...request, outcome: 'failed', value, stack: undefined, retryDelay: -1, keep: '', fetchCount: 0, ahead: false };
+}

@@ -1,0 +1,110 @@
+/** Worker options as users give them, and the settings the worker runs with (defaults applied, checked). */
+import type { ConnectionInput } from '../connecting/connection.js';
+import type { MaintenanceSettings } from '../administering/maintenance.js';
+import { checkRetention, type Retention } from '../producing/options.js';
+import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } from './backoff.js';
+import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
+import { invalid } from '../shared/errors.js';
+import { checkRegistryTtl } from './worker-registry.js';
+
+export interface WorkerOptions {
+  connection?: ConnectionInput;
+  prefix?: string;
+  concurrency?: number;
+  /**
+   * Jobs claimed ahead beyond concurrency, so a free slot starts one at once. By default the worker
+   * sizes it itself (see Worker): as many as run during one round trip to the server, at most
+   * concurrency, none for jobs that run longer than a round trip per slot.
+   */
+  prefetch?: number;
+  /** A claim idle this long counts as stalled (ms). Running jobs heartbeat at half of it. */
+  lockDuration?: number;
+  /** How often stalled recovery runs (ms). */
+  stalledInterval?: number;
+  maxStalledCount?: number;
+  /** How long one blocking read waits for new jobs (ms). */
+  blockTimeout?: number;
+  /** Limit on jobs active at once across all workers of the queue (stored in the queue's meta). */
+  globalConcurrency?: number;
+  /**
+   * BullMQ's queue-wide rate limiter: at most `max` jobs start in any `duration` ms, across all
+   * workers of the queue (stored in the queue's meta when the worker starts; lua/rate-window.lua).
+   */
+  limiter?: RateLimiterOptions;
+  /** Longest gap between two promotion ticks (ms). */
+  promotionInterval?: number;
+  /** Start processing in the constructor (default true). */
+  autorun?: boolean;
+  /** How long close() lets running jobs finish before giving up on them (ms). */
+  closeGracePeriod?: number;
+  /**
+   * How long the worker's entry in the queue's worker registry (Queue.getWorkers, `glidemq
+   * workers`) lives unless refreshed, in ms (default 30000, refreshed every third of it): a worker
+   * that dies without closing disappears from the registry this long after its last refresh.
+   */
+  registryTtl?: number;
+  /** The retention of a completed job that names none itself (as the job option). */
+  removeOnComplete?: Retention;
+  /** The retention of a job failed for good that names none itself (as the job option). */
+  removeOnFail?: Retention;
+  /** BullMQ's advanced settings: `backoffStrategy` computes the delay of a custom backoff type. */
+  settings?: AdvancedSettings;
+}
+
+export interface Settings extends MaintenanceSettings {
+  concurrency: number;
+  /** A fixed prefetch, or undefined: adaptive (Worker.prefetchNow). */
+  prefetch: number | undefined;
+  blockTimeout: number;
+  globalConcurrency: number;
+  limiter: RateLimiterOptions | undefined;
+  promotionInterval: number;
+  closeGracePeriod: number;
+  registryTtl: number;
+  removeOnComplete: Retention | undefined;
+  removeOnFail: Retention | undefined;
+  backoffStrategy: BackoffStrategy | undefined;
+}
+
+export function resolveSettings(o: WorkerOptions): Settings {
+  const lockDuration = o.lockDuration ?? 30_000;
+  const stalledInterval = o.stalledInterval ?? 30_000;
+  const blockTimeout = o.blockTimeout ?? 5_000;
+  return {
+    concurrency: positive(o.concurrency ?? 1, 'concurrency'),
+    prefetch: o.prefetch === undefined ? undefined : wholeCount(o.prefetch, 'prefetch'),
+    lockDuration: positive(lockDuration, 'lockDuration'),
+    stalledInterval: positive(stalledInterval, 'stalledInterval'),
+    maxStalledCount: wholeCount(o.maxStalledCount ?? 1, 'maxStalledCount'),
+    blockTimeout: positive(blockTimeout, 'blockTimeout'),
+    globalConcurrency: wholeCount(o.globalConcurrency ?? 0, 'globalConcurrency'),
+    limiter: checkLimiter(o.limiter),
+    promotionInterval: positive(o.promotionInterval ?? 1_000, 'promotionInterval'),
+    closeGracePeriod: nonNegative(o.closeGracePeriod ?? Math.max(lockDuration, 5_000), 'closeGracePeriod'),
+    registryTtl: checkRegistryTtl(o.registryTtl),
+    removeOnComplete: checkRetention(o.removeOnComplete, 'removeOnComplete'),
+    removeOnFail: checkRetention(o.removeOnFail, 'removeOnFail'),
+    backoffStrategy: checkAdvancedSettings(o.settings),
+  };
+}
+
+/** BullMQ's RateLimiterOptions. */
+export interface RateLimiterOptions {
+  /** Jobs that may start within `duration`: a whole number >= 1. */
+  max: number;
+  /** The window, in ms: a whole number >= 1. */
+  duration: number;
+}
+
+/** The limiter option checked: both fields whole numbers from 1 (the Lua reads them as such). */
+function checkLimiter(l: RateLimiterOptions | undefined): RateLimiterOptions | undefined {
+  if (l === undefined) return undefined;
+  if (typeof l !== 'object' || l === null) throw invalid(`limiter must be an object { max, duration }, got ${String(l)}`);
+  const whole = (n: unknown, what: string) => {
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) {
+      throw invalid(`limiter.${what} must be a whole number >= 1${what === 'duration' ? ' (ms)' : ''}, got ${String(n)}`);
+    }
+    return n;
+  };
+  return { max: whole(l.max, 'max'), duration: whole(l.duration, 'duration') };
+}

@@ -1,0 +1,422 @@
+/**
+ * The consumer side: runs a processor over a queue's jobs with a fixed concurrency. The Worker is
+ * a coordinator of parts, each in its own file and given a small view of it (worker-part.ts), never
+ * the Worker itself: the read loop (worker-read-loop.ts: one blocking XREADGROUP while slots are
+ * free, fetches on a queue with a globalConcurrency limit or a rate limiter, rate waits), the
+ * prefetch buffer and slot ledger (worker-prefetch.ts), the runner (worker-runner.ts: processors
+ * and their AbortSignals), the finisher (worker-finisher.ts: glidemq_finish stores an outcome and
+ * hands back the next jobs, one function call per job in steady state), the lock keeper
+ * (worker-lock-keeper.ts: heartbeats, stalled recovery, lost claims) and the promoter
+ * (worker-promoter.ts: delayed jobs and upkeep). The Worker routes each claim (dispatch) and
+ * emits every public event.
+ *
+ * Events, with BullMQ's arguments: ready, active (job, 'waiting'), progress (job, progress: after
+ * job.updateProgress stored it), completed (job, result, 'active'), failed (job, error, 'active'),
+ * stalled (id, 'active', 'failed' | 'redispatched'), drained (the queue had no job for a free
+ * slot), paused, resumed, closing (message), closed, error. glidemq's own: lost (job, status: the
+ * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id),
+ * connectionLost (why) and connectionRestored (ms down): the command connection closed while running
+ * and is back (connection-watch.ts), queuePaused and queueResumed: a fetch found the queue paused
+ * (Queue.pause wakes an idle worker, which hears of it at once) or running again. After
+ * `completed` and `failed` the job is up to date: attemptsMade counts the attempt just made,
+ * finishedOn - processedOn is its run time (this process's clock), and after a failure `state` says
+ * whether it runs again ('waiting' or 'delayed') or not ('failed'). A listener that throws never
+ * stops the worker: the throw arrives as an `error` event (see SafeEmitter).
+ *
+ * A worker made without a processor runs none of this: the application takes jobs by hand with
+ * getNextJob(token) (BullMQ's manual processing, src/engine/consuming/manual-fetch.ts).
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from '../connecting/connection.js';
+import { ClaimRecovery } from './claim-recovery.js';
+import { invalid, RateLimitError } from '../shared/errors.js';
+import { Job, type ClaimReply } from '../jobs/job.js';
+import { QueueKeys, DEFAULT_PREFIX } from '../shared/keys.js';
+import { callFunction, ensureLibrary } from '../connecting/library.js';
+import { Maintenance } from '../administering/maintenance.js';
+import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
+import { Upkeep } from '../administering/upkeep.js';
+import { storeWorkerLimits } from '../administering/rate-limits.js';
+import { IdleWaiters } from '../shared/idle-waiters.js';
+import { CLOSE_CALL_MS, within } from '../shared/waiting.js';
+import { SafeEmitter } from '../shared/safe-emitter.js';
+import { WorkerRegistration } from './worker-registry.js';
+import { watchConnection } from '../connecting/connection-watch.js';
+import { ManualFetch } from './manual-fetch.js';
+import { Promoter } from './worker-promoter.js';
+import { LockKeeper } from './worker-lock-keeper.js';
+import { newerFence, Runner, type Processor } from './worker-runner.js';
+import { Finisher } from './worker-finisher.js';
+import { PrefetchBuffer } from './worker-prefetch.js';
+import { ReadLoop } from './worker-read-loop.js';
+import type { WorkerPart } from './worker-part.js';
+
+export type { WorkerOptions } from './worker-options.js';
+export type { Processor } from './worker-runner.js';
+
+export class Worker<D = any, R = any> extends SafeEmitter {
+  readonly keys: QueueKeys;
+  readonly consumer: string;
+  readonly settings: Settings;
+  private readonly acquired: Acquired;
+  private running = false;
+  /** run()'s start-up, once run() was called. */
+  private startup: Promise<void> | undefined;
+  /** pause() on this worker alone: it takes no job until resume(). */
+  private localPaused = false;
+  private closing: Promise<void> | undefined;
+  /** This worker's entry in the queue's worker registry (worker-registry.ts). */
+  private readonly registration: WorkerRegistration;
+  /** Ends the connectionLost/connectionRestored watch. */
+  private unwatchConnection: (() => void) | undefined;
+  private readonly idle = new IdleWaiters(() => this.runner.active.size);
+  maintenance: Maintenance;
+  private readonly runner: Runner<D, R>;
+  private readonly finisher: Finisher;
+  private readonly buffer: PrefetchBuffer<Job<D, R>>;
+  private readonly readLoop: ReadLoop;
+  private readonly upkeep: Upkeep;
+  private readonly promoter: Promoter;
+  private readonly lockKeeper: LockKeeper;
+  /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
+  readonly recovery: ClaimRecovery;
+  /** Made for a worker without a processor: getNextJob and the jobs it hands out (manual-fetch.ts). */
+  private manual: ManualFetch | undefined;
+  /** Such a worker's connection settled (a cluster found) and the library loaded: once, on first use. */
+  private manualReady: Promise<void> | undefined;
+
+  /**
+   * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
+   * jobs with getNextJob(token) and finishes them itself (BullMQ's manual processing).
+   */
+  constructor(
+    readonly name: string,
+    private readonly processor?: Processor<D, R> | null,
+    opts: WorkerOptions = {},
+  ) {
+    super();
+    this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
+    this.settings = resolveSettings(opts);
+    this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
+    this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    const part: WorkerPart = {
+      client: () => this.client,
+      keys: this.keys,
+      consumer: this.consumer,
+      settings: this.settings,
+      claimTerms: [this.settings.lockDuration, this.settings.maxStalledCount],
+      live: this.live,
+      emit: this.emit.bind(this),
+      emitError: (err) => this.emitError(err),
+    };
+    this.buffer = new PrefetchBuffer<Job<D, R>>({
+      ...part,
+      processing: () => this.runner.processing(),
+      reserved: () => this.readLoop.reserved,
+      limited: () => this.readLoop.limited,
+      rttMs: () => this.finisher.rttMs,
+      paused: () => this.localPaused,
+      closing: () => this.closing !== undefined,
+      start: (job) => this.runner.start(job as Job<D, R>),
+    });
+    this.readLoop = new ReadLoop({
+      ...part,
+      acquired: this.acquired,
+      room: () => this.buffer.readerRoom(),
+      dispatch: (reply) => this.dispatch(reply),
+      idle: () => this.runner.active.size === 0 && this.buffer.jobs.size === 0,
+      promoteBy: (ms) => this.promoter.promoteBy(ms),
+    });
+    this.finisher = new Finisher({
+      ...part,
+      ledger: this.buffer,
+      dispatch: (claim, ahead) => this.dispatch(claim, ahead),
+      afterSlotFreed: () => this.afterSlotFreed(),
+    });
+    this.runner = new Runner<D, R>({
+      ...part,
+      wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
+      noteRun: (ms) => this.buffer.noteRun(ms),
+      finisher: this.finisher,
+      fetchOne: () => this.readLoop.fetchOne(),
+      afterSlotFreed: () => this.afterSlotFreed(),
+    }, processor);
+    this.upkeep = new Upkeep(part.client, this.keys, part.emitError);
+    this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep: this.upkeep });
+    this.lockKeeper = new LockKeeper({
+      ...part,
+      maintenance: () => this.maintenance,
+      held: (into) => {
+        this.runner.collectHeld(into);
+        this.buffer.collectHeld(into);
+      },
+      lose: (id, fence) => this.runner.lose(id, fence) ?? this.buffer.lose(id, fence),
+    });
+    this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
+      concurrency: this.settings.concurrency,
+      running: this.runner.processing(),
+    }));
+    this.recovery = new ClaimRecovery({
+      ...part,
+      knows: (id, fence) => this.holds(id, fence),
+      dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
+      activate: (pairs) => this.readLoop.claiming(async () => void (await this.readLoop.activateDelivered(pairs, []))),
+      running: this.live,
+    });
+    if (typeof processor === 'function' && opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
+  }
+
+  /** The worker runs and is not closing. */
+  private readonly live = (): boolean => this.running && !this.closing;
+
+  /** A Cluster client once run() found the server is a cluster node. */
+  private get client(): Client {
+    return this.acquired.client;
+  }
+
+  /** Jobs whose processor runs now (a run whose result is on its way to the server is done here). */
+  get activeCount(): number {
+    return this.runner.processing();
+  }
+
+  /** Jobs this worker finished, by outcome. */
+  get finished(): { completed: number; failed: number } {
+    return this.finisher.finished;
+  }
+
+  /** Runs and takes jobs: false before run(), after close() and while paused (as BullMQ's). */
+  isRunning(): boolean {
+    return this.running && !this.localPaused;
+  }
+
+  /** BullMQ's static form of `new RateLimitError()`. */
+  static RateLimitError(): RateLimitError {
+    return new RateLimitError();
+  }
+
+  /**
+   * Holds the whole queue: no worker of it starts a job for `ms` from the server's now (BullMQ's
+   * worker.rateLimit). A hold never shortens one already in place. A processor that calls it then
+   * throws Worker.RateLimitError() gives its job back with no attempt counted; it runs after the hold.
+   */
+  async rateLimit(ms: number): Promise<void> {
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+      throw invalid(`worker.rateLimit(ms): ms must be a number of ms >= 0, got ${String(ms)}`);
+    }
+    const whole = Math.min(Math.ceil(ms), Number.MAX_SAFE_INTEGER);
+    await callFunction(this.client, 'glidemq_rateLimit', this.keys.meta, [whole]);
+  }
+
+  /**
+   * Resolves once the worker can work: with autorun (the default) once it runs, else once its
+   * connection is up and the library is loaded. Rejects with what stopped it.
+   */
+  waitUntilReady(): Promise<void> {
+    return this.startup ?? ensureLibrary(this.client);
+  }
+
+  /**
+   * Starts processing and resolves once the worker has closed, as BullMQ's run() does (rejects with
+   * what stopped its start-up; waitUntilReady() resolves once it works). A worker runs once: a
+   * second call rejects, as BullMQ's does (autorun already called it).
+   */
+  run(): Promise<void> {
+    if (typeof this.processor !== 'function') {
+      return Promise.reject(invalid(`the worker of queue ${this.name} has no processor to run: take its jobs with getNextJob(token), or give the Worker a processor`));
+    }
+    if (this.startup) return Promise.reject(new Error(`the worker of queue ${this.name} is already running (run() starts a worker once; autorun calls it in the constructor)`));
+    this.startup = this.start();
+    // close() sets `closing` at once and emits `closed` at its end: one of the two is always ahead
+    return this.startup.then(() => this.closing ?? new Promise<void>((resolve) => this.once('closed', () => resolve())));
+  }
+
+  private async start(): Promise<void> {
+    this.running = true;
+    await this.settle();
+    await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
+    const readerClient = await this.readLoop.open();
+    if (this.closing) {
+      // close() ran while this start-up waited: it found no reader and no timers to end, so none
+      // may be made now (they would keep the process alive after its close)
+      this.readLoop.closeReader();
+      return;
+    }
+    this.recovery.watch(this.client);
+    this.recovery.watch(readerClient);
+    this.unwatchConnection = watchConnection(this.client, this, this.live);
+    this.promoter.schedule(0);
+    this.lockKeeper.start();
+    // the registry: listed once run() resolved, then refreshed on a timer (worker-registry.ts)
+    await this.registration.start((err) => void (this.live() && this.emitError(err)));
+    this.emit('ready');
+    await this.readLoop.begin();
+  }
+
+  /**
+   * Stops taking jobs on this worker alone (Queue.pause() pauses every worker): a blocking read is
+   * ended and prefetched jobs go back to the queue. Resolves once the running jobs have finished,
+   * or at once with `doNotWaitActive`.
+   */
+  async pause(doNotWaitActive = false): Promise<void> {
+    if (this.localPaused) return;
+    this.localPaused = true;
+    if (this.client.status === 'ready') {
+      await within(this.readLoop.unblock(), CLOSE_CALL_MS);
+      await within(this.buffer.release(), CLOSE_CALL_MS);
+    }
+    if (!doNotWaitActive) await this.idle.wait();
+    this.emit('paused');
+  }
+
+  /** Takes jobs again after pause(). */
+  resume(): void {
+    if (!this.localPaused) return;
+    this.localPaused = false;
+    this.emit('resumed');
+    this.buffer.startBuffered();
+    this.readLoop.kick();
+  }
+
+  isPaused(): boolean {
+    return this.localPaused;
+  }
+
+  /**
+   * BullMQ's manual processing: claims the next job for `token` (the claim's owner: the same token
+   * finishes it, job.moveToCompleted / moveToFailed, and extends its lock, job.extendLock), or
+   * resolves undefined. `block` (default true, as BullMQ's) waits up to blockTimeout for a job;
+   * false answers at once. Only for a worker made without a processor; nothing is prefetched.
+   */
+  async getNextJob(token: string, opts: { block?: boolean } = {}): Promise<Job<D, R> | undefined> {
+    if (typeof this.processor === 'function') {
+      throw invalid(`getNextJob is for a worker made without a processor; the worker of queue ${this.name} runs its processor`);
+    }
+    if (this.closing) return undefined;
+    await this.prepareManual();
+    this.manual ??= new ManualFetch({ client: () => this.client, acquired: this.acquired, keys: this.keys, settings: this.settings });
+    return (await this.manual.next(token, opts.block ?? true)) as Job<D, R> | undefined;
+  }
+
+  /**
+   * Runs stalled recovery every stalledInterval (BullMQ's call for a worker without a processor; a
+   * worker with one does it from run(), so this changes nothing for it). Each claim is judged by
+   * its own lock, whoever made it.
+   */
+  async startStalledCheckTimer(): Promise<void> {
+    if (typeof this.processor === 'function' || this.lockKeeper.checking || this.closing) return;
+    await this.prepareManual();
+    if (this.closing) return;
+    this.lockKeeper.startStalledCheck();
+  }
+
+  /** The connection settled (a Cluster client when the server is a cluster node; maintenance follows) and the library loaded. */
+  private async settle(): Promise<void> {
+    const standalone = this.client;
+    if ((await settleTopology(this.acquired)) !== standalone) {
+      this.maintenance = new Maintenance(this.client, this.keys, this.settings);
+    }
+    await ensureLibrary(this.client);
+  }
+
+  /** What start() does first, for a worker without a processor (which never starts): once, retried after a failure. */
+  private prepareManual(): Promise<void> {
+    this.manualReady ??= this.settle().catch((err) => {
+      this.manualReady = undefined;
+      throw err;
+    });
+    return this.manualReady;
+  }
+
+  /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */
+  cancelJob(id: string, reason = 'cancelled'): boolean {
+    return this.runner.cancel(id, reason);
+  }
+
+  /** Aborts the signal of every run here. */
+  cancelAllJobs(reason = 'cancelled'): void {
+    this.runner.cancelAll(reason);
+  }
+
+  /** Whether this claim (job id and fence) is running, finishing or prefetched here. */
+  private holds(id: string, fence: string): boolean {
+    return this.runner.holds(id, fence) ?? this.buffer.holds(id, fence);
+  }
+
+  /**
+   * Runs a claim, or keeps it for a free slot. (On the per-job path: a lookup in `active` and
+   * one in `buffered`.)
+   */
+  private dispatch(reply: ClaimReply, marked = false): void {
+    const id = String(reply[0]);
+    const runner = this.runner;
+    const run = runner.active.get(id);
+    if (run) return runner.claimAgain(run, reply);
+    const buffered = this.buffer.jobs;
+    const waiting = buffered.get(id);
+    // processedOn as this process saw the claim start (the stored one is the server's time)
+    const job = Job.fromClaim(reply, runner.claimFor(), Date.now()) as Job<D, R>;
+    if (marked) this.buffer.marked.add(job);
+    const data = reply[3];
+    this.buffer.noteBytes(typeof data === 'string' ? data.length : 0);
+    this.readLoop.hadWork = true;
+    if (waiting) {
+      // a prefetched job claimed again has not started: it waits under its newest claim (in its place)
+      if (newerFence(job.claim?.fence, waiting.claim?.fence)) buffered.set(id, job);
+    } else if (buffered.size === 0 && runner.processing() < this.settings.concurrency && !this.localPaused && !this.closing) runner.start(job);
+    else buffered.set(id, job);
+  }
+
+  private afterSlotFreed(): void {
+    this.buffer.startBuffered();
+    this.idle.settle();
+    this.readLoop.kick();
+  }
+
+  /**
+   * Graceful stop: take no more jobs, let running ones finish (up to the grace period), remove this
+   * worker's consumer from the group when it holds nothing, and close the connections it opened.
+   */
+  close(force = false): Promise<void> {
+    this.closing ??= (async () => {
+      this.emit('closing', 'closing the worker');
+      this.promoter.stop();
+      this.readLoop.endRateWait();
+      this.lockKeeper.stopStalledCheck();
+      await this.manual?.close();
+      // A server that is gone must not hold the close: a call is made only on a live connection,
+      // and waited for a short while (what it would have done is left to recovery: a prefetched
+      // claim not given back is a stall, a consumer not removed is removed as stale).
+      const live = () => this.client.status === 'ready';
+      if (live()) await within(this.readLoop.unblock(), CLOSE_CALL_MS);
+      // claims a read, fetch or activation on its way brings are kept, not started (dispatch):
+      // they go back with the prefetched ones (started, a run could outlive the close, its finish
+      // lost with the connection, and the job run again by stalled recovery)
+      if (live()) await within(this.readLoop.claimsDone(), CLOSE_CALL_MS);
+      if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
+      if (!force && this.runner.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
+      // a finish sent before the close began may have brought claims after the release above
+      // (kept, not started, while paused or closing): they go back too, not to stalled recovery
+      if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
+      this.lockKeeper.stopHeartbeat();
+      // out of the registry (unreachable server: the entry expires by itself after registryTtl)
+      if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
+      else this.registration.stop();
+      this.recovery.stop();
+      this.unwatchConnection?.();
+      this.running = false;
+      if (this.runner.active.size === 0 && live()) {
+        await within(this.maintenance.removeOwnConsumer(this.consumer).catch(() => undefined), CLOSE_CALL_MS);
+      }
+      this.readLoop.closeReader();
+      if (this.acquired.owned) await closeClient(this.client);
+      this.emit('closed');
+    })();
+    return this.closing;
+  }
+
+  private emitError(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+  }
+}

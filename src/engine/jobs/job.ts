@@ -1,0 +1,526 @@
+/** A job as a processor and an inspector see it: its stored fields, and what a running job may do. */
+import type { Client } from '../connecting/connection.js';
+import { invalid, StaleClaimError } from '../shared/errors.js';
+import * as edits from './job-edits.js';
+import type { EditTarget, RetryOptions } from './job-edits.js';
+import { callFunction } from '../connecting/library.js';
+import type { QueueKeys } from '../shared/keys.js';
+import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from '../producing/options.js';
+import { readJobState, type JobState, type JobStateName } from '../inspecting/job-queries.js';
+import { pairsToRecord } from '../shared/replies.js';
+import { parseStacktrace } from '../shared/stacktrace.js';
+import { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
+
+// Claim replies and their helpers live in claims.ts; their importers still find them here.
+export { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
+
+/** Every job without stacks shares this one (frozen) array: no allocation per job. */
+const NO_STACKS: string[] = Object.freeze([]) as unknown as string[];
+
+export type { JobState } from '../inspecting/job-queries.js';
+
+/** The claim a running job holds: only its holder may change the job. */
+export interface Claim {
+  client: Client;
+  keys: QueueKeys;
+  consumer: string;
+  fence: string;
+  /** Told once a progress value is stored (the worker emits its `progress` event from here). */
+  onProgress?: (job: Job, progress: unknown) => void;
+  /** Set on a claim made by worker.getNextJob: `consumer` is then the application's token (manual-fetch.ts). */
+  manual?: ManualClaims;
+}
+
+/** How a job fetched by hand (worker.getNextJob) is finished and kept alive (src/engine/consuming/manual-fetch.ts). */
+export interface ManualClaims {
+  finish(job: Job, token: string, outcome: ManualOutcome, fetchNext: boolean, op: string): Promise<Job | undefined>;
+  extendLock(job: Job, token: string, duration: number): Promise<number>;
+}
+
+/** What a job fetched by id needs of its queue to change itself without a claim (a Queue is one). */
+export interface JobQueueHandle {
+  readonly client: Client;
+  readonly keys: QueueKeys;
+  readonly maxPayloadBytes?: number;
+  waitUntilReady(): Promise<void>;
+  emit(event: string, ...args: unknown[]): boolean;
+}
+
+/** What Job.fromId and Job.addJobLog need of a queue (a Queue is one; job.ts does not import it). */
+export interface JobSource extends JobQueueHandle {
+  getJob(id: string): Promise<Job | undefined>;
+  addJobLog(id: string, line: string, keepLogs?: number): Promise<number>;
+}
+
+export class Job<D = any, R = any> {
+  id = '';
+  name = '';
+  data: D = {} as D;
+  opts: StoredOptions & { attempts: number; delay: number; priority: number; lifo: boolean } = {
+    attempts: 1,
+    delay: 0,
+    priority: 0,
+    lifo: false,
+  };
+  state: JobState = 'unknown';
+  /**
+   * The ms the job waits from when it was last scheduled until it is due, as BullMQ keeps it: live,
+   * not the add option. A delayed add, a backoff retry, changeDelay and moveToDelayed store theirs;
+   * promotion stores 0. As stored when this handle read the job (getJob shows it now).
+   */
+  delay = 0;
+  timestamp = 0;
+  attemptsMade = 0;
+  stalledCount = 0;
+  progress: unknown = 0;
+  /** The processor's result once the job completed; null before (BullMQ starts it so too). */
+  returnvalue: R | null = null;
+  // A field the job does not have reads undefined, as in BullMQ: failedReason before a failure,
+  // processedOn before a claim, finishedOn before the job finished, groupId outside a group.
+  /** Why the last attempt failed (kept while a retry waits; cleared by job.retry()). */
+  failedReason?: string;
+  /** The error stacks of its failed attempts, oldest first, the newest 10 kept, each cut to 4 KiB (BullMQ's job.stacktrace; stacktrace.ts). */
+  stacktrace: string[] = NO_STACKS;
+  processedOn?: number;
+  finishedOn?: number;
+  /** The group the job runs in (job option `group.id`). */
+  groupId?: string;
+  /** BullMQ's parent of a flow's child job: glidemq has no flows, so there is never one. */
+  readonly parent?: undefined;
+  /** BullMQ's key of a flow child's parent: never one (no flows). */
+  readonly parentKey?: undefined;
+  /** @internal the claim, set while a worker runs this job */
+  claim: Claim | undefined;
+  /** @internal why a worker must not run this job (its hash is corrupt or not glidemq's), if so */
+  unusable: string | undefined;
+  /** @internal the raw hash fields */
+  raw: Record<string, string> = {};
+  /** On a job queue.add returned: whether that call created it (false: an existing job's id). */
+  created?: boolean;
+  /** On a job queue.add returned: 'blocked' when deduplication refused the add (the id is the
+   * earlier job's), 'debounced' when the earlier delayed job took the new data and delay. */
+  deduplicated?: 'blocked' | 'debounced';
+  /** True once moveToDelayed parked this job: the worker then stores no outcome for the run. */
+  moved = false;
+
+  /**
+   * The running claim's token (BullMQ's lock token: the processor's second argument), or undefined
+   * on a job no worker runs here. It names the claim: the worker's consumer and the claim's fence.
+   */
+  get token(): string | undefined {
+    const c = this.claim;
+    if (!c) return undefined;
+    // a job fetched by hand: the token the application fetched it with owns the claim
+    return c.manual ? c.consumer : `${c.consumer}:${c.fence}`;
+  }
+
+  /** The job's deduplication id (job option `deduplication.id` or `dedup.id`), else undefined. */
+  get deduplicationId(): string | undefined {
+    return this.opts.deduplication?.id ?? this.opts.dedup?.id;
+  }
+
+  /** Activations so far, this one included (each claim takes the next fence). */
+  get attemptsStarted(): number {
+    // startsBase: the fence when a retry asked to count from 0 again (lua/job-edit.lua)
+    return Math.max(0, (Number(this.claim?.fence ?? this.raw.fence ?? 0) || 0) - (Number(this.raw.startsBase ?? 0) || 0));
+  }
+
+  /**
+   * A job claimed for a worker, from the claim reply (see decodeClaim): it is active since
+   * `claimedAt`, the worker's own reading of when the claim started (the reply leaves the stored
+   * processedOn out: it is the server's time of the claim, which getJob shows).
+   */
+  static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
+    const job = Job.fromFields(decodeClaim(reply));
+    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, onProgress: claim.onProgress };
+    if (claim.manual) job.claim.manual = claim.manual;
+    job.state = 'active';
+    job.processedOn = claimedAt;
+    return job;
+  }
+
+  /** A job from its hash fields (a flat name/value list or a record). */
+  static fromFields(fields: string[] | Record<string, string>): Job {
+    let h: Record<string, string>;
+    if (Array.isArray(fields)) {
+      h = pairsToRecord<string>(fields);
+    } else {
+      h = fields;
+    }
+    const job = new Job();
+    job.raw = h;
+    job.id = h.id ?? '';
+    job.name = h.name ?? '';
+    const data = readData(h);
+    job.data = data.value;
+    job.unusable = data.unusable;
+    // assigned, not spread: spreading a JSON.parse result costs several µs per job
+    let opts = parseJson<Job['opts']>(h.opts, {} as Job['opts']);
+    if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) opts = {} as Job['opts'];
+    opts.attempts = num(h.attempts, 1);
+    opts.delay = num(h.delay, 0);
+    job.delay = opts.delay;
+    opts.priority = num(h.priority, 0);
+    opts.lifo = h.lifo === '1';
+    job.opts = opts;
+    // the application's creation time (job option timestamp) when it gave one, else the server's
+    job.timestamp = typeof opts.timestamp === 'number' ? opts.timestamp : num(h.ts, 0);
+    job.attemptsMade = num(h.attemptsMade, 0);
+    job.stalledCount = num(h.stalledCount, 0);
+    job.progress = h.progress === undefined ? 0 : parseJson(h.progress, h.progress);
+    job.returnvalue = h.returnvalue === undefined ? null : parseJson(h.returnvalue, h.returnvalue);
+    job.failedReason = h.failedReason;
+    if (h.stacktrace !== undefined) job.stacktrace = parseStacktrace(h.stacktrace);
+    job.finishedOn = h.finishedOn ? Number(h.finishedOn) : undefined;
+    job.groupId = h.grp;
+    job.state = (h.state as JobState) ?? 'unknown';
+    job.processedOn = h.processedOn ? Number(h.processedOn) : undefined;
+    return job;
+  }
+
+  // ---- Changing the job from any handle (BullMQ's Job API; src/engine/jobs/job-edits.ts) ----
+  // From the worker that runs the job, progress, logs and data are written under its claim: once
+  // that claim is stale (the job was reclaimed, or it finished) they change nothing. From a handle
+  // without a claim (a job fetched with Job.fromId, or the Queue's own calls) they are written to
+  // any job that exists. No handle finishes a job; retry, promote and changeDelay move only jobs no
+  // worker holds.
+
+  /** @internal the queue a handle job came from (Job.fromId, queue.getJob, getJobs, add): its client and keys. */
+  queue: JobQueueHandle | undefined;
+
+  /** The job `id` of `queue`, able to change itself without a claim; undefined when there is none. */
+  static async fromId<D = any, R = any>(queue: JobSource, id: string): Promise<Job<D, R> | undefined> {
+    const job = await queue.getJob(id);
+    if (job) job.queue = queue;
+    return job as Job<D, R> | undefined;
+  }
+
+  /** BullMQ's Job.addJobLog: queue.addJobLog(id, line, keepLogs). */
+  static addJobLog(queue: JobSource, id: string, line: string, keepLogs?: number): Promise<number> {
+    return queue.addJobLog(id, line, keepLogs);
+  }
+
+  /**
+   * Where a change of this job goes: under the running claim when a worker runs it here, else
+   * through the queue it was fetched from (once that queue is ready: its client may be a Cluster).
+   */
+  private async editTarget(op: string): Promise<EditTarget> {
+    const c = this.claim;
+    if (c) {
+      // a claim always has its fence: '' would make the worker's write a handle's (unfenced) one
+      if (!/^\d+$/.test(c.fence)) throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: ${op}: the claim has no fence`);
+      return { client: c.client, keys: c.keys, fence: c.fence };
+    }
+    if (!this.queue) {
+      throw invalid(`job ${this.id}: ${op} needs the job's queue: get the job with Job.fromId(queue, id), or use the Queue's call`);
+    }
+    await this.queue.waitUntilReady();
+    return { client: this.queue.client, keys: this.queue.keys, fence: '' };
+  }
+
+  /**
+   * Stores progress (any JSON value) and emits `progress`. From the worker that runs the job: false
+   * (nothing changed) once its claim is stale. From a handle: on any job that exists.
+   */
+  async updateProgress(progress: unknown): Promise<boolean> {
+    const t = await this.editTarget('updateProgress');
+    if (!(await edits.updateProgress(t, this.id, progress))) return false;
+    this.progress = progress;
+    this.claim?.onProgress?.(this, progress);
+    return true;
+  }
+
+  /**
+   * Appends a line to the job's log, keeping the newest `keep` lines (default: the job's `keepLogs`
+   * option, else all). Returns how many lines the log holds (0 from a worker whose claim is stale).
+   */
+  async log(line: string, keep?: number): Promise<number> {
+    const t = await this.editTarget('log');
+    return edits.addLog(t, this.id, line, keep ?? this.opts.keepLogs ?? 0);
+  }
+
+  /** Keeps the newest `keepLogs` lines of the job's log (none or 0: deletes it). */
+  async clearLogs(keepLogs?: number): Promise<void> {
+    const t = await this.editTarget('clearLogs');
+    await edits.clearLogs(t, this.id, keepLogs ?? 0);
+  }
+
+  /** Replaces the job's data (as updateProgress: fenced from the worker that runs it). */
+  async updateData(data: D): Promise<boolean> {
+    const t = await this.editTarget('updateData');
+    if (!(await edits.updateData(t, this.id, data, this.queue?.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD))) return false;
+    this.data = data;
+    return true;
+  }
+
+  /**
+   * Removes the job, unless a worker is running it (JobActiveError: BullMQ refuses a locked job
+   * too). A job already gone is no error.
+   */
+  async remove(_opts?: { removeChildren?: boolean }): Promise<void> {
+    const t = await this.editTarget('remove');
+    const removed = await callFunction(t.client, 'glidemq_removeJob', t.keys.meta, [this.id, '0']);
+    if (removed === 1) this.queue?.emit('removed', this);
+  }
+
+  /**
+   * Forgets the job's deduplication id if it still deduplicates adds for this job, so that the
+   * next add with it creates a job (BullMQ's job.removeDeduplicationKey()). True when it did;
+   * false when the id points at another job, its window is over, or the job has none.
+   */
+  async removeDeduplicationKey(): Promise<boolean> {
+    const dedupId = this.deduplicationId;
+    if (dedupId === undefined) return false;
+    const t = await this.editTarget('removeDeduplicationKey');
+    return (await callFunction(t.client, 'glidemq_removeDedupKeyOf', t.keys.meta, [dedupId, this.id])) === 1;
+  }
+
+  /**
+   * Puts a completed or failed job (`state`, default 'failed') back to waiting, its outcome cleared;
+   * attemptsMade is kept unless `resetAttemptsMade`. JobStateError when the job is in another state.
+   */
+  async retry(state: 'completed' | 'failed' = 'failed', opts: RetryOptions = {}): Promise<void> {
+    const t = await this.editTarget('retry');
+    this.state = await edits.retryJob(t, this.id, state, opts);
+    this.failedReason = undefined;
+    this.returnvalue = null;
+    this.finishedOn = undefined;
+    this.processedOn = undefined;
+    if (opts.resetAttemptsMade) this.attemptsMade = 0;
+    if (opts.resetAttemptsStarted) this.raw.startsBase = String(this.claim?.fence ?? this.raw.fence ?? 0);
+  }
+
+  /** Moves a delayed job to waiting now (JobStateError when it is not delayed). */
+  async promote(): Promise<void> {
+    const t = await this.editTarget('promote');
+    this.state = await edits.promoteJob(t, this.id);
+    this.opts.delay = this.delay = 0;
+  }
+
+  /** Makes a delayed job due `delay` ms from now, by the server's clock (JobStateError when it is not delayed). */
+  async changeDelay(delay: number): Promise<void> {
+    const t = await this.editTarget('changeDelay');
+    this.opts.delay = this.delay = await edits.changeDelay(t, this.id, delay);
+  }
+
+  /**
+   * Changes the job's priority (0: none) or LIFO option. A job waiting in the queue moves to where
+   * they put it; an active, delayed or finished one keeps its place and uses them when next queued.
+   */
+  async changePriority(opts: { priority?: number; lifo?: boolean }): Promise<void> {
+    const t = await this.editTarget('changePriority');
+    this.state = await edits.changePriority(t, this.id, opts);
+    this.opts.priority = opts.priority ?? 0;
+    this.opts.lifo = !!opts.lifo;
+  }
+  // ---- end of the changes from any handle ----
+
+  // ---- The job's state, read from the server (BullMQ's Job API; src/engine/inspecting/job-queries.ts) ----
+  // From any job that knows its queue: one a worker runs (its claim's connection), or one from
+  // queue.add, queue.getJob, getJobs or Job.fromId. `job.state` is what was read with the job;
+  // these read it now.
+
+  /** The job's state now, as BullMQ names it ('waiting' also in a paused queue), or 'unknown' once removed. */
+  async getState(): Promise<JobStateName | 'unknown'> {
+    const c = this.claim;
+    if (c) return readJobState(c.client, c.keys, this.id);
+    if (!this.queue) {
+      throw invalid(`job ${this.id}: getState needs the job's queue: get the job with Job.fromId(queue, id), or call queue.getJobState(id)`);
+    }
+    await this.queue.waitUntilReady();
+    return readJobState(this.queue.client, this.queue.keys, this.id);
+  }
+
+  async isCompleted(): Promise<boolean> {
+    return (await this.getState()) === 'completed';
+  }
+
+  async isFailed(): Promise<boolean> {
+    return (await this.getState()) === 'failed';
+  }
+
+  async isDelayed(): Promise<boolean> {
+    return (await this.getState()) === 'delayed';
+  }
+
+  async isActive(): Promise<boolean> {
+    return (await this.getState()) === 'active';
+  }
+
+  /** Whether the job waits, the queue paused or not (a prioritized job is not 'waiting', as in BullMQ). */
+  async isWaiting(): Promise<boolean> {
+    return (await this.getState()) === 'waiting';
+  }
+
+  /** Always false: glidemq has no parent/child jobs (BullMQ's flows). */
+  async isWaitingChildren(): Promise<boolean> {
+    return (await this.getState()) === 'waiting-children';
+  }
+  // ---- end of the job's state ----
+
+  /**
+   * Parks the running job until `timestamp` (ms since the epoch, this process's clock: the time the
+   * caller wishes) and, when `nextStep` is given, stores it as `data.step` in the same server call.
+   * The processor should return right after; the worker stores no outcome for this run, and the
+   * job runs again from the start once it is due, with the step in `job.data.step`. A worker that
+   * lost the claim gets a StaleClaimError and changes nothing. To run again after a delay, use
+   * moveToDelayedIn: the server then counts the delay on its own clock.
+   */
+  async moveToDelayed(timestamp: number, nextStep?: unknown): Promise<void> {
+    // BullMQ's form moveToDelayed(timestamp, token): a second argument that is this claim's token
+    // is not a step
+    if (nextStep !== undefined && nextStep === this.token) nextStep = undefined;
+    if (!Number.isFinite(timestamp)) throw invalid(`job ${this.id}: moveToDelayed needs a timestamp in ms, got ${String(timestamp)}`);
+    await this.park('at', Math.min(Math.max(0, Math.floor(timestamp)), Number.MAX_SAFE_INTEGER), nextStep, 'moveToDelayed');
+  }
+
+  /**
+   * Parks the running job for `delayMs` ms, counted by the server's clock from the moment it
+   * parks it (0: re-queued at once), storing `nextStep` as for moveToDelayed. The step helper to
+   * use for "run the next step in N ms": no clock of this process is involved.
+   */
+  async moveToDelayedIn(delayMs: number, nextStep?: unknown): Promise<void> {
+    if (!Number.isFinite(delayMs) || delayMs < 0) {
+      throw invalid(`job ${this.id}: moveToDelayedIn needs a delay in ms >= 0, got ${String(delayMs)}`);
+    }
+    await this.park('in', Math.min(Math.floor(delayMs), Number.MAX_SAFE_INTEGER), nextStep, 'moveToDelayedIn');
+  }
+
+  /** glidemq_moveToDelayed with a run time `ms` that is absolute ('at') or from the server's now ('in'). */
+  private async park(timing: 'at' | 'in', ms: number, nextStep: unknown, op: string): Promise<void> {
+    const c = this.requireClaim(op);
+    let stepJson = '';
+    if (nextStep !== undefined) {
+      stepJson = JSON.stringify(nextStep) ?? '';
+      if (stepJson === '') throw invalid(`job ${this.id}: the step must be a JSON value, got a ${typeof nextStep}`);
+    }
+    const r = await callFunction(c.client, 'glidemq_moveToDelayed', c.keys.meta, [this.id, c.fence, c.consumer, timing, ms, stepJson]);
+    if (r === 'stale') {
+      throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
+    }
+    this.moved = true;
+    this.state = r === 'waiting' ? 'waiting' : 'delayed';
+    // the server stored the exact delay from its own now; this handle's is as near as its clock says
+    this.delay = r === 'waiting' ? 0 : timing === 'in' ? ms : Math.max(0, ms - Date.now());
+    if (nextStep !== undefined && this.data !== null && typeof this.data === 'object') (this.data as Record<string, unknown>).step = nextStep;
+  }
+
+  // ---- Manual processing (BullMQ's "manually fetching jobs"; src/engine/consuming/manual-fetch.ts) ----
+  // For a job from worker.getNextJob (or a previous moveToCompleted / moveToFailed), with the
+  // token it was fetched with. A token that does not hold the job's claim (another token, or a
+  // claim stalled recovery took back) is refused with a StaleClaimError and nothing is stored.
+
+  /**
+   * Stores the job completed with `returnValue` and, with `fetchNext` (the default, as BullMQ's),
+   * claims the next job for the same token: resolves to that Job, or undefined when none waits
+   * (BullMQ resolves to the raw [jobData, jobId] instead).
+   */
+  async moveToCompleted(returnValue: R, token: string, fetchNext = true): Promise<Job<D, R> | undefined> {
+    return this.manualClaims('moveToCompleted').finish(this, token, { completed: true, value: returnValue }, fetchNext, 'moveToCompleted') as Promise<
+      Job<D, R> | undefined
+    >;
+  }
+
+  /**
+   * Stores the attempt failed with `err` (retried with the job's backoff while attempts are left,
+   * as a processor's failure; an UnrecoverableError is not) and, with `fetchNext`, claims the next
+   * job for the same token as moveToCompleted does.
+   */
+  async moveToFailed(err: Error, token: string, fetchNext = false): Promise<Job<D, R> | undefined> {
+    return this.manualClaims('moveToFailed').finish(this, token, { completed: false, error: err }, fetchNext, 'moveToFailed') as Promise<
+      Job<D, R> | undefined
+    >;
+  }
+
+  /**
+   * Keeps the claim `token` holds for `duration` ms more from the server's now (stalled recovery
+   * judges it by that duration from then on). Resolves 1. A processor may call it too, with its
+   * token (its worker renews the lock anyway, by the worker's lockDuration).
+   */
+  async extendLock(token: string, duration: number): Promise<number> {
+    const c = this.claim;
+    if (c?.manual) return c.manual.extendLock(this, token, duration);
+    if (!c) throw invalid(`job ${this.id}: extendLock is for a job a worker holds (from getNextJob, or a processor's job)`);
+    if (token !== this.token) throw staleTokenError(this.id, 'extendLock', String(token));
+    // (the claim's terms were recorded when it was made: this maxStalledCount is used by no claim of this version)
+    return extendClaimLock(c.client, c.keys, { id: this.id, fence: c.fence }, c.consumer, token, duration, 1);
+  }
+
+  private manualClaims(op: string): ManualClaims {
+    const m = this.claim?.manual;
+    if (!m) {
+      throw invalid(
+        `job ${this.id}: ${op} is for a job fetched with worker.getNextJob(token) (a Worker made without a processor); ` +
+          'a processor finishes its job by returning or throwing, and its worker keeps the lock',
+      );
+    }
+    return m;
+  }
+  // ---- end of manual processing ----
+
+  /**
+   * BullMQ's waitUntilFinished: resolves to the job's return value once it completed, rejects with
+   * an Error whose message is its failedReason once it failed for good (a failed attempt that will
+   * be retried is not the end). A job that finished before the call answers from its stored state;
+   * `ttl` (ms) bounds the wait (then an ERR_TIMEOUT error). The QueueEvents must be of the job's
+   * queue and running (src/engine/inspecting/queue-events.ts untilFinished).
+   */
+  waitUntilFinished(queueEvents: import('../inspecting/queue-events.js').QueueEvents, ttl?: number): Promise<R> {
+    return queueEvents.untilFinished(this.id, ttl) as Promise<R>;
+  }
+
+  toJSON() {
+    return {
+      id: this.id,
+      name: this.name,
+      state: this.state,
+      data: this.data,
+      opts: this.opts,
+      delay: this.delay,
+      timestamp: this.timestamp,
+      attemptsMade: this.attemptsMade,
+      stalledCount: this.stalledCount,
+      progress: this.progress,
+      returnvalue: this.returnvalue,
+      failedReason: this.failedReason,
+      processedOn: this.processedOn,
+      finishedOn: this.finishedOn,
+    };
+  }
+
+  protected requireClaim(op: string): Claim {
+    if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
+    return this.claim;
+  }
+}
+
+/** The job's data, parsed once; `unusable` says why a worker must not run a corrupt or foreign hash. */
+function readData(h: Record<string, string>): { value: any; unusable?: string } {
+  if (h.data === undefined) return { value: {}, unusable: 'the job hash has no data field (corrupt, or not written by glidemq)' };
+  let value: unknown;
+  let bad: Error | undefined;
+  try {
+    value = JSON.parse(h.data);
+  } catch (err) {
+    bad = err as Error;
+    value = {};
+  }
+  if (h.name === undefined) return { value, unusable: 'the job hash has no name field (corrupt, or not written by glidemq)' };
+  if (bad) return { value, unusable: `the job data is not valid JSON (${bad.message}): corrupt, or not written by glidemq` };
+  return { value };
+}
+
+function num(v: string | undefined, d: number): number {
+  if (v === undefined) return d;
+  const n = Number(v);
+  return Number.isFinite(n) ? n : d;
+}
+
+function parseJson<T>(text: string | undefined, fallback: T): T {
+  if (text === undefined || text === '') return fallback;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return fallback;
+  }
+}
