@@ -24,9 +24,7 @@ register('glidemq_removeIdleConsumer', function(keys, args)
   local removed = redis.pcall('XGROUP', 'DELCONSUMER', k.stream, GROUP, a.consumer)
   if redis.call('EXISTS', k.wake) == 1 then redis.pcall('XGROUP', 'DELCONSUMER', k.wake, GROUP, a.consumer) end
   if type(removed) == 'table' and removed.err then return 0 end
-  local fields = { 'n:' .. a.consumer }
-  for slot = 0, 15 do fields[#fields + 1] = slot .. ':' .. a.consumer end
-  redis.call('HDEL', k.removedFinishes, unpack(fields))
+  REMOVAL_RECORDS.forget(k, a.consumer)
   return 1
 end)
 end

@@ -130,12 +130,11 @@ local FINISH_TYPES = {
   record = { 'removedFinishes', 'hash' },
 }
 -- The retry marks a job keeps in `rf` (the newest), and the removal records kept: per consumer,
--- its last RECORD_CALLS calls that removed jobs they finished (a repeat is sent again by the same
+-- its last REMOVAL_RECORDS.slots calls that removed jobs they finished (a repeat is sent again by the same
 -- consumer, and only the calls it had in flight when its connection broke are repeated), and how
 -- long one answers a repeat (ms of the server's clock). A bounded ring per consumer, not a log of
 -- every call: the memory stays a few KiB per live consumer whatever the throughput.
 local RF_KEEP = 8
-local RECORD_CALLS = 16
 local RECORD_MS = 300000
 
 -- The status that marks list `marks` ('<fence>:<status>' words, the newest last: a job's `rf`, or
@@ -334,16 +333,16 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
 end
 
 -- Records the jobs a call's finishes removed (`removed`: job id, marks, ...) in the next slot of
--- `consumer`'s ring in removed-finishes, for a repeat of any of them (removedFinish). Fields:
--- 'n:<consumer>' counts its records, '<slot>:<consumer>' holds one as '<ms> <id>=<marks> ...'
--- (marks joined by ','; a job id holds no whitespace, '=' never follows one in a record).
+-- `consumer`'s ring in removed-finishes (lua/stale-consumers.lua REMOVAL_RECORDS), for a repeat of
+-- any of them (removedFinish). A record is '<ms> <id>=<marks> ...' (marks joined by ','; a job id
+-- holds no whitespace, '=' never follows one in a record).
 local function recordRemoved(k, consumer, now, removed)
   local parts = { tostring(now) }
   for i = 1, #removed, 2 do
     parts[#parts + 1] = removed[i] .. '=' .. string.gsub(removed[i + 1], ' ', ',')
   end
   local n = redis.call('HINCRBY', k.removedFinishes, 'n:' .. consumer, 1)
-  redis.call('HSET', k.removedFinishes, (n % RECORD_CALLS) .. ':' .. consumer, table.concat(parts, ' '))
+  redis.call('HSET', k.removedFinishes, REMOVAL_RECORDS.field(n, consumer), table.concat(parts, ' '))
 end
 
 register('glidemq_finish', function(keys, args)
