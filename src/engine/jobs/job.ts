@@ -5,10 +5,11 @@ import * as edits from './job-edits.js';
 import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from '../connecting/library.js';
 import type { QueueKeys } from '../shared/keys.js';
-import { DEFAULT_MAX_PAYLOAD, type StoredOptions } from '../producing/options.js';
+import { DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { readJobState, type JobState, type JobStateName } from '../inspecting/job-queries.js';
 import { pairsToRecord } from '../shared/replies.js';
 import { parseStacktrace } from '../shared/stacktrace.js';
+import { num, parseJson, readData, readOptions, type JobOpts } from './job-fields.js';
 import { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
 
 // Claim replies and their helpers live in claims.ts; their importers still find them here.
@@ -56,7 +57,7 @@ export class Job<D = any, R = any> {
   id = '';
   name = '';
   data: D = {} as D;
-  opts: StoredOptions & { attempts: number; delay: number; priority: number; lifo: boolean } = {
+  opts: JobOpts = {
     attempts: 1,
     delay: 0,
     priority: 0,
@@ -154,14 +155,8 @@ export class Job<D = any, R = any> {
     const data = readData(h);
     job.data = data.value;
     job.unusable = data.unusable;
-    // assigned, not spread: spreading a JSON.parse result costs several µs per job
-    let opts = parseJson<Job['opts']>(h.opts, {} as Job['opts']);
-    if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) opts = {} as Job['opts'];
-    opts.attempts = num(h.attempts, 1);
-    opts.delay = num(h.delay, 0);
-    job.delay = opts.delay;
-    opts.priority = num(h.priority, 0);
-    opts.lifo = h.lifo === '1';
+    const opts = readOptions(h);
+    job.delay = opts.delay ?? 0;
     job.opts = opts;
     // the application's creation time (job option timestamp) when it gave one, else the server's
     job.timestamp = typeof opts.timestamp === 'number' ? opts.timestamp : num(h.ts, 0);
@@ -491,36 +486,5 @@ export class Job<D = any, R = any> {
   protected requireClaim(op: string): Claim {
     if (!this.claim) throw new Error(`job ${this.id}: ${op} is only possible from the worker that runs the job`);
     return this.claim;
-  }
-}
-
-/** The job's data, parsed once; `unusable` says why a worker must not run a corrupt or foreign hash. */
-function readData(h: Record<string, string>): { value: any; unusable?: string } {
-  if (h.data === undefined) return { value: {}, unusable: 'the job hash has no data field (corrupt, or not written by glidemq)' };
-  let value: unknown;
-  let bad: Error | undefined;
-  try {
-    value = JSON.parse(h.data);
-  } catch (err) {
-    bad = err as Error;
-    value = {};
-  }
-  if (h.name === undefined) return { value, unusable: 'the job hash has no name field (corrupt, or not written by glidemq)' };
-  if (bad) return { value, unusable: `the job data is not valid JSON (${bad.message}): corrupt, or not written by glidemq` };
-  return { value };
-}
-
-function num(v: string | undefined, d: number): number {
-  if (v === undefined) return d;
-  const n = Number(v);
-  return Number.isFinite(n) ? n : d;
-}
-
-function parseJson<T>(text: string | undefined, fallback: T): T {
-  if (text === undefined || text === '') return fallback;
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    return fallback;
   }
 }
