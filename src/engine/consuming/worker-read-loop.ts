@@ -11,10 +11,12 @@ import { callFunction, nameWrongTypeKey } from '../connecting/library.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
 import { IdleWaiters } from '../shared/idle-waiters.js';
-import { delay } from '../shared/waiting.js';
+import { CLOSE_CALL_MS, delay, within } from '../shared/waiting.js';
 import type { WorkerPart } from './worker-part.js';
 
-/** What a fetch or an activation delivered: its status ('ok', 'paused', 'limited') and the claims. */
+/**
+ * What a fetch or an activation delivered: its status ('ok', 'paused', 'limited') and the claims.
+ */
 export interface Delivered {
   status: string;
   jobs: ClaimReply[];
@@ -41,7 +43,10 @@ export class ReadLoop {
   reserved = 0;
   /** A job arrived since the last `drained` (set by the worker's dispatch). */
   hadWork = false;
-  /** The queue has a globalConcurrency limit or a rate limiter: take jobs only through glidemq_fetch/finish (see limitedStep). */
+  /**
+   * The queue has a globalConcurrency limit or a rate limiter: take jobs only through
+   * glidemq_fetch/finish (see limitedStep).
+   */
   limited = false;
   private pausedSince = '$';
   /**
@@ -58,7 +63,10 @@ export class ReadLoop {
   /** Consecutive failed rounds of the read loop (the backoff grows with it). */
   private readFailures = 0;
 
-  /** Calls on their way that may bring claims (fetches, a blocking read and its activation): close() waits for them. */
+  /**
+   * Calls on their way that may bring claims (fetches, a blocking read and its activation): close()
+   * waits for them.
+   */
   private claimCalls = 0;
   private readonly claimsSettled = new IdleWaiters(() => this.claimCalls);
 
@@ -139,7 +147,9 @@ export class ReadLoop {
     await this.fetch(1);
   }
 
-  /** glidemq_fetch for up to `count` jobs; the claims it brings are dispatched before it resolves. */
+  /**
+   * glidemq_fetch for up to `count` jobs; the claims it brings are dispatched before it resolves.
+   */
   fetch(count: number): Promise<Delivered> {
     return this.claiming(async () => {
       const host = this.host;
@@ -166,9 +176,17 @@ export class ReadLoop {
     }
   }
 
-  /** Resolves once no call that may bring claims is on its way. */
-  claimsDone(): Promise<void> {
-    return this.claimsSettled.wait();
+  /**
+   * For close(), on a live connection: ends a blocking read in flight, then waits (a short while
+   * each) until no read, fetch or activation is on its way. The claims they bring are kept, not
+   * started (the Worker's dispatch): they go back with the prefetched ones (started, a run could
+   * outlive the close, its finish lost with the connection, and the job run again by stalled
+   * recovery).
+   */
+  async stopForClose(): Promise<void> {
+    const live = () => this.host.client().status === 'ready';
+    if (live()) await within(this.unblock(), CLOSE_CALL_MS);
+    if (live()) await within(this.claimsSettled.wait(), CLOSE_CALL_MS);
   }
 
   /**
@@ -239,7 +257,10 @@ export class ReadLoop {
     if (host.live() && (failed || (host.room() > 0 && !paused))) this.kick();
   }
 
-  /** One blocking read for up to `want` jobs and the activation of what it delivered (undefined: nothing came). */
+  /**
+   * One blocking read for up to `want` jobs and the activation of what it delivered (undefined:
+   * nothing came).
+   */
   private async readAndActivate(want: number): Promise<Delivered | undefined> {
     this.reserved = want;
     let delivered;
