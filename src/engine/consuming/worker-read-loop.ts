@@ -35,8 +35,16 @@ export interface ReadLoopHost extends WorkerPart {
   promoteBy(ms: number): void;
 }
 
+/** The blocking connection as the read loop uses it (a BlockingReader). */
+export type Reader = Pick<BlockingReader, 'client' | 'start' | 'read' | 'waitForEvent' | 'unblock' | 'close'>;
+
+/** The read loop's blocking connection, made by open(). */
+function blockingReader(host: ReadLoopHost): Reader {
+  return new BlockingReader(host.acquired, host.keys, host.consumer, host.settings.blockTimeout);
+}
+
 export class ReadLoop {
-  private reader: BlockingReader | undefined;
+  private reader: Reader | undefined;
   /** The loop runs (one at a time). */
   running = false;
   /** Claims the blocking read in flight may deliver (counted by the slot ledger). */
@@ -70,14 +78,17 @@ export class ReadLoop {
   private claimCalls = 0;
   private readonly claimsSettled = new IdleWaiters(() => this.claimCalls);
 
-  constructor(private readonly host: ReadLoopHost) {
+  constructor(
+    private readonly host: ReadLoopHost,
+    /** Makes the blocking connection (a test gives a reader of its own). */
+    private readonly makeReader: (host: ReadLoopHost) => Reader = blockingReader,
+  ) {
     this.changes = new ChangeWaiter(host.keys);
   }
 
   /** Opens the blocking connection; resolves to its client. */
   async open(): Promise<Client> {
-    const host = this.host;
-    this.reader = new BlockingReader(host.acquired, host.keys, host.consumer, host.settings.blockTimeout);
+    this.reader = this.makeReader(this.host);
     await this.reader.start();
     return this.reader.client;
   }
