@@ -16,9 +16,7 @@ export class ChangeWaiter {
 
   constructor(private readonly keys: QueueKeys) {}
 
-  /**
-   * Records where the streams end now (kept until reset, so repeated waits continue from there).
-   */
+  /** Records where the streams end now (kept until reset: repeated waits continue from there). */
   async mark(client: Client): Promise<void> {
     if (this.marks) return;
     const k = this.keys;

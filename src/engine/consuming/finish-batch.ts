@@ -85,9 +85,7 @@ export class FinishBatcher {
   private inFlight = 0;
   /** Marked claims whose start is not reported yet: job id to fence. */
   private started = new Map<string, string>();
-  /**
-   * The round trip of a finish call, ms (an average weighted to the recent; 0 until one returned).
-   */
+  /** A finish call's round trip, ms (an average weighted to the recent; 0 until one returned). */
   rttMs = 0;
 
   constructor(
@@ -110,9 +108,7 @@ export class FinishBatcher {
     });
   }
 
-  /**
-   * A processor took the marked claim `fence` of job `id`: the server hears it with the next call.
-   */
+  /** A processor took the marked claim `fence` of job `id`: the next call tells the server. */
   report(id: string, fence: string): void {
     this.started.set(id, fence);
     this.schedule();

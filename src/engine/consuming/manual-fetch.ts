@@ -36,9 +36,7 @@ import { planRetry, reasonWithProblem } from './backoff.js';
 import { boundedStack } from '../shared/stacktrace.js';
 import type { Settings } from './worker-options.js';
 
-/**
- * Delayed jobs made waiting per glidemq_promote call when a fetch found nothing (as the Worker's).
- */
+/** Delayed jobs made waiting per glidemq_promote call when a fetch found none (as the Worker's). */
 const PROMOTE_BATCH = 250;
 
 /** What the Worker lends its manual part. */
@@ -54,9 +52,7 @@ export interface ManualContext {
   closing(): boolean;
 }
 
-/**
- * One fetch's answer: the job claimed, if any, and how long at most to wait before trying again.
- */
+/** One fetch's answer: the job claimed, if any, and how long at most to wait before a retry. */
 interface Take {
   job?: Job;
   /**
@@ -185,9 +181,7 @@ export class ManualFetch {
     blocker.close();
   }
 
-  /**
-   * The terms each claim records: the worker's lockDuration and maxStalledCount (lua/activate.lua).
-   */
+  /** The terms each claim records: the worker's lockDuration and maxStalledCount (activate.lua). */
   private get terms(): [number, number] {
     return [this.ctx.settings.lockDuration, this.ctx.settings.maxStalledCount];
   }

@@ -46,9 +46,7 @@ export class Finisher implements RunFinisher {
     return this.batcher.rttMs;
   }
 
-  /**
-   * A processor took the marked claim `fence` of job `id`: the server hears it with the next call.
-   */
+  /** A processor took the marked claim `fence` of job `id`: the next call tells the server. */
   report(id: string, fence: string): void {
     this.batcher.report(id, fence);
   }

@@ -7,9 +7,7 @@ import type { QueueKeys } from '../shared/keys.js';
 import type { Settings } from './worker-options.js';
 
 export interface WorkerPart {
-  /**
-   * The command connection (a Cluster client once the worker found the server is a cluster node).
-   */
+  /** The command connection (a Cluster client once the worker found a cluster node). */
   client(): Client;
   keys: QueueKeys;
   /** This worker's consumer name: the owner of its claims. */

@@ -51,17 +51,13 @@ export class PrefetchBuffer<J extends Job = Job> {
    * running jobs, given back at close). A Map: hundreds may wait, and every claim looks itself up.
    */
   readonly jobs = new Map<string, J>();
-  /**
-   * Claims that came marked not started (lua/activate.lua): their start is reported when it runs.
-   */
+  /** Claims that came marked not started (lua/activate.lua): each start is reported as it runs. */
   readonly marked = new WeakSet<J>();
   /** Next jobs asked for by finishes whose replies have not come back yet. */
   inbound = 0;
   /** How long a processor run takes, ms (an average weighted to the recent; sizes the prefetch). */
   private runMs = 0;
-  /**
-   * Bytes of data a claimed job carries (an average weighted to the recent; bounds the prefetch).
-   */
+  /** Data bytes a claimed job carries (an average weighted to the recent; bounds the prefetch). */
   private jobBytes = 0;
 
   constructor(private readonly host: PrefetchHost) {}

@@ -27,9 +27,7 @@ export class Promoter {
   /** When the armed timer fires, on this process's monotonic clock (performance.now). */
   private at = 0;
   private promoting = false;
-  /**
-   * The earliest due time a wake entry reported while a promotion was in flight (performance.now).
-   */
+  /** The earliest due time a wake entry told while a promotion was in flight (performance.now). */
   private dueWhilePromoting = Infinity;
   private ticks = 0;
 

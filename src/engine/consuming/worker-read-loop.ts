@@ -14,9 +14,7 @@ import { IdleWaiters } from '../shared/idle-waiters.js';
 import { CLOSE_CALL_MS, delay, within } from '../shared/waiting.js';
 import type { WorkerPart } from './worker-part.js';
 
-/**
- * What a fetch or an activation delivered: its status ('ok', 'paused', 'limited') and the claims.
- */
+/** What a fetch or an activation delivered: its status ('ok', 'paused', 'limited'), the claims. */
 export interface Delivered {
   status: string;
   jobs: ClaimReply[];
@@ -158,9 +156,7 @@ export class ReadLoop {
     await this.fetch(1);
   }
 
-  /**
-   * glidemq_fetch for up to `count` jobs; the claims it brings are dispatched before it resolves.
-   */
+  /** glidemq_fetch for up to `count` jobs; what it brings is dispatched before it resolves. */
   fetch(count: number): Promise<Delivered> {
     return this.claiming(async () => {
       const host = this.host;

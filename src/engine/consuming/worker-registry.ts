@@ -13,9 +13,7 @@ import { QueueKeys } from '../shared/keys.js';
 import { callFunction, LIBRARY_PACKAGE_VERSION } from '../connecting/library.js';
 import { CLOSE_CALL_MS, within } from '../shared/waiting.js';
 
-/**
- * One live worker, as it registered itself (Queue.getWorkers). Times are the server's clock (ms).
- */
+/** One live worker as it registered itself (Queue.getWorkers); times are the server's (ms). */
 export interface WorkerInfo {
   /** The worker's consumer name: the owner its claims carry (stream PEL, list claims). */
   id: string;
@@ -47,9 +45,7 @@ export function checkRegistryTtl(ttl: unknown): number {
   return ttl;
 }
 
-/**
- * How often a worker refreshes its entry: three times per ttl, so one lost refresh is no expiry.
- */
+/** A worker refreshes its entry three times per ttl, so one lost refresh is no expiry. */
 export function refreshInterval(ttl: number): number {
   return Math.max(10, Math.floor(ttl / 3));
 }

@@ -105,9 +105,7 @@ export class Runner<D = any, R = any> {
     this.takesSignal = typeof processor === 'function' && (processor.length >= 3 || (processor.length === 0 && readsArgumentsFreely(processor)));
   }
 
-  /**
-   * Runs whose processor runs now (a run whose result is on its way to the server is done here).
-   */
+  /** Runs whose processor runs now (a run whose result is on its way to the server is done). */
   processing(): number {
     return this.active.size - this.finishingRuns;
   }
@@ -122,9 +120,7 @@ export class Runner<D = any, R = any> {
     return Job.fromClaim(reply, claim, Date.now()) as Job<D, R>;
   }
 
-  /**
-   * job.updateProgress, as the processor calls it, also emits `progress` once the value is stored.
-   */
+  /** job.updateProgress, as the processor calls it, emits `progress` once the value is stored. */
   private readonly onProgress = (job: Job, progress: unknown): void => {
     this.host.emit('progress', job, progress);
   };
