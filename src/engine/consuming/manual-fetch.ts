@@ -2,7 +2,9 @@
  * Manual processing, BullMQ's "manually fetching jobs" pattern: a Worker made without a processor
  * runs no loop of its own; the application takes jobs with worker.getNextJob(token) and ends each
  * with job.moveToCompleted / job.moveToFailed(..., token), and keeps a long one alive with
- * job.extendLock(token, duration).
+ * job.extendLock(token, duration). The Worker makes this part when it has no processor; as such a
+ * worker never calls run(), its start-up (the connection settled, the library loaded) runs here,
+ * once, on the first getNextJob or startStalledCheckTimer.
  *
  * The token is the claim's owner on the server: jobs are claimed with it as the consumer name
  * (glidemq_fetch, and glidemq_finish's next jobs), so only a call that names the same token (and
