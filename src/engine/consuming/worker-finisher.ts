@@ -46,7 +46,7 @@ export class Finisher implements RunFinisher {
     return this.batcher.rttMs;
   }
 
-  /** A processor took the marked claim `fence` of job `id`: the server hears it with the next call. */
+  /** A processor took the marked claim `fence` of job `id`: the next call tells the server. */
   report(id: string, fence: string): void {
     this.batcher.report(id, fence);
   }
@@ -114,7 +114,8 @@ export class Finisher implements RunFinisher {
     } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
       if (status === 'failed') this.finished.failed++;
       job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
-      if (status === 'delayed') job.delay = retryDelay; // as the server stored it (job.delay is live)
+      // job.delay is live: as the server stored it
+      if (status === 'delayed') job.delay = retryDelay;
       job.failedReason = value;
       // (the claim carried no earlier stacks: getJob shows every kept one)
       job.stacktrace = appendStack(job.stacktrace, request.stack);
@@ -170,8 +171,8 @@ export class Finisher implements RunFinisher {
         continue;
       }
       if (newer) next.push(newer);
-      // a finish sent again after its reply was lost gets what its first run stored (lua/finish.lua):
-      // 'stale' and 'missing' mean that this run's result was not stored
+      // a finish sent again after its reply was lost gets what its first run stored
+      // (lua/finish.lua): 'stale' and 'missing' mean that this run's result was not stored
       return { reply, next, refused };
     }
   }
