@@ -366,9 +366,12 @@ function ensureNewPrimaries(cluster: Cluster): Promise<void> {
  * missing (a flushed server, a promoted replica without it) triggers one ensure and one retry; on
  * a cluster the ensure includes the very node that serves the key's slot.
  */
-export async function callFunction(client: Client, fn: string, metaKey: string, args: (string | number)[]): Promise<unknown> {
+export async function callFunction(client: Client, fn: string, metaKeys: string | string[], args: (string | number)[]): Promise<unknown> {
+  // (several meta keys: a flow's queues, lua/flow.lua; the first one routes the call)
+  const keys = typeof metaKeys === 'string' ? [metaKeys] : metaKeys;
+  const metaKey = keys[0];
   try {
-    return await client.fcall(fn, 1, metaKey, ...args);
+    return await client.fcall(fn, keys.length, ...keys, ...args);
   } catch (err) {
     if (isMovedError(err) && !isCluster(client)) throw notAClusterClient(client, err);
     if (isRawWrongType(err)) throw await nameWrongTypeKey(client, metaKey, err);
@@ -379,7 +382,7 @@ export async function callFunction(client: Client, fn: string, metaKey: string, 
       if (node) await ensureOnNode(node, true);
     }
     try {
-      return await client.fcall(fn, 1, metaKey, ...args);
+      return await client.fcall(fn, keys.length, ...keys, ...args);
     } catch (err2) {
       throw fromServerError(err2);
     }
