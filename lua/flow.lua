@@ -296,7 +296,8 @@ local function insertParent(n, now)
   redis.call('HSET', jk, unpack(fields))
   redis.call('SADD', FLOW.depsOf(jk), unpack(n.depList))
   redis.call('ZADD', k.waitingChildren, now, id)
-  emit(k, 'added', id)
+  -- (QueueEvents: 'added', then 'waiting-children', not 'waiting')
+  emit(k, 'added', id, 'waitingChildren', '1')
   emit(k, 'waiting-children', id)
 end
 
