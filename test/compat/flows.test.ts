@@ -202,6 +202,27 @@ describe('BullMQ compatibility: flows', function () {
     expect(Object.keys(await (await top.getJob(tree.job.id))!.getFailedChildrenValues())).to.deep.equal([mid.keys.job(midJob.id)]);
   });
 
+  it('failParentOnFailure while the parent runs: its next moveToWaitingChildren fails it', async () => {
+    const q = queue();
+    let err: Error | undefined;
+    worker(q, async (job: Job, token?: string) => {
+      if (job.name === 'kid') throw new Error('kid broke');
+      await q.add('kid', {}, { parent: { id: job.id, queue: q.keys.base }, failParentOnFailure: true });
+      await q.add('slow', {}, { parent: { id: job.id, queue: q.keys.base }, delay: 3_600_000 });
+      await waitFor(async () => (await q.getJobCounts('failed')).failed === 1, 'the child to fail');
+      try {
+        await job.moveToWaitingChildren(token!);
+      } catch (e) {
+        err = e as Error;
+        throw e;
+      }
+    }, { concurrency: 2 });
+    const parent = await q.add('parent', {});
+    await waitFor(async () => (await q.getJobState(parent.id)) === 'failed', 'the parent to fail');
+    expect(err!.name).to.equal('UnrecoverableError');
+    expect(err!.message).to.match(/^child .*:job:.* failed$/);
+  });
+
   it('ignoreDependencyOnFailure: the parent runs once the others completed, and reads the failure', async () => {
     const top = queue();
     const child = queue();

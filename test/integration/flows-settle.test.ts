@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
-import type { FlowJob } from '../../src/engine/flows/flow-nodes.js';
+import type { FlowJob, FlowNode } from '../../src/engine/flows/flow-nodes.js';
 import { callFunction } from '../../src/engine/connecting/library.js';
 import { relayOutbox } from '../../src/engine/producing/flow-outbox.js';
 import { Queue } from '../../src/engine/queue/queue.js';
@@ -85,6 +85,32 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     const c = top.client as Redis;
     expect(await c.hlen(side.keys.flowOutbox)).to.equal(0);
     expect(await c.zcard(top.keys.waitingChildren)).to.equal(0);
+  });
+
+  it('a node with two parents (a DAG, as the DAG helpers will build node lists) settles both, and each runs once', async () => {
+    const top = queue('top');
+    const side = queue('side');
+    const flow = producer();
+    const node = (q: Queue, id: string, parents: string[], deps: string[]): FlowNode => ({
+      queueName: q.name, prefix: 'glide', id, name: id, data: {}, opts: {}, parents: parents.map((p) => p), deps,
+    });
+    // a <- b, a <- c, b <- d, c <- d: d runs first, then b and c, then a
+    const [ka, kb, kc, kd] = [top.keys.job('a'), side.keys.job('b'), top.keys.job('c'), side.keys.job('d')];
+    const nodes = [node(top, 'a', [], [kb, kc]), node(side, 'b', [ka], [kd]), node(top, 'c', [ka], [kd]), node(side, 'd', [kb, kc], [])];
+    const jobs = await flow.addNodes(nodes);
+    expect([...jobs.values()].map((j) => j.state)).to.deep.equal(['waiting-children', 'waiting-children', 'waiting-children', 'waiting']);
+    const order: string[] = [];
+    const run = async (job: Job) => {
+      order.push(job.id);
+      return Object.keys(await job.getChildrenValues()).length;
+    };
+    worker(top, run);
+    worker(side, run);
+    await waitFor(async () => (await top.getJobState('a')) === 'completed', 'the top node to complete');
+    expect(order[0]).to.equal('d');
+    expect(order.slice(1, 3).sort()).to.deep.equal(['b', 'c']);
+    expect(order.slice(3)).to.deep.equal(['a']);
+    expect((await top.getJob('a'))!.returnvalue).to.equal(2);
   });
 
   it('a worker gone between a child\'s finish and its relay: upkeep relays the record after the grace period, and the parent runs once', async () => {
