@@ -18,6 +18,7 @@ import type { Job } from '../../src/engine/jobs/job.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { Prng } from '../helpers/prng.js';
+import { claimAs, STALLED_REASON, upkeep } from '../helpers/recovery.js';
 
 describe('flows: a parent runs exactly once, after its last dependency settled', function () {
   this.timeout(60000);
@@ -111,6 +112,33 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     expect(order.slice(1, 3).sort()).to.deep.equal(['b', 'c']);
     expect(order.slice(3)).to.deep.equal(['a']);
     expect((await top.getJob('a'))!.returnvalue).to.equal(2);
+  });
+
+  it('a child failed for good by stalled recovery settles its parents by its policy (inline, and through the outbox)', async () => {
+    const top = queue('top');
+    const side = queue('side');
+    const flow = producer();
+    const tree = await flow.add({
+      name: 'parent',
+      queueName: top.name,
+      children: [
+        { name: 'fails-parent', queueName: top.name, opts: { failParentOnFailure: true } },
+        { name: 'ignored', queueName: side.name, opts: { ignoreDependencyOnFailure: true } },
+      ],
+    });
+    const other = await flow.add({ name: 'other', queueName: top.name, children: [{ name: 'ignored', queueName: side.name, opts: { ignoreDependencyOnFailure: true } }] });
+    // claimed by workers that die at once (lock 0, no stall allowed): the next check fails them for good
+    await claimAs(top, 'dead', 1, { lockDuration: 0, maxStalledCount: 0 });
+    await claimAs(side, 'dead', 2, { lockDuration: 0, maxStalledCount: 0 });
+    expect((await upkeep(top).reclaimStalled('reclaimer')).failed).to.deep.equal([tree.children![0].job.id]);
+    expect(await top.getJobState(tree.job.id)).to.equal('failed');
+    expect((await upkeep(side).reclaimStalled('reclaimer')).failed).to.have.length(2);
+    const c = top.client as Redis;
+    expect(await c.hlen(side.keys.flowOutbox)).to.equal(2);
+    await relayOutbox(c, side.keys.meta, 0);
+    expect(await top.getJobState(other.job.id)).to.equal('waiting');
+    expect(await (await top.getJob(other.job.id))!.getIgnoredChildrenFailures()).to.deep.equal({ [side.keys.job(other.children![0].job.id)]: STALLED_REASON });
+    expect(await top.getJobState(tree.job.id)).to.equal('failed'); // settling into a failed parent changes nothing
   });
 
   it('a worker gone between a child\'s finish and its relay: upkeep relays the record after the grace period, and the parent runs once', async () => {
