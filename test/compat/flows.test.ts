@@ -156,6 +156,11 @@ describe('BullMQ compatibility: flows', function () {
     const bullmqForm = await q.add('c3', {}, { parent: { id: tree.job.id, queue: `glide:${q.name}` } });
     expect(bullmqForm.parentKey).to.equal(q.keys.job(tree.job.id));
     expect((await tree.job.getDependenciesCount({ unprocessed: true })).unprocessed).to.equal(3);
+    // BullMQ's pages: a kind asked for, from a cursor, with the next cursor (0: the last page)
+    const page = await tree.job.getDependencies({ unprocessed: { cursor: 0, count: 10 } });
+    expect(page.unprocessed).to.have.members([q.keys.job(tree.children![0].job.id), q.keys.job(late.id), q.keys.job(bullmqForm.id)]);
+    expect(page.nextUnprocessedCursor).to.equal(0);
+    expect(page.processed).to.equal(undefined);
     const refused = await rejection(q.add('c3', {}, { parent: { id: 'missing', queue: q.keys.base } }));
     expect(refused.name).to.equal('JobNotFoundError');
   });
