@@ -95,6 +95,8 @@ export class FlowProducer extends SafeEmitter {
   private readonly producer = new Producer();
   private readonly maxPayload: number;
   private closing: Promise<void> | undefined;
+  /** The producer hashes this producer's calls wrote (one per flow top queue), dropped at close. */
+  private readonly producerKeys = new Set<string>();
 
   constructor(opts: FlowProducerOptions = {}) {
     super();
@@ -131,6 +133,7 @@ export class FlowProducer extends SafeEmitter {
   private async store(lists: FlowNode[][]): Promise<JobNode[]> {
     await this.waitUntilReady();
     const all = lists.flat();
+    this.producerKeys.add(nodeKeys(all[0]).producer(this.producer.id));
     const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, all);
     const jobs = new Map<FlowNode, Job>();
     all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
@@ -140,6 +143,7 @@ export class FlowProducer extends SafeEmitter {
   /** Adds a node list whose links were made by the caller (the DAG helpers): a Map of each node to its Job. */
   async addNodes(nodes: FlowNode[]): Promise<Map<FlowNode, Job>> {
     await this.waitUntilReady();
+    if (nodes.length) this.producerKeys.add(nodeKeys(nodes[0]).producer(this.producer.id));
     const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, nodes);
     const jobs = new Map<FlowNode, Job>();
     nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
@@ -200,6 +204,10 @@ export class FlowProducer extends SafeEmitter {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.ready.settled();
+      // as Queue.close: the replies kept for calls that all settled are never asked for again
+      if (this.producer.used && this.producer.settled && this.client.status === 'ready') {
+        for (const key of this.producerKeys) this.client.del(key).catch(() => undefined);
+      }
       if (this.acquired.owned) await closeClient(this.client);
     })();
     return this.closing;
