@@ -29,6 +29,8 @@ export interface FinisherHost extends WorkerPart {
   /** Runs a claim the reply brought, or keeps it for a free slot. */
   dispatch(claim: ClaimReply, ahead?: boolean): void;
   afterSlotFreed(): void;
+  /** A finish reply reported a flow outbox record: relay it (flow-relay.ts). */
+  onRelay?(): void;
 }
 
 export class Finisher implements RunFinisher {
@@ -38,7 +40,7 @@ export class Finisher implements RunFinisher {
   private readonly batcher: FinishBatcher;
 
   constructor(private readonly host: FinisherHost) {
-    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms);
+    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms, () => host.onRelay?.());
   }
 
   /** The round trip of a finish call, ms (0 until one returned). */
@@ -89,11 +91,18 @@ export class Finisher implements RunFinisher {
     const job = run.job;
     let value = request.value;
     const { retryDelay, durationMs } = request;
+    // A newer claim of this job may reach the run after finishRun took `next` (a batch's replies
+    // resolve in order, and an earlier request's share may hold this job's retry): it is
+    // dispatched with the reply's next jobs, never left on the finished run.
+    const late = run.next;
+    run.next = undefined;
     if (!finished) {
       // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
+      if (late) queueMicrotask(() => host.dispatch(late));
       host.afterSlotFreed();
       return;
     }
+    if (late) finished.next.push(late);
     const { reply, next, refused } = finished;
     if (refused) {
       // the server refused to store this run's outcome: the job failed with the reason instead
