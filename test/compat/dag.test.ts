@@ -127,7 +127,7 @@ describe('glide-mq compatibility: DAGs, chain, group and chord', function () {
     const flow = flowProducer();
     const jobs = await flow.addDAG({
       nodes: [
-        { name: 'merge', queueName: top.name, deps: ['x', 'y'] },
+        { name: 'merge', queueName: top.name, deps: ['x', 'y', 'x'] }, // a dep named twice is one dep
         { name: 'x', queueName: one.name, data: 'x' },
         { name: 'y', queueName: two.name, data: 'y' },
       ],
@@ -198,6 +198,11 @@ describe('glide-mq compatibility: DAGs, chain, group and chord', function () {
       ['a node depending on itself', (q) => [{ name: 'self', queueName: q, deps: ['self'] }], /cycle \("self" -> "self"\)/],
       ['an unknown dep', (q) => [{ name: 'a', queueName: q }, { name: 'b', queueName: q, deps: ['a', 'nope'] }], /node "b" depends on "nope"/],
       ['a duplicate name', (q) => [{ name: 'a', queueName: q }, { name: 'b', queueName: q }, { name: 'a', queueName: q }], /node "a" is named twice/],
+      [
+        'two nodes with one jobId',
+        (q) => [{ name: 'a', queueName: q, opts: { jobId: 'same' } }, { name: 'b', queueName: q, opts: { jobId: 'same' } }],
+        /nodes "a" and "b" are both given jobId "same"/,
+      ],
       ['a bad option', (q) => [{ name: 'a', queueName: q }, { name: 'b', queueName: q, deps: ['a'], opts: { priority: -1 } }], /job b .*priority/],
       [
         'a parent option (its parents are the nodes naming it)',

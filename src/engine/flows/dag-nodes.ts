@@ -98,6 +98,7 @@ export function dagToNodes(nodes: DAGNode[], prefix: string): { nodes: FlowNode[
     }
     depsOf.set(n.name, deps);
   }
+  checkJobIds(nodes, prefix);
   const order = dependentsFirst(nodes, depsOf);
   const byName = new Map<string, FlowNode>();
   for (const def of order) {
@@ -123,6 +124,19 @@ export function dagToNodes(nodes: DAGNode[], prefix: string): { nodes: FlowNode[
 export function link(parent: FlowNode, child: FlowNode): void {
   parent.deps.push(nodeKey(child));
   child.parents.push(nodeKey(parent));
+}
+
+/** Refuses two nodes given the same jobId in one queue (they would be one job). */
+function checkJobIds(nodes: DAGNode[], prefix: string): void {
+  const named = new Map<string, string>();
+  for (const n of nodes) {
+    const id = (n.opts as JobOptions | undefined)?.jobId;
+    if (id === undefined || id === '') continue;
+    const key = nodeKey({ queueName: n.queueName, prefix, id: String(id) });
+    const other = named.get(key);
+    if (other !== undefined) throw invalid(`dag: nodes "${other}" and "${n.name}" are both given jobId "${id}" in queue ${n.queueName}: give each its own`);
+    named.set(key, n.name);
+  }
 }
 
 function checkShape(n: DAGNode, i: number): void {
