@@ -54,7 +54,7 @@ describe('glide-mq compatibility: DAGs, chain, group and chord', function () {
       ],
     });
     expect(jobs).to.be.instanceOf(Map);
-    expect([...jobs.keys()].sort()).to.deep.equal(['A', 'B', 'C', 'D']);
+    expect([...jobs.keys()]).to.deep.equal(['A', 'B', 'C', 'D']);
     const [a, b, c, d] = ['A', 'B', 'C', 'D'].map((n) => jobs.get(n)!);
     expect(a.name).to.equal('A');
     expect(a.data).to.deep.equal({ v: 1 });
@@ -229,6 +229,27 @@ describe('glide-mq compatibility: DAGs, chain, group and chord', function () {
         expect(await keyspaceFingerprint(redis())).to.equal(before);
       });
     }
+
+    it('a DAG the server refuses (one node\'s jobId taken already) stores none of its nodes', async () => {
+      const q = queue();
+      const other = queue();
+      await q.add('existing', {}, { jobId: 'taken' });
+      const flow = flowProducer();
+      await flow.waitUntilReady();
+      const before = await keyspaceFingerprint(redis());
+      const err = await rejection(
+        flow.addDAG({
+          nodes: [
+            { name: 'first', queueName: other.name },
+            { name: 'second', queueName: other.name, deps: ['first'] },
+            { name: 'clash', queueName: q.name, opts: { jobId: 'taken' }, deps: ['second'] },
+          ],
+        }),
+      );
+      expect(err).to.be.instanceOf(InvalidArgumentError);
+      expect(err.message).to.match(/job .*taken exists already/);
+      expect(await keyspaceFingerprint(redis())).to.equal(before);
+    });
 
     it('a cycle is a CycleError (glide-mq\'s name) whose cycle lists its nodes', async () => {
       const q = queue();

@@ -79,7 +79,7 @@ export function checkWorkflowOpts(opts: unknown, label: string): void {
 
 /**
  * The DAG as a node list (each node before the nodes it waits for, so the first is a node nothing
- * waits for), and each node by its name. Checks everything first: the shapes, unique names, that
+ * waits for), and each node by its name, in the order given. Checks everything first: the shapes, unique names, that
  * every dep names a node, and that no node waits for itself through its deps.
  */
 export function dagToNodes(nodes: DAGNode[], prefix: string): { nodes: FlowNode[]; byName: Map<string, FlowNode> } {
@@ -100,8 +100,8 @@ export function dagToNodes(nodes: DAGNode[], prefix: string): { nodes: FlowNode[
   }
   checkJobIds(nodes, prefix);
   const order = dependentsFirst(nodes, depsOf);
-  const byName = new Map<string, FlowNode>();
-  for (const def of order) {
+  const byName = new Map<string, FlowNode>(); // in the order the nodes were given
+  for (const def of nodes) {
     byName.set(def.name, {
       queueName: def.queueName,
       prefix,
