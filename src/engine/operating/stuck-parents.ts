@@ -1,0 +1,101 @@
+/**
+ * Parents stuck in waiting-children (`glidemq check stuck`): a parent whose dependencies are all
+ * settled leaves waiting-children in the same call that settles its last one, so none should ever
+ * stay there. A parent that does is what a crash between a child's settlement and the parent's
+ * move leaves (a settlement owed to a parent in another queue, in the child's outbox, that no one
+ * relayed). The engine should never leave one; this finds it if it did. Read-only.
+ *
+ * A waiting parent counts as stuck when it has waited at least `olderMs` (the server's clock) and
+ * either no dependency is left in its set, or every one left is a child that finished at least
+ * `olderMs` ago in a way that settles it: completed, or failed for good under a failure policy
+ * (failParentOnFailure, ignoreDependencyOnFailure, removeDependencyOnFailure,
+ * continueParentOnFailure), or removed. A child that failed without a policy keeps its parent
+ * waiting by design (BullMQ's rule), so such a parent is not stuck.
+ *
+ * A child's key may be in another queue (another slot in a cluster): each child is read by its own
+ * command, never with a multi-key one.
+ */
+import type { Queue } from '../queue/queue.js';
+
+/** A parent in waiting-children whose dependencies are all settled. */
+export interface StuckParent {
+  jobId: string;
+  /** How long it has been in waiting-children, by the server's clock. */
+  waitingMs: number;
+  /** 'no-deps': its set of unsettled dependencies is empty; 'children-finished': what is left in it are children that finished. */
+  reason: 'no-deps' | 'children-finished';
+  /** The job keys of the finished children its set still holds. */
+  children: string[];
+}
+
+export interface StuckParents {
+  /** How many of the parents looked at are stuck. */
+  count: number;
+  /** At most `limit` of them, the longest waiting first. */
+  parents: StuckParent[];
+  /** Parents in waiting-children (all of them, not only those looked at). */
+  waiting: number;
+  /** Parents looked at: those waiting at least olderMs, the oldest first, at most 1000. */
+  read: number;
+  /** Of those, parents with too many unsettled dependencies to look at each (not counted as stuck). */
+  unchecked: number;
+}
+
+/** Most waiting parents one look reads (the oldest first). */
+const PARENTS_READ = 1000;
+/** A parent with more unsettled dependencies than this is not looked at child by child. */
+const DEPS_READ = 1000;
+/** Parents listed by job (the count is complete up to PARENTS_READ). */
+const PARENTS_LISTED = 20;
+
+const POLICIES = ['failParentOnFailure', 'ignoreDependencyOnFailure', 'removeDependencyOnFailure', 'continueParentOnFailure'];
+
+/** Whether a child's stored options (JSON) carry a failure policy, so its failure for good settles its parents. */
+function settlesOnFailure(opts: string | null): boolean {
+  if (!opts || !opts.includes('OnFailure')) return false;
+  try {
+    const o = JSON.parse(opts) as Record<string, unknown>;
+    return POLICIES.some((p) => o[p] === true);
+  } catch {
+    return false;
+  }
+}
+
+/** Whether the child at `key` finished at least `olderMs` before `now` in a way that settles its parents. */
+async function childSettled(queue: Queue, key: string, now: number, olderMs: number): Promise<boolean> {
+  const [state, finishedOn, opts] = await queue.client.hmget(key, 'state', 'finishedOn', 'opts');
+  if (state === null) return (await queue.client.exists(key)) === 0; // removed: its removal settles it
+  const old = finishedOn !== null && Number(finishedOn) <= now - olderMs;
+  if (state === 'completed') return old;
+  if (state === 'failed') return old && settlesOnFailure(opts);
+  return false;
+}
+
+/** The stuck parents of `queue` (see above): parents waiting at least `olderMs` whose dependencies are all settled. */
+export async function findStuckParents(queue: Queue, olderMs: number, limit = PARENTS_LISTED): Promise<StuckParents> {
+  await queue.waitUntilReady();
+  const now = await queue.serverTime();
+  const k = queue.keys;
+  const waiting = await queue.client.zcard(k.waitingChildren);
+  const flat = waiting ? await queue.client.zrangebyscore(k.waitingChildren, '-inf', now - olderMs, 'WITHSCORES', 'LIMIT', 0, PARENTS_READ) : [];
+  const stuck: StuckParent[] = [];
+  let unchecked = 0;
+  for (let i = 0; i < flat.length; i += 2) {
+    const jobId = flat[i];
+    const waitingMs = now - Number(flat[i + 1]);
+    const count = await queue.client.scard(k.deps(jobId));
+    if (count === 0) {
+      stuck.push({ jobId, waitingMs, reason: 'no-deps', children: [] });
+      continue;
+    }
+    if (count > DEPS_READ) {
+      unchecked += 1;
+      continue;
+    }
+    const children = await queue.client.smembers(k.deps(jobId));
+    const settled = await Promise.all(children.map((c) => childSettled(queue, c, now, olderMs)));
+    if (settled.every(Boolean)) stuck.push({ jobId, waitingMs, reason: 'children-finished', children });
+  }
+  stuck.sort((a, b) => b.waitingMs - a.waitingMs);
+  return { count: stuck.length, parents: stuck.slice(0, limit), waiting, read: flat.length / 2, unchecked };
+}
