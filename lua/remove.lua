@@ -98,13 +98,15 @@ local CLEAN_AGE_FIELDS = { waiting = { 'finishedOn', 'processedOn', 'ts' }, dela
 -- keeps groupWaiting/groupTurn; a released group slot wakes workers), list-active, events.
 local REMOVE_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'scheduled', 'zset',
   'prioritized', 'zset', 'lifo', 'list', 'completed', 'zset', 'failed', 'zset', 'readyGroups', 'zset',
-  'timedGroups', 'zset', 'listActiveIds', 'set', 'listActive', 'string', 'dedup', 'hash' }
+  'timedGroups', 'zset', 'listActiveIds', 'set', 'listActive', 'string', 'dedup', 'hash', 'waitingChildren', 'zset' }
 
 -- Reads what removing job `id` needs (raises on a job key of another type); checks its group's
 -- keys. Returns its state (nil when there is no such job).
 local function readForRemoval(k, jk)
-  local f = redis.call('HMGET', jk, 'state', 'grp')
+  local f = redis.call('HMGET', jk, 'state', 'grp', 'parents')
   if f[1] and f[2] then groupRequireTypes(k, f[2]) end
+  -- a removed child settles its parents as a removed dependency (lua/flow-keys.lua)
+  if f[3] then FLOW.checkParents(k, f[3], 'remove') end
   return f[1] or nil
 end
 
@@ -127,7 +129,9 @@ end
 -- Removes a job that is not active from every structure, then its hash and logs. `lineGid`: the
 -- group whose line listed it (drain), for an entry whose job hash is gone.
 local function dropJob(k, id, jk, lineGid)
-  local f = redis.call('HMGET', jk, 'sid', 'state', 'opts')
+  local f = redis.call('HMGET', jk, 'sid', 'state', 'opts', 'parents')
+  if f[4] then FLOW.settleParents(k, jk, f[4], 'remove', '', serverNow()) end
+  if f[2] == 'waiting-children' then redis.call('ZREM', k.waitingChildren, id) end
   forgetDedupOf(k, id, f[3])
   local sid = f[1]
   if sid then redis.call('XDEL', k.stream, sid) end
@@ -137,7 +141,7 @@ local function dropJob(k, id, jk, lineGid)
   redis.call('LREM', k.lifo, 0, id)
   redis.call('ZREM', k.completed, id)
   redis.call('ZREM', k.failed, id)
-  redis.call('DEL', jk, jk .. ':logs')
+  redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
   emit(k, 'removed', id, 'prev', f[2] or 'unknown')
 end
 
