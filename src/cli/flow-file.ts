@@ -15,14 +15,10 @@
 import { readFileSync } from 'node:fs';
 import { invalid } from '../engine/shared/errors.js';
 import { validateQueueName } from '../engine/shared/keys.js';
-import { encodeJob, type JobOptions } from '../engine/producing/options.js';
+import { encodeJob, FAILURE_POLICIES, type FailurePolicy, type JobOptions } from '../engine/producing/options.js';
 
-/** BullMQ's failure policies of a child: what its failure for good does to its parents. */
-export const FAILURE_POLICIES = ['failParentOnFailure', 'ignoreDependencyOnFailure', 'removeDependencyOnFailure', 'continueParentOnFailure'] as const;
-export type FailurePolicy = (typeof FAILURE_POLICIES)[number];
-
-/** A flow job's options: an add's options (no deduplication) and a child's failure policy. */
-export type FlowJobOptions = Omit<JobOptions, 'dedup' | 'deduplication' | 'debounce'> & Partial<Record<FailurePolicy, boolean>>;
+/** A flow job's options: an add's options (no deduplication, no parent) and a child's failure policy. */
+export type FlowJobOptions = Omit<JobOptions, 'parent' | 'dedup' | 'deduplication' | 'debounce'>;
 
 /** A job's options a flow file may give (JobOptions less deduplication, and the failure policies). */
 const JOB_OPTIONS = ['jobId', 'delay', 'priority', 'lifo', 'attempts', 'backoff', 'removeOnComplete', 'removeOnFail', 'keepLogs', 'timestamp', 'sizeLimit', 'group'];

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import type { Queue } from '../../src/engine/queue/queue.js';
-import { findStuckParents } from '../../src/engine/operating/stuck-parents.js';
+import { findStuckParents } from '../../src/engine/flows/stuck-parents.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 

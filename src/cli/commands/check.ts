@@ -13,7 +13,7 @@ import { DEFAULT_MAINTENANCE } from '../../engine/administering/maintenance.js';
 import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../../engine/inspecting/metrics.js';
 import type { Queue } from '../../engine/queue/queue.js';
 import { QueueSet } from '../../engine/operating/queue-set.js';
-import type { StuckParent } from '../../engine/operating/stuck-parents.js';
+import type { StuckParent } from '../../engine/flows/stuck-parents.js';
 import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { colour, ellipsis, formatDuration, plural, print, printJson } from '../output.js';
 

@@ -20,7 +20,7 @@ import { DEFAULT_MAINTENANCE, Maintenance } from '../administering/maintenance.j
 import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../inspecting/metrics.js';
 import type { Queue } from '../queue/queue.js';
 import type { QueueSet } from './queue-set.js';
-import { findStuckParents } from './stuck-parents.js';
+import { findStuckParents } from '../flows/stuck-parents.js';
 
 export type CheckName = 'backlog' | 'latency' | 'stuck' | 'failed' | 'workers';
 

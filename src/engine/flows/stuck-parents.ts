@@ -15,7 +15,18 @@
  * A child's key may be in another queue (another slot in a cluster): each child is read by its own
  * command, never with a multi-key one.
  */
-import type { Queue } from '../queue/queue.js';
+import type { Client } from '../connecting/connection.js';
+import { FAILURE_POLICIES } from '../producing/options.js';
+import type { QueueKeys } from '../shared/keys.js';
+
+/** What the look needs of a queue (a Queue is one). */
+export interface StuckParentsTarget {
+  client: Client;
+  keys: QueueKeys;
+  waitUntilReady(): Promise<void>;
+  /** The server's time in ms. */
+  serverTime(): Promise<number>;
+}
 
 /** A parent in waiting-children whose dependencies are all settled. */
 export interface StuckParent {
@@ -48,21 +59,19 @@ const DEPS_READ = 1000;
 /** Parents listed by job (the count is complete up to PARENTS_READ). */
 const PARENTS_LISTED = 20;
 
-const POLICIES = ['failParentOnFailure', 'ignoreDependencyOnFailure', 'removeDependencyOnFailure', 'continueParentOnFailure'];
-
 /** Whether a child's stored options (JSON) carry a failure policy, so its failure for good settles its parents. */
 function settlesOnFailure(opts: string | null): boolean {
   if (!opts || !opts.includes('OnFailure')) return false;
   try {
     const o = JSON.parse(opts) as Record<string, unknown>;
-    return POLICIES.some((p) => o[p] === true);
+    return FAILURE_POLICIES.some((p) => o[p] === true);
   } catch {
     return false;
   }
 }
 
 /** Whether the child at `key` finished at least `olderMs` before `now` in a way that settles its parents. */
-async function childSettled(queue: Queue, key: string, now: number, olderMs: number): Promise<boolean> {
+async function childSettled(queue: StuckParentsTarget, key: string, now: number, olderMs: number): Promise<boolean> {
   const [state, finishedOn, opts] = await queue.client.hmget(key, 'state', 'finishedOn', 'opts');
   if (state === null) return (await queue.client.exists(key)) === 0; // removed: its removal settles it
   const old = finishedOn !== null && Number(finishedOn) <= now - olderMs;
@@ -72,7 +81,7 @@ async function childSettled(queue: Queue, key: string, now: number, olderMs: num
 }
 
 /** The stuck parents of `queue` (see above): parents waiting at least `olderMs` whose dependencies are all settled. */
-export async function findStuckParents(queue: Queue, olderMs: number, limit = PARENTS_LISTED): Promise<StuckParents> {
+export async function findStuckParents(queue: StuckParentsTarget, olderMs: number, limit = PARENTS_LISTED): Promise<StuckParents> {
   await queue.waitUntilReady();
   const now = await queue.serverTime();
   const k = queue.keys;
