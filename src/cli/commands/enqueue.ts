@@ -65,7 +65,7 @@ export function register(program: Command): void {
     .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job) (default: throttle with --dedup-ttl, else simple)')
     .option('--ndjson', 'read jobs from stdin, one JSON document per line')
     .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
-    .option('--flow <file.json>', 'add a flow: a tree {"name", "queueName", "data", "opts", "children"} (queueName: default <queue>), checked whole first')
+    .option('--flow <file.json>', 'add a flow described in a JSON file: a tree {"name", "queueName", "data", "opts", "children"}, checked whole first')
     .addHelpText(
       'after',
       `
@@ -77,6 +77,7 @@ Examples:
   $ glidemq enqueue reindex '{"doc":3}' --delay 10s --dedup-id doc-3 --dedup-mode debounce
   $ cat jobs.ndjson | glidemq enqueue imports --ndjson
   $ printf '{"name":"resize","data":{"w":64},"opts":{"priority":2}}\\n' | glidemq enqueue images --ndjson --envelope
+  $ glidemq enqueue reports --flow flow.json          a parent and its children
 
 Every line of --ndjson input is checked before anything is written: a bad line exits 2 naming
 its number, and nothing is enqueued.
@@ -92,9 +93,9 @@ this glidemq cannot add a DAG yet.
 
   $ cat flow.json
   {"name": "report", "children": [
-    {"name": "fetch", "queueName": "sources", "data": "sales", "opts": {"failParentOnFailure": true}},
-    {"name": "fetch", "queueName": "sources", "data": "costs"}]}
-  $ glidemq enqueue reports --flow flow.json
+    {"name": "fetch", "queueName": "sources", "data": "sales"},
+    {"name": "fetch", "queueName": "sources", "data": "costs",
+     "opts": {"failParentOnFailure": true}}]}
   $ glidemq enqueue reports --flow flow.json --json | jq -r .id`,
     )
     .action(
