@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import type { Queue } from '../../src/engine/queue/queue.js';
 import { findStuckParents } from '../../src/engine/flows/stuck-parents.js';
+import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 
@@ -45,10 +46,9 @@ describe('findStuckParents: parents whose dependencies all settled but still wai
     await c.add('child', {}, { jobId: 'done-a' });
     await c.add('child', {}, { jobId: 'done-b' });
     await c.add('child', { fail: true }, { jobId: 'failed-plain' });
-    await c.add('child', { fail: true }, { jobId: 'failed-policy' });
-    await runChildren(c, 4);
     // the failure policy is what makes a failed child settle its parent
-    await c.client.hset(c.keys.job('failed-policy'), 'opts', JSON.stringify({ failParentOnFailure: true }));
+    await c.add('child', { fail: true }, { jobId: 'failed-policy', failParentOnFailure: true });
+    await runChildren(c, 4);
     await c.add('child', {}, { jobId: 'still-waiting' });
     const key = (id: string) => c.keys.job(id);
     await parentWaiting(p, 'p-finished', [key('done-a'), key('done-b'), key('failed-policy')], 60_000);
@@ -84,6 +84,22 @@ describe('findStuckParents: parents whose dependencies all settled but still wai
     await c.client.hset(c.keys.job('just-done'), 'finishedOn', String(Number(s) * 1000 - 600_000));
     const later = await findStuckParents(p, 60_000);
     expect(later.parents.map((x) => x.jobId)).to.deep.equal(['old-parent-new-child']);
+  });
+
+  it('a real flow: a parent waiting for its children is not stuck, nor after they complete (the parent has moved on)', async () => {
+    const p = h.queue(uniqueQueue('sp-parents'));
+    const c = h.queue(uniqueQueue('sp-children'));
+    const flows = new FlowProducer({ connection: server().url });
+    try {
+      await flows.add({ name: 'parent', queueName: p.name, opts: { jobId: 'top' }, children: [{ name: 'a', queueName: c.name }, { name: 'b', queueName: c.name, opts: { failParentOnFailure: true } }] });
+    } finally {
+      await flows.close();
+    }
+    expect(await findStuckParents(p, 0)).to.deep.include({ count: 0, waiting: 1, read: 1 });
+    const w = h.worker(c.name, async () => 'ok');
+    await waitFor(async () => (await p.getJobState('top')) === 'waiting', 'the parent queued once its children completed');
+    await w.close();
+    expect(await findStuckParents(p, 0)).to.deep.include({ count: 0, waiting: 0 });
   });
 
   it('a queue without flows has nothing to find', async () => {
