@@ -44,7 +44,7 @@ export function parentOf(job: Job): { id: string; queue: string } | null {
 
 /** The name of the queue `job` was read from (`fallback` when the job does not say). */
 function queueOf(job: Job, fallback: string): string {
-  return job.queue?.keys.queue ?? fallback;
+  return job.queueName ?? fallback;
 }
 
 /** One job of a flow as --json prints it; children nested. */

@@ -186,7 +186,7 @@ interface AddedJob {
 }
 
 function addedTree(node: JobNode, queue: string): AddedJob {
-  const here = node.job.queue?.keys.queue ?? queue;
+  const here = node.job.queueName ?? queue;
   return { id: node.job.id, queue: here, name: node.job.name, children: (node.children ?? []).map((c) => addedTree(c, here)) };
 }
 
