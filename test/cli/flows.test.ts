@@ -138,6 +138,24 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
     await w.close(true).catch(() => undefined);
   });
 
+  it('flow: a child failed under failParentOnFailure fails its parent; each failed job ends with its reason', async () => {
+    const file = flowFile({ name: 'report', opts: { jobId: 'r2' }, children: [{ name: 'fetch', opts: { jobId: 'bad', failParentOnFailure: true } }] });
+    expect((await cli(['enqueue', name, '--flow', file])).code).to.equal(0);
+    const w = h.worker(name, async () => {
+      throw new Error('no such table');
+    });
+    await waitFor(async () => (await q.getJobState('r2')) === 'failed', 'the parent failed');
+    await w.close();
+    const r = await cli(['flow', name, 'r2']);
+    expect(r.code, r.stderr).to.equal(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines[0]).to.match(/^report #r2  failed \(1 failed\): \S.*$/);
+    expect(lines[1]).to.equal('└─ fetch #bad  failed: no such table');
+    const json = JSON.parse((await cli(['--json', 'flow', name, 'r2'])).stdout);
+    expect(json.dependencies).to.deep.equal({ processed: 0, unprocessed: 0, ignored: 0, failed: 1 });
+    expect(json.children[0]).to.deep.include({ id: 'bad', state: 'failed', failedReason: 'no such table' });
+  });
+
   it('flow --json: the tree as nested objects with every count; --depth and --max-children say what they left out', async () => {
     const sources = uniqueQueue('src');
     await addReport(sources);
