@@ -63,19 +63,24 @@ export function readFlowFile(file: string, queue: string): FlowFile {
     const e = err as NodeJS.ErrnoException;
     throw invalid(`--flow: cannot read ${file}: ${e.code === 'ENOENT' ? 'no such file' : e.code === 'EISDIR' ? 'it is a directory' : e.message}`);
   }
+  return parseFlow(bytes, queue, file);
+}
+
+/** Parses `bytes` (strict UTF-8 JSON, from `source`: a file's name, or stdin) and checks the flow whole. */
+export function parseFlow(bytes: Buffer, queue: string, source: string): FlowFile {
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
-    throw invalid(`${file}: not valid UTF-8 text`);
+    throw invalid(`${source}: not valid UTF-8 text`);
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw invalid(`${file}: not valid JSON (${(err as Error).message})`);
+    throw invalid(`${source}: not valid JSON (${(err as Error).message})`);
   }
-  return checkFlow(value, queue, file);
+  return checkFlow(value, queue, source);
 }
 
 /** Checks a parsed flow document whole; every refusal is one line starting with `source`. */

@@ -82,6 +82,13 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
     expect(lines[0]).to.match(new RegExp(`^[0-9a-f-]{36}  top  @${name}$`));
     expect(lines[1]).to.match(new RegExp(`^└─ [0-9a-f-]{36}  leaf  @${sources}$`));
     expect(await q.getJobState(lines[0].split(' ')[0])).to.equal('waiting-children');
+    // --flow - reads the flow from stdin; a bad one names stdin
+    const piped = await cli(['--json', 'enqueue', name, '--flow', '-'], { input: JSON.stringify({ name: 'piped', opts: { jobId: 'piped-1' }, children: [{ name: 'c' }] }) });
+    expect(piped.code, piped.stderr).to.equal(0);
+    expect(JSON.parse(piped.stdout)).to.deep.include({ id: 'piped-1', name: 'piped' });
+    const bad = await cli(['enqueue', name, '--flow', '-'], { input: '{"name": "x", "kids": []}' });
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr.trim()).to.equal('glidemq: stdin: the top job: unknown field "kids" (a job has "name", "queueName", "data", "opts", "children")');
   });
 
   it('a bad flow file exits 2 with one line naming the place, and writes nothing', async () => {

@@ -6,7 +6,7 @@ import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/prod
 import { FlowProducer, type JobNode } from '../../engine/flows/flow-producer.js';
 import type { FlowJob } from '../../engine/flows/flow-nodes.js';
 import { action, type CommandContext, withQueue } from '../context.js';
-import { readFlowFile } from '../flow-file.js';
+import { parseFlow, readFlowFile } from '../flow-file.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
 import { info, notice, print, printJsonLine, printLines, plural, treeLines, type TreeNode } from '../output.js';
 
@@ -65,7 +65,7 @@ export function register(program: Command): void {
     .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job) (default: throttle with --dedup-ttl, else simple)')
     .option('--ndjson', 'read jobs from stdin, one JSON document per line')
     .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
-    .option('--flow <file.json>', 'add a flow described in a JSON file: a tree {"name", "queueName", "data", "opts", "children"}, checked whole first')
+    .option('--flow <file.json>', 'add a flow described in a JSON file (- reads stdin): a tree {"name", "queueName", "data", "opts", "children"}, checked whole first')
     .addHelpText(
       'after',
       `
@@ -96,7 +96,8 @@ this glidemq cannot add a DAG yet.
     {"name": "fetch", "queueName": "sources", "data": "sales"},
     {"name": "fetch", "queueName": "sources", "data": "costs",
      "opts": {"failParentOnFailure": true}}]}
-  $ glidemq enqueue reports --flow flow.json --json | jq -r .id`,
+  $ glidemq enqueue reports --flow flow.json --json | jq -r .id
+  $ generate-flow | glidemq enqueue reports --flow -`,
     )
     .action(
       action(async (ctx, queue: string, data: string | undefined, flags: EnqueueFlags) => {
@@ -153,7 +154,7 @@ async function enqueueFlow(ctx: CommandContext, queue: string, file: string, giv
   if (flag !== undefined || given.flags.name !== 'default') {
     throw invalid(`--${flag === undefined ? 'name' : OPTION_FLAGS[flag] ?? flag} is for one job: with --flow, each job of the file has its own name and "opts"`);
   }
-  const flow = readFlowFile(file, queue);
+  const flow = file === '-' ? parseFlow(await readStdin(), queue, 'stdin') : readFlowFile(file, queue);
   if (flow.kind === 'dag') {
     throw invalid(`--flow: ${file} is a DAG ({"nodes": [...]}), which this glidemq cannot add yet (no DAG API in the engine): give a tree {"name", "children": [...]}`);
   }
