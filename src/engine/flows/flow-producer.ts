@@ -15,6 +15,7 @@ import { Job, type JobQueueHandle } from '../jobs/job.js';
 import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
 import { encodeNodes, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
+import { addDAG, type DAGFlow } from './dag-nodes.js';
 
 export interface FlowProducerOptions {
   connection?: ConnectionInput;
@@ -133,6 +134,11 @@ export class FlowProducer extends SafeEmitter {
     const jobs = new Map<FlowNode, Job>();
     nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
     return jobs;
+  }
+
+  /** glide-mq's addDAG: adds a DAG (a node may wait for several) whole or not at all; a Map of node name to Job. */
+  addDAG(dag: DAGFlow): Promise<Map<string, Job>> {
+    return addDAG(this, dag);
   }
 
   /**
