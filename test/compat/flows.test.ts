@@ -108,6 +108,17 @@ describe('BullMQ compatibility: flows', function () {
     release();
   });
 
+  it('obliterate leaves none of a flow\'s keys (waiting-children, deps, processed, outbox)', async () => {
+    const q = queue();
+    const other = queue();
+    const tree = await flowProducer().add({ name: 'p', queueName: q.name, children: [{ name: 'c', queueName: q.name }, { name: 'o', queueName: other.name }] });
+    const w = worker(q, async () => 'ok');
+    await waitFor(async () => (await tree.job.getDependenciesCount({ processed: true })).processed === 1, 'the child in the same queue to complete');
+    await w.close(); // (a running worker writes its registry entry again)
+    await q.obliterate({ force: true });
+    expect(await redis().keys(`${q.keys.base}:*`)).to.deep.equal([]);
+  });
+
   it('getFlow reads the tree back, with depth and maxChildren', async () => {
     const q = queue();
     const flow = flowProducer();
@@ -156,6 +167,11 @@ describe('BullMQ compatibility: flows', function () {
     const bullmqForm = await q.add('c3', {}, { parent: { id: tree.job.id, queue: `glide:${q.name}` } });
     expect(bullmqForm.parentKey).to.equal(q.keys.job(tree.job.id));
     expect((await tree.job.getDependenciesCount({ unprocessed: true })).unprocessed).to.equal(3);
+    // BullMQ's pages: a kind asked for, from a cursor, with the next cursor (0: the last page)
+    const page = await tree.job.getDependencies({ unprocessed: { cursor: 0, count: 10 } });
+    expect(page.unprocessed).to.have.members([q.keys.job(tree.children![0].job.id), q.keys.job(late.id), q.keys.job(bullmqForm.id)]);
+    expect(page.nextUnprocessedCursor).to.equal(0);
+    expect(page.processed).to.equal(undefined);
     const refused = await rejection(q.add('c3', {}, { parent: { id: 'missing', queue: q.keys.base } }));
     expect(refused.name).to.equal('JobNotFoundError');
   });

@@ -10,7 +10,9 @@ import { callFunction } from '../connecting/library.js';
 import { ReadyConnection } from '../connecting/ready-connection.js';
 import { DEFAULT_PREFIX, QueueKeys, validatePrefix } from '../shared/keys.js';
 import { SafeEmitter } from '../shared/safe-emitter.js';
-import { invalid } from '../shared/errors.js';
+import { invalid, NotSupportedError } from '../shared/errors.js';
+import { isCluster } from '../connecting/client-shape.js';
+import { keySlot } from '../connecting/cluster-nodes.js';
 import { Job, type JobQueueHandle } from '../jobs/job.js';
 import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
@@ -58,6 +60,15 @@ export interface FlowAdded {
 /** Stores `nodes` in one glidemq_addFlow call, numbered for once-only adds. */
 export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAdded & { shapes: (string | number)[][] }> {
   const enc = encodeNodes(nodes);
+  if (isCluster(t.client) && new Set(enc.keys.map(keySlot)).size > 1) {
+    // one call cannot write several slots; the parts and their journal are not there yet (issue 29)
+    throw new NotSupportedError(
+      'ERR_NOT_SUPPORTED',
+      `a flow across queues in different cluster slots (${enc.keys.map((k) => k.slice(0, -':meta'.length)).join(', ')}) is not supported yet: ` +
+        'put the flow\'s jobs in one queue, or run on a standalone or Sentinel server',
+      true,
+    );
+  }
   const call = t.producer.next();
   try {
     const keys = enc.keys;
