@@ -91,6 +91,45 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
     expect(bad.stderr.trim()).to.equal('glidemq: stdin: the top job: unknown field "kids" (a job has "name", "queueName", "data", "opts", "children")');
   });
 
+  it('enqueue --flow adds a DAG: each node after its deps, a node shared by two; the ids by node name', async () => {
+    const other = uniqueQueue('src');
+    const file = flowFile({
+      nodes: [
+        { name: 'extract', opts: { jobId: 'x1' } },
+        { name: 'clean', deps: ['extract'] },
+        { name: 'enrich', queueName: other, deps: ['extract'], opts: { jobId: 'e1' } },
+        { name: 'load', deps: ['clean', 'enrich'], opts: { jobId: 'load-1' } },
+      ],
+    });
+    const r = await cli(['--json', 'enqueue', name, '--flow', file]);
+    expect(r.code, r.stderr).to.equal(0);
+    const { nodes } = JSON.parse(r.stdout) as { nodes: Record<string, { id: string; queue: string }> };
+    expect(Object.keys(nodes)).to.deep.equal(['extract', 'clean', 'enrich', 'load']);
+    expect(nodes.extract).to.deep.equal({ id: 'x1', queue: name });
+    expect(nodes.load).to.deep.equal({ id: 'load-1', queue: name });
+    expect(nodes.enrich.queue).to.equal(other);
+    expect(await q.getJobState('x1')).to.equal('waiting');
+    expect(await q.getJobState(nodes.clean.id)).to.equal('waiting-children');
+    expect(await h.queue(other).getJobState(nodes.enrich.id)).to.equal('waiting-children');
+    expect(await q.getJobState('load-1')).to.equal('waiting-children');
+    // the flow from load down: extract under both of its parents
+    const tree = await cli(['flow', name, 'load-1']);
+    expect(tree.code, tree.stderr).to.equal(0);
+    expect(tree.stdout.trim().split('\n')).to.deep.equal([
+      'load #load-1  waiting-children (2 unprocessed)',
+      `├─ clean #${nodes.clean.id}  waiting-children (1 unprocessed)`,
+      '│  └─ extract #x1  waiting',
+      `└─ enrich #${nodes.enrich.id} @${other}  waiting-children (1 unprocessed)`,
+      `   └─ extract #x1 @${name}  waiting`,
+    ]);
+    // text: one line per node, "<id>  <name>", the queue when it is not the one named
+    const text = await cli(['enqueue', name, '--flow', flowFile({ nodes: [{ name: 'a' }, { name: 'b', queueName: other, deps: ['a'] }] })]);
+    expect(text.code, text.stderr).to.equal(0);
+    const lines = text.stdout.trim().split('\n');
+    expect(lines[0]).to.match(/^[0-9a-f-]{36}  a$/);
+    expect(lines[1]).to.match(new RegExp(`^[0-9a-f-]{36}  b  @${other}$`));
+  });
+
   it('a bad flow file exits 2 with one line naming the place, and writes nothing', async () => {
     await q.add('plain', {}); // the queue exists, so the fingerprint covers it
     const before = await keyspaceFingerprint(q.client as Redis);
@@ -104,7 +143,7 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
       [['--flow', join(dir, 'nowhere.json')], /--flow: cannot read .*nowhere\.json: no such file/],
       [['--flow', flowFile({ nodes: [{ name: 'a', deps: ['b'] }, { name: 'b', deps: ['a'] }] })], /nodes: the deps form a cycle: a -> b -> a/],
       [['--flow', flowFile({ nodes: [{ name: 'a', deps: ['zz'] }] })], /nodes\[0\] "a"\.deps\[0\]: no node is named "zz"/],
-      [['--flow', flowFile({ nodes: [{ name: 'a' }, { name: 'b', deps: ['a'] }] })], /is a DAG .* which this glidemq cannot add yet/],
+      [['--flow', flowFile({ nodes: [{ name: 'a', opts: { jobId: 'same' } }, { name: 'b', opts: { jobId: 'same' } }] })], /nodes\[1\] "b"\.opts\.jobId: "same" is the id of another job/],
       [['{}', '--flow', flowFile({ name: 'a' })], /give either data or --flow, not both/],
       [['--flow', flowFile({ name: 'a' }), '--priority', '2'], /--priority is for one job: with --flow, each job of the file has its own/],
       [['--flow', flowFile({ name: 'a' }), '--job-id', 'j'], /--job-id is for one job/],

@@ -65,7 +65,7 @@ export function register(program: Command): void {
     .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job) (default: throttle with --dedup-ttl, else simple)')
     .option('--ndjson', 'read jobs from stdin, one JSON document per line')
     .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
-    .option('--flow <file.json>', 'add a flow described in a JSON file (- reads stdin): a tree {"name", "queueName", "data", "opts", "children"}, checked whole first')
+    .option('--flow <file.json>', 'add a flow described in a JSON file (- reads stdin): a tree {"name", "queueName", "data", "opts", "children"} or a DAG {"nodes": [...]}, checked whole first')
     .addHelpText(
       'after',
       `
@@ -88,8 +88,11 @@ its number, and nothing is enqueued.
 is written (unknown fields, names, options, ids used twice): a problem exits 2 in one line naming
 its place in the file, and nothing is added. The flow is stored whole or not at all. Output: one
 line per job, "<id>  <name>", indented as in the file (the top job's id first); --json: the
-tree of {"id", "queue", "name", "children"}. A DAG file {"nodes": [...]} is refused for now:
-this glidemq cannot add a DAG yet.
+tree of {"id", "queue", "name", "children"}. The file may instead be a DAG, as glide-mq's addDAG
+takes it: {"nodes": [{"name", "queueName", "data", "opts", "deps": [names]}]}, where a node runs
+after the nodes its deps name and may be a dep of several; names are unique, and an unknown dep or
+a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
+{"nodes": {"<name>": {"id", "queue"}}}.
 
   $ cat flow.json
   {"name": "report", "children": [
@@ -97,7 +100,9 @@ this glidemq cannot add a DAG yet.
     {"name": "fetch", "queueName": "sources", "data": "costs",
      "opts": {"failParentOnFailure": true}}]}
   $ glidemq enqueue reports --flow flow.json --json | jq -r .id
-  $ generate-flow | glidemq enqueue reports --flow -`,
+  $ generate-flow | glidemq enqueue reports --flow -
+  $ echo '{"nodes": [{"name": "a"}, {"name": "b"}, {"name": "c", "deps": ["a", "b"]}]}' |
+      glidemq enqueue etl --flow - --json`,
     )
     .action(
       action(async (ctx, queue: string, data: string | undefined, flags: EnqueueFlags) => {
@@ -155,22 +160,27 @@ async function enqueueFlow(ctx: CommandContext, queue: string, file: string, giv
     throw invalid(`--${flag === undefined ? 'name' : OPTION_FLAGS[flag] ?? flag} is for one job: with --flow, each job of the file has its own name and "opts"`);
   }
   const flow = file === '-' ? parseFlow(await readStdin(), queue, 'stdin') : readFlowFile(file, queue);
-  if (flow.kind === 'dag') {
-    throw invalid(`--flow: ${file} is a DAG ({"nodes": [...]}), which this glidemq cannot add yet (no DAG API in the engine): give a tree {"name", "children": [...]}`);
-  }
   const added = await withQueue(
     ctx,
     queue,
     async (q) => {
       const flows = new FlowProducer({ connection: q.client, prefix: ctx.prefix });
       try {
-        return await flows.add(flow.tree as FlowJob);
+        return flow.kind === 'tree' ? await flows.add(flow.tree as FlowJob) : await flows.addDAG({ nodes: flow.nodes });
       } finally {
         await flows.close();
       }
     },
     { creates: true },
   );
+  if (added instanceof Map) {
+    // a DAG: each node's job by the node's name, in the file's order
+    const nodes = [...added].map(([node, job]) => ({ node, id: job.id, queue: job.queueName ?? queue }));
+    if (ctx.json) printJsonLine({ nodes: Object.fromEntries(nodes.map((n) => [n.node, { id: n.id, queue: n.queue }])) });
+    else printLines(nodes.map((n) => `${n.id}  ${n.node}${n.queue === queue ? '' : `  @${n.queue}`}`));
+    info(`enqueued a DAG of ${plural(flow.jobs, 'job')}`);
+    return 0;
+  }
   const tree = addedTree(added, queue);
   if (ctx.json) printJsonLine(tree);
   else printLines(treeLines(idTree(tree)));
