@@ -201,7 +201,9 @@ function describe(r: CheckResult): string {
       const claims = d.claims as StuckClaim[];
       const jobs = claims.length ? `: ${ellipsis(claims.map((c) => `${c.jobId} (${formatDuration(c.idleMs)}, ${c.consumer})`).join(', '), 120)}` : '';
       const said = `${plural(Number(d.stuckClaims ?? r.actual), 'claim')} idle over ${formatDuration(Number(d.olderMs))} without a live worker (max 0)${jobs}`;
-      return Number(d.stuckParents) > 0 ? `${said}; ${describeParents(Number(d.stuckParents), d.parents as StuckParent[])}` : said;
+      const parents = Number(d.stuckParents) > 0 ? `; ${describeParents(Number(d.stuckParents), d.parents as StuckParent[])}` : '';
+      const unchecked = Number(d.parentsUnchecked) > 0 ? `; ${plural(Number(d.parentsUnchecked), 'parent')} with over 1000 children not looked at` : '';
+      return `${said}${parents}${unchecked}`;
     }
     case 'failed':
       return `${plural(r.actual, 'failed attempt')} in the last ${plural(Number(d.minutes), 'minute')} (max ${r.threshold})`;
