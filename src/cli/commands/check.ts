@@ -13,7 +13,7 @@ import { DEFAULT_MAINTENANCE } from '../../engine/administering/maintenance.js';
 import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../../engine/inspecting/metrics.js';
 import type { Queue } from '../../engine/queue/queue.js';
 import { QueueSet } from '../../engine/operating/queue-set.js';
-import type { StuckParent } from '../../engine/flows/stuck-parents.js';
+import { DEPS_READ, type StuckParent } from '../../engine/flows/stuck-parents.js';
 import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { colour, ellipsis, formatDuration, plural, print, printJson } from '../output.js';
 
@@ -202,7 +202,7 @@ function describe(r: CheckResult): string {
       const jobs = claims.length ? `: ${ellipsis(claims.map((c) => `${c.jobId} (${formatDuration(c.idleMs)}, ${c.consumer})`).join(', '), 120)}` : '';
       const said = `${plural(Number(d.stuckClaims ?? r.actual), 'claim')} idle over ${formatDuration(Number(d.olderMs))} without a live worker (max 0)${jobs}`;
       const parents = Number(d.stuckParents) > 0 ? `; ${describeParents(Number(d.stuckParents), d.parents as StuckParent[])}` : '';
-      const unchecked = Number(d.parentsUnchecked) > 0 ? `; ${plural(Number(d.parentsUnchecked), 'parent')} with over 1000 children not looked at` : '';
+      const unchecked = Number(d.parentsUnchecked) > 0 ? `; ${plural(Number(d.parentsUnchecked), 'parent')} with over ${DEPS_READ} children not looked at` : '';
       return `${said}${parents}${unchecked}`;
     }
     case 'failed':

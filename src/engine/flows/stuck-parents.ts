@@ -55,7 +55,7 @@ export interface StuckParents {
 /** Most waiting parents one look reads (the oldest first). */
 const PARENTS_READ = 1000;
 /** A parent with more unsettled dependencies than this is not looked at child by child. */
-const DEPS_READ = 1000;
+export const DEPS_READ = 1000;
 /** Parents listed by job (the count is complete up to PARENTS_READ). */
 const PARENTS_LISTED = 20;
 
