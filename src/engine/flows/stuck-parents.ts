@@ -56,6 +56,8 @@ export interface StuckParents {
 const PARENTS_READ = 1000;
 /** A parent with more unsettled dependencies than this is not looked at child by child. */
 export const DEPS_READ = 1000;
+/** Parents looked at at once (their reads pipelined on the one connection). */
+const PARENTS_AT_ONCE = 50;
 /** Parents listed by job (the count is complete up to PARENTS_READ). */
 const PARENTS_LISTED = 20;
 
@@ -87,24 +89,25 @@ export async function findStuckParents(queue: StuckParentsTarget, olderMs: numbe
   const k = queue.keys;
   const waiting = await queue.client.zcard(k.waitingChildren);
   const flat = waiting ? await queue.client.zrangebyscore(k.waitingChildren, '-inf', now - olderMs, 'WITHSCORES', 'LIMIT', 0, PARENTS_READ) : [];
-  const stuck: StuckParent[] = [];
-  let unchecked = 0;
-  for (let i = 0; i < flat.length; i += 2) {
-    const jobId = flat[i];
-    const waitingMs = now - Number(flat[i + 1]);
-    const count = await queue.client.scard(k.deps(jobId));
-    if (count === 0) {
-      stuck.push({ jobId, waitingMs, reason: 'no-deps', children: [] });
-      continue;
-    }
-    if (count > DEPS_READ) {
-      unchecked += 1;
-      continue;
-    }
-    const children = await queue.client.smembers(k.deps(jobId));
-    const settled = await Promise.all(children.map((c) => childSettled(queue, c, now, olderMs)));
-    if (settled.every(Boolean)) stuck.push({ jobId, waitingMs, reason: 'children-finished', children });
+  const parents: { jobId: string; waitingMs: number }[] = [];
+  for (let i = 0; i < flat.length; i += 2) parents.push({ jobId: flat[i], waitingMs: now - Number(flat[i + 1]) });
+  const looks: Look[] = [];
+  for (let i = 0; i < parents.length; i += PARENTS_AT_ONCE) {
+    looks.push(...(await Promise.all(parents.slice(i, i + PARENTS_AT_ONCE).map((p) => lookAt(queue, p.jobId, p.waitingMs, now, olderMs)))));
   }
-  stuck.sort((a, b) => b.waitingMs - a.waitingMs);
-  return { count: stuck.length, parents: stuck.slice(0, limit), waiting, read: flat.length / 2, unchecked };
+  const stuck = looks.filter((l): l is StuckParent => l !== 'waits' && l !== 'unchecked').sort((a, b) => b.waitingMs - a.waitingMs);
+  return { count: stuck.length, parents: stuck.slice(0, limit), waiting, read: parents.length, unchecked: looks.filter((l) => l === 'unchecked').length };
+}
+
+/** What one look at a waiting parent found: stuck, rightly waiting, or too many dependencies to look at. */
+type Look = StuckParent | 'waits' | 'unchecked';
+
+async function lookAt(queue: StuckParentsTarget, jobId: string, waitingMs: number, now: number, olderMs: number): Promise<Look> {
+  const deps = queue.keys.deps(jobId);
+  const count = await queue.client.scard(deps);
+  if (count === 0) return { jobId, waitingMs, reason: 'no-deps', children: [] };
+  if (count > DEPS_READ) return 'unchecked';
+  const children = await queue.client.smembers(deps);
+  const settled = await Promise.all(children.map((c) => childSettled(queue, c, now, olderMs)));
+  return settled.every(Boolean) ? { jobId, waitingMs, reason: 'children-finished', children } : 'waits';
 }
