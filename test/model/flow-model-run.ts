@@ -21,7 +21,7 @@ import { loadProcessor } from '../../src/cli/load-processor.js';
 type Op = 'add' | 'burst' | 'kill-worker' | 'kill-server' | 'kill-server-mid-burst' | 'heal';
 const OP_WEIGHTS: Record<Op, number> = { add: 5, burst: 4, 'kill-worker': 1.5, 'kill-server': 0.6, 'kill-server-mid-burst': 0.8, heal: 0.8 };
 type Mode = 'ok' | 'fail-once' | 'fail';
-const LEAF_MODES: Record<Mode, number> = { ok: 6, 'fail-once': 2, fail: 1.2 };
+const LEAF_MODES: Record<Mode, number> = { ok: 5, 'fail-once': 2, fail: 2 };
 /** A child's failure policy toward its parent ('none': BullMQ's default, the parent keeps waiting). */
 type Policy = 'none' | 'fail' | 'ignore' | 'remove';
 const POLICIES: Record<Policy, number> = { none: 1, fail: 2, ignore: 1.5, remove: 1.5 };
