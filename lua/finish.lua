@@ -31,7 +31,9 @@
   ARGV[12] maxStalledCount: the worker's maxStalledCount, recorded with each next job's claim.
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
-           'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua).
+           'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua);
+           last, the string '{relay}' when the finish wrote an outbox record for a parent in
+           another queue (lua/flow-keys.lua): the worker relays it.
            A repeated finish (sent again after its reply was lost) of a job this claim completed
            or failed for good gets that status again, and changes nothing; so does one whose
            claim put the job back for a retry ('retried' or 'delayed': the job's `rf` field keeps
@@ -68,7 +70,7 @@
     group.keep: the retention rule for the outcome ('' | '0' | 'count:N' | 'age:MS' | 'agecount:MS:N').
     group.durationMs: processing time (ms), for the metrics.
   Returns  {status1, ..., statusN, next1, next2, ...}: one status per job in argument order, then
-           up to fetchCount next jobs. A job the call refuses (a bad argument of its group, or its
+           up to fetchCount next jobs, then '{relay}' as glidemq_finish's. A job the call refuses (a bad argument of its group, or its
            job key holding another type) is left as it was, and its status is that coded error
            (an error reply in its slot: ERR_INVALID naming the group, ERR_WRONG_TYPE); the other
            jobs are finished as if it had not been sent.
@@ -77,6 +79,9 @@
            checked before the first write.
 
   A failure for good is stored by lua/outcomes.lua storeFailure, as stalled recovery stores one.
+  A child (a job with `parents`) that completes, or fails for good with a failure policy, settles
+  its parents in the same call (lua/flow-keys.lua): inline in its own queue, else by an outbox
+  record. A job without parents pays one field more in the read of its hash.
   Events   'failed' and 'retrying' (with `delay`, ms from the server's now, for a retry after a
            backoff) always. On the hot path one XADD per job is a tenth of a finish's cost, so
            the per-job events are written only where something reads them: 'completed' on a
@@ -198,9 +203,9 @@ local function planFinish(k, j, consumer, seen, announce)
   local cur
   if j.outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'parents')
   else
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'attemptsMade', 'attempts')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'parents', 'attemptsMade', 'attempts')
   end
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
   -- mark) recorded it: this call repeats it
@@ -217,7 +222,7 @@ local function planFinish(k, j, consumer, seen, announce)
   local src, sid = cur[4], cur[5]
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
-  local made = toInt(cur[7], 0) + 1
+  local made = toInt(cur[8], 0) + 1
   local status
   -- a rule that may remove the job records the removal (removedFinish)
   if keep ~= '' then requireTypes(k, FINISH_TYPES.record) end
@@ -225,7 +230,7 @@ local function planFinish(k, j, consumer, seen, announce)
     status = 'completed'
     if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
     if announce then requireTypes(k, FINISH_TYPES.events) end
-  elseif j.retryDelay >= 0 and made < toInt(cur[8], 1) then
+  elseif j.retryDelay >= 0 and made < toInt(cur[9], 1) then
     if j.retryDelay > 0 then
       status = 'delayed'
       requireTypes(k, FINISH_TYPES.delayed)
@@ -243,7 +248,18 @@ local function planFinish(k, j, consumer, seen, announce)
     -- a final outcome with keep '0' deletes the job; anything else leaves it not active
     seen[id] = ((status == 'completed' or status == 'failed') and keep == '0') and 'missing' or 'stale'
   end
-  return status, jk, src, sid, made, lists, cur[6] or nil
+  -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
+  -- with no parents pays only the `parents` field of the read above
+  local flow = nil
+  if cur[7] and (status == 'completed' or status == 'failed') then
+    local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
+    if kind then
+      FLOW.checkParents(k, cur[7], kind)
+      flow = { parents = cur[7], kind = kind }
+      lists = true -- a parent released inline may go to the priority or LIFO list
+    end
+  end
+  return status, jk, src, sid, made, lists, cur[6] or nil, flow
 end
 
 -- The job keys whose not-started mark (lua/activate.lua) the reported claims `started` clear: those
@@ -354,7 +370,7 @@ register('glidemq_finish', function(keys, args)
   local listen = listening(k, now, m)
   local announce = listen or toInt(m[2], 0) > 0
   if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
-  local status, jk, src, sid, made, lists, rf = planFinish(k, a, a.consumer, nil, announce)
+  local status, jk, src, sid, made, lists, rf, flow = planFinish(k, a, a.consumer, nil, announce)
   local acked = jk and src == 's' and sid
   if jk then checkMetrics(k, now, status == 'completed', status ~= 'completed') end
   -- the XACK that opens the write phase raises on a stream of another type before any write
@@ -369,9 +385,11 @@ register('glidemq_finish', function(keys, args)
     if marks then recordRemoved(k, a.consumer, now, { a.jobId, marks }) end
     recordMetrics(k, now, status == 'completed', a.durationMs)
   end
+  local relay = flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, a.value, now)
   local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   table.insert(out, 1, status)
+  if relay then out[#out + 1] = FLOW.RELAY_MARK end
   return out
 end)
 
@@ -389,12 +407,12 @@ local function planAll(k, jobs, refused, consumer, announce, isolate)
   local p = { statuses = {}, acks = {}, lists = false, anyCompleted = false, anyFailed = false }
   local statuses, acks = p.statuses, p.acks
   for i, j in ipairs(jobs) do
-    local ok, status, jk, src, sid, made, jobLists, rf = false, refused and refused[i]
+    local ok, status, jk, src, sid, made, jobLists, rf, flow = false, refused and refused[i]
     if j then
       if isolate then
-        ok, status, jk, src, sid, made, jobLists, rf = pcall(planFinish, k, j, consumer, seen, announce)
+        ok, status, jk, src, sid, made, jobLists, rf, flow = pcall(planFinish, k, j, consumer, seen, announce)
       else
-        ok, status, jk, src, sid, made, jobLists, rf = true, planFinish(k, j, consumer, seen, announce)
+        ok, status, jk, src, sid, made, jobLists, rf, flow = true, planFinish(k, j, consumer, seen, announce)
       end
     end
     if not ok then
@@ -422,6 +440,10 @@ local function planAll(k, jobs, refused, consumer, announce, isolate)
         p.rfs = p.rfs or {}
         p.rfs[i] = rf
       end
+      if flow then
+        p.flows = p.flows or {}
+        p.flows[i] = flow
+      end
     end
   end
   return p
@@ -447,7 +469,7 @@ register('glidemq_finishMany', function(keys, args)
   local planned, p = pcall(planAll, k, jobs, refused, consumer, announce, false)
   if not planned then p = planAll(k, jobs, refused, consumer, announce, true) end
   local statuses, acks, lists, anyCompleted, anyFailed = p.statuses, p.acks, p.lists, p.anyCompleted, p.anyFailed
-  local mades, listSrcs, listSids, rfs = p.mades, p.listSrcs, p.listSids, p.rfs
+  local mades, listSrcs, listSids, rfs, flows = p.mades, p.listSrcs, p.listSids, p.rfs, p.flows
   if anyCompleted or anyFailed then checkMetrics(k, now, anyCompleted, anyFailed) end
   local marks = startedMarks(k, a.started)
   -- the XACK that opens the write phase raises on a stream of another type before any write
@@ -457,7 +479,7 @@ register('glidemq_finishMany', function(keys, args)
   -- write phase
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
-  local removed
+  local removed, relay
   for i, j in ipairs(jobs) do
     local jk = j and j.jk
     if jk then
@@ -469,6 +491,8 @@ register('glidemq_finishMany', function(keys, args)
         removed = removed or {}
         removed[#removed + 1], removed[#removed + 2] = j.jobId, marks
       end
+      local flow = flows and flows[i]
+      if flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, j.value, now) then relay = true end
       if status == 'completed' then
         nCompleted, msCompleted = nCompleted + 1, msCompleted + j.durationMs
       else
@@ -484,6 +508,7 @@ register('glidemq_finishMany', function(keys, args)
   local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   for _, job in ipairs(nextJobs) do statuses[#statuses + 1] = job end
+  if relay then statuses[#statuses + 1] = FLOW.RELAY_MARK end
   return statuses
 end)
 end

@@ -114,7 +114,7 @@ local KEY_SUFFIX = {
   failed = ':failed', events = ':events', dedup = ':dedup', schedulers = ':schedulers', jobPrefix = ':job:',
   readyGroups = ':ready-groups', timedGroups = ':timed-groups', groupPrefix = ':group:{',
   producerPrefix = ':producer:', rateLog = ':rate-log', workers = ':workers', workersExpiry = ':workers-expiry',
-  removedFinishes = ':removed-finishes',
+  removedFinishes = ':removed-finishes', waitingChildren = ':waiting-children', flowOutbox = ':flow-outbox',
 }
 
 -- Each name is built on first use and then kept: a call uses a few of the keys, and building

@@ -57,7 +57,8 @@ local function retain(k, setKey, spec, now, justFinished)
   local dropsItself = false
   for _, id in ipairs(victims) do
     redis.call('ZREM', setKey, id)
-    redis.call('DEL', jobKey(k, id), jobKey(k, id) .. ':logs')
+    local jk = jobKey(k, id)
+    redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
     if id == justFinished then dropsItself = true end
   end
   return dropsItself
@@ -69,7 +70,8 @@ end
 -- announced by the caller's event. Returns true when the job is gone (removed by its rule).
 settle = function(k, jk, id, setKey, keep, now, made, state, field, value)
   if keep == '0' then
-    redis.call('DEL', jk, jk .. ':logs')
+    -- (a parent's dependency keys go with it: one DEL either way)
+    redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
     return true
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr', 'terms')

@@ -11,6 +11,7 @@
   Errors   ERR_INVALID (limit), ERR_WRONG_TYPE (a key it writes holds another type).
            A scheduled id whose job hash is gone (removed) is dropped, never re-created.
 ]]
+do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local PROMOTE_ARGS = { 'limit', ARG.int(1, MAX_COUNT) }
 local PROMOTE_WRITES = { 'meta', 'hash', 'scheduled', 'zset', 'stream', 'stream', 'prioritized', 'zset',
   'lifo', 'list', 'wake', 'stream', 'events', 'stream', 'readyGroups', 'zset', 'timedGroups', 'zset' }
@@ -50,3 +51,4 @@ register('glidemq_promote', function(keys, args)
   if nextDue < 0 then return { promoted, -1 } end
   return { promoted, math.max(0, nextDue - now) }
 end)
+end

@@ -4,7 +4,8 @@
     KEYS[1]  meta key.
     ARGV     none.
     Returns  a flat list: waiting, active, delayed, prioritized, completed, failed, paused (1|0),
-             listActive, streamPending, groupWaiting.
+             listActive, streamPending, groupWaiting, waitingChildren (parents waiting for their
+             children, lua/flow-keys.lua).
              waiting counts stream entries not yet delivered, LIFO jobs and jobs waiting in groups
              (meta's groupWaiting); active counts stream pending entries plus claimed
              priority/LIFO/group jobs; delayed counts the scheduled set, which holds the delayed jobs
@@ -20,7 +21,8 @@
     ARGV[2]  stop: the last position of each state's page, inclusive (negative counts from the end).
     ARGV[3]  asc: '1' the next to run (first activated, first finished) first, '0' the other way.
     ARGV[4]  states: the states to list, joined by ',' (waiting, paused, active, delayed,
-             prioritized, completed, failed; 'paused' lists the waiting jobs of a paused queue).
+             prioritized, completed, failed, waiting-children; 'paused' lists the waiting jobs of
+             a paused queue).
     ARGV[5]  groupCount: how many group ids follow (0..10000), each:
       group.groupId: a group whose line holds waiting jobs (the caller finds them by SCAN, as
              for glidemq_drain: no queue key lists them all).
@@ -38,10 +40,10 @@
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
 local COUNTS_ARGS = {}
 local LIST_STATES = { waiting = true, paused = true, active = true, delayed = true, prioritized = true, completed = true,
-  failed = true }
+  failed = true, ['waiting-children'] = true }
 local LIST_ARGS = { 'start', ARG.int(-MAX_SAFE_INT, MAX_SAFE_INT), 'stop', ARG.int(-MAX_SAFE_INT, MAX_SAFE_INT),
   'asc', ARG.flag,
-  'states', kind('states joined by "," (waiting, paused, active, delayed, prioritized, completed, failed)', function(v)
+  'states', kind('states joined by "," (waiting, paused, active, delayed, prioritized, completed, failed, waiting-children)', function(v)
     local out = {}
     for s in string.gmatch(v .. ',', '([^,]*),') do
       if not LIST_STATES[s] or #out >= 16 then return nil end
@@ -57,7 +59,8 @@ local LIST_GROUP = { 'groupId', kind('a group id (1 to ' .. MAX_ID_LEN ..
   return nil
 end) }
 -- The sorted sets that hold a state in the order its jobs run or finished.
-local SORTED_STATE = { delayed = 'scheduled', prioritized = 'prioritized', completed = 'completed', failed = 'failed' }
+local SORTED_STATE = { delayed = 'scheduled', prioritized = 'prioritized', completed = 'completed', failed = 'failed',
+  ['waiting-children'] = 'waitingChildren' }
 
 register('glidemq_getCounts', function(keys, args)
   local k = keysFor(keys[1])
@@ -76,7 +79,7 @@ register('glidemq_getCounts', function(keys, args)
   return {
     waiting, pending + listActive, redis.call('ZCARD', k.scheduled), redis.call('ZCARD', k.prioritized),
     redis.call('ZCARD', k.completed), redis.call('ZCARD', k.failed), isPaused(k) and 1 or 0,
-    listActive, pending, groupWaiting,
+    listActive, pending, groupWaiting, redis.call('ZCARD', k.waitingChildren),
   }
 end, { 'no-writes' })
 

@@ -145,8 +145,16 @@ local function stallPlan(k, a, id, jk, f, idle, now, judged)
     if f[4] then groupRequireTypes(k, f[4]) end
   else
     -- failed for good, as a processor's failure is (lua/outcomes.lua): its own removeOnFail
-    c.keep = keepRuleFor(redis.call('HGET', jk, 'opts'), a.keepFailed)
+    local more = redis.call('HMGET', jk, 'opts', 'parents')
+    c.keep = keepRuleFor(more[1], a.keepFailed)
     c.made = toInt(f[8], 0)
+    -- a child settles its parents as its failure policy says (lua/flow-keys.lua); a record for a
+    -- parent in another queue is relayed by maintenance
+    local kind = more[2] and FLOW.failureKind(more[1])
+    if kind then
+      FLOW.checkParents(k, more[2], kind)
+      c.flow = { parents = more[2], kind = kind }
+    end
     if not a.dryRun then
       checkMetrics(k, now, false, true)
       -- the job as it was, for the checking worker's 'failed' event (retention may delete it)
@@ -171,6 +179,7 @@ local function stallJob(k, c, now)
   end
   redis.call('HSET', c.jk, 'fence', c.fence)
   storeFailure(k, c.jk, c.id, c.keep, now, c.made, STALLED_REASON, listening(k, now))
+  if c.flow then FLOW.settleParents(k, c.jk, c.flow.parents, c.flow.kind, STALLED_REASON, now) end
   return false
 end
 

@@ -14,8 +14,11 @@
     KEYS[1]  meta key.
     ARGV[1]  jobId: the job to remove.
     ARGV[2]  force: '1' also removes an active job (its claim is released), '0' refuses one.
+    A parent is removed with its unfinished children in its queue (those still among its
+    dependencies) and theirs, as BullMQ removes a parent's children; a removed child settles its
+    parents as a removed dependency (lua/flow-keys.lua). Children in another queue are left.
     Returns  1 when removed, 0 when there was no such job.
-    Errors   ERR_JOB_ACTIVE (the job is being processed and force is '0'), ERR_INVALID (jobId,
+    Errors   ERR_JOB_ACTIVE (the job, or a child of its subtree, is being processed and force is '0'), ERR_INVALID (jobId,
              force), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_drain
@@ -98,13 +101,15 @@ local CLEAN_AGE_FIELDS = { waiting = { 'finishedOn', 'processedOn', 'ts' }, dela
 -- keeps groupWaiting/groupTurn; a released group slot wakes workers), list-active, events.
 local REMOVE_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'stream', 'events', 'stream', 'scheduled', 'zset',
   'prioritized', 'zset', 'lifo', 'list', 'completed', 'zset', 'failed', 'zset', 'readyGroups', 'zset',
-  'timedGroups', 'zset', 'listActiveIds', 'set', 'listActive', 'string', 'dedup', 'hash' }
+  'timedGroups', 'zset', 'listActiveIds', 'set', 'listActive', 'string', 'dedup', 'hash', 'waitingChildren', 'zset' }
 
 -- Reads what removing job `id` needs (raises on a job key of another type); checks its group's
 -- keys. Returns its state (nil when there is no such job).
 local function readForRemoval(k, jk)
-  local f = redis.call('HMGET', jk, 'state', 'grp')
+  local f = redis.call('HMGET', jk, 'state', 'grp', 'parents')
   if f[1] and f[2] then groupRequireTypes(k, f[2]) end
+  -- a removed child settles its parents as a removed dependency (lua/flow-keys.lua)
+  if f[3] then FLOW.checkParents(k, f[3], 'remove') end
   return f[1] or nil
 end
 
@@ -127,7 +132,9 @@ end
 -- Removes a job that is not active from every structure, then its hash and logs. `lineGid`: the
 -- group whose line listed it (drain), for an entry whose job hash is gone.
 local function dropJob(k, id, jk, lineGid)
-  local f = redis.call('HMGET', jk, 'sid', 'state', 'opts')
+  local f = redis.call('HMGET', jk, 'sid', 'state', 'opts', 'parents')
+  if f[4] then FLOW.settleParents(k, jk, f[4], 'remove', '', serverNow()) end
+  if f[2] == 'waiting-children' then redis.call('ZREM', k.waitingChildren, id) end
   forgetDedupOf(k, id, f[3])
   local sid = f[1]
   if sid then redis.call('XDEL', k.stream, sid) end
@@ -137,8 +144,23 @@ local function dropJob(k, id, jk, lineGid)
   redis.call('LREM', k.lifo, 0, id)
   redis.call('ZREM', k.completed, id)
   redis.call('ZREM', k.failed, id)
-  redis.call('DEL', jk, jk .. ':logs')
+  redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
   emit(k, 'removed', id, 'prev', f[2] or 'unknown')
+end
+
+-- The unfinished children of parent `jk` in queue `k` (those still in its deps) and theirs, in
+-- the order found: { id, jk } each. A child in another queue is in another slot: it is left, and
+-- settles into nothing once it finishes (its parent's deps are gone).
+local function unfinishedSubtree(k, jk, out, seen)
+  for _, child in ipairs(redis.call('SMEMBERS', jk .. ':deps')) do
+    local base, id = FLOW.splitJobKey(child)
+    if base == k.base and not seen[id] then
+      seen[id] = true
+      out[#out + 1] = { id = id, jk = jobKey(k, id) }
+      unfinishedSubtree(k, jobKey(k, id), out, seen)
+    end
+  end
+  return out
 end
 
 register('glidemq_removeJob', function(keys, args)
@@ -151,8 +173,23 @@ register('glidemq_removeJob', function(keys, args)
   if state == 'active' and not a.force then
     return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ' is being processed; wait for it to finish or remove it with force')
   end
+  -- a parent goes with its unfinished subtree in its queue (BullMQ's removeChildren), refused
+  -- whole when one of them is being processed (and force is '0')
+  local subtree = unfinishedSubtree(k, jk, {}, { [a.jobId] = true })
+  for _, c in ipairs(subtree) do
+    c.state = readForRemoval(k, c.jk)
+    if c.state == 'active' and not a.force then
+      return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ': its child ' .. c.id .. ' is being processed; wait for it to finish ' ..
+        'or remove the job with force')
+    end
+  end
   if state == 'active' then releaseActive(k, a.jobId, jk) end
+  -- the parent first: its deps go with it, so a child removed after it releases nothing
   dropJob(k, a.jobId, jk)
+  for _, c in ipairs(subtree) do
+    if c.state == 'active' then releaseActive(k, c.id, c.jk) end
+    if c.state then dropJob(k, c.id, c.jk) end
+  end
   return 1
 end)
 

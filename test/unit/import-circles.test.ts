@@ -33,6 +33,7 @@ const LEVELS: Record<string, number> = {
   administering: 4,
   consuming: 5,
   broadcast: 5,
+  flows: 5,
   queue: 6,
   operating: 7,
 };

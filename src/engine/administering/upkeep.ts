@@ -1,6 +1,6 @@
 /**
  * The feature housekeeping a worker's promotion tick runs after promotion: metrics trimming, the
- * dedup sweep, and firing due schedulers. One function call per tick when nothing is due; a second
+ * dedup sweep, firing due schedulers, and relaying the flow outbox records a crash left. One function call per tick when nothing is due; a second
  * one (glidemq_fireSchedulers) when something is.
  *
  * No time of this process decides anything here: the server says what is due and how long until
@@ -11,6 +11,7 @@ import type { Client } from '../connecting/connection.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
 import { nextRunAfter, parseRecord } from '../scheduling/schedulers.js';
+import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
 
 export interface UpkeepResult {
   metricsTrimmed: number;
@@ -24,6 +25,8 @@ export interface UpkeepResult {
    * nextDueIn), for callers that still subtract their clock from it; use nextDueIn.
    */
   nextDue: number;
+  /** Flow outbox records older than the grace period this tick relayed (a crash left them). */
+  outboxRelayed?: number;
 }
 
 type ErrorHandler = (err: unknown) => void;
@@ -48,7 +51,8 @@ export class Upkeep {
     const serverNow = Number(r[3]);
     const result: UpkeepResult = { metricsTrimmed: Number(r[0]), dedupRemoved: Number(r[1]), fired: [], nextDueIn: Number(r[2]), nextDue: -1 };
     const triples: (string | number)[] = [];
-    for (let i = 4; i + 1 < r.length; i += 2) {
+    const outbox = Number(r[4]);
+    for (let i = 5; i + 1 < r.length; i += 2) {
       try {
         const rec = parseRecord(String(r[i + 1]));
         // An interval's next slot is the server's to compute (0); a cron pattern's is its first
@@ -69,6 +73,15 @@ export class Upkeep {
       }
     }
     result.nextDue = result.nextDueIn < 0 ? -1 : Date.now() + result.nextDueIn;
+    // flow outbox records a crash left between a finish and its relay (producing/flow-outbox.ts):
+    // asked for only when the queue holds some
+    if (outbox > 0) {
+      try {
+        result.outboxRelayed = await relayOutbox(this.client(), this.keys.meta, OUTBOX_GRACE_MS);
+      } catch (err) {
+        this.onError(err);
+      }
+    }
     return result;
   }
 }

@@ -368,11 +368,11 @@ function ensureNewPrimaries(cluster: Cluster): Promise<void> {
  */
 export const READ_ONLY_FUNCTIONS: ReadonlySet<string> = new Set([
   'glidemq_version', 'glidemq_getCounts', 'glidemq_listJobs', 'glidemq_getMetrics', 'glidemq_listClaims',
-  'glidemq_ownClaims', 'glidemq_oldestWaiting', 'glidemq_bcSubscriptions',
+  'glidemq_ownClaims', 'glidemq_oldestWaiting', 'glidemq_bcSubscriptions', 'glidemq_outboxList',
 ]);
 
-function send(client: Client, fn: string, metaKey: string, args: (string | number)[]): Promise<unknown> {
-  return READ_ONLY_FUNCTIONS.has(fn) ? client.fcall_ro(fn, 1, metaKey, ...args) : client.fcall(fn, 1, metaKey, ...args);
+function send(client: Client, fn: string, keys: string[], args: (string | number)[]): Promise<unknown> {
+  return READ_ONLY_FUNCTIONS.has(fn) ? client.fcall_ro(fn, keys.length, ...keys, ...args) : client.fcall(fn, keys.length, ...keys, ...args);
 }
 
 /**
@@ -380,9 +380,12 @@ function send(client: Client, fn: string, metaKey: string, args: (string | numbe
  * missing (a flushed server, a promoted replica without it) triggers one ensure and one retry; on
  * a cluster the ensure includes the very node that serves the key's slot.
  */
-export async function callFunction(client: Client, fn: string, metaKey: string, args: (string | number)[]): Promise<unknown> {
+export async function callFunction(client: Client, fn: string, metaKeys: string | string[], args: (string | number)[]): Promise<unknown> {
+  // (several meta keys: a flow's queues, lua/flow.lua; the first one routes the call)
+  const keys = typeof metaKeys === 'string' ? [metaKeys] : metaKeys;
+  const metaKey = keys[0];
   try {
-    return await send(client, fn, metaKey, args);
+    return await send(client, fn, keys, args);
   } catch (err) {
     if (isMovedError(err) && !isCluster(client)) throw notAClusterClient(client, err);
     if (isRawWrongType(err)) throw await nameWrongTypeKey(client, metaKey, err);
@@ -393,7 +396,7 @@ export async function callFunction(client: Client, fn: string, metaKey: string, 
       if (node) await ensureOnNode(node, true);
     }
     try {
-      return await send(client, fn, metaKey, args);
+      return await send(client, fn, keys, args);
     } catch (err2) {
       throw fromServerError(err2);
     }

@@ -68,6 +68,9 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
+/** The last element of a finish reply that wrote a flow outbox record (lua/flow-keys.lua FLOW.RELAY_MARK). */
+export const RELAY_MARK = '{relay}';
+
 /** Jobs per glidemq_finishMany call; a larger batch is split into pipelined calls. */
 const MAX_BATCH = 100;
 /** Calls kept in flight at once (see above). */
@@ -91,7 +94,18 @@ export class FinishBatcher {
     private readonly consumer: string,
     /** The worker's lockDuration and maxStalledCount: the terms of the claims its finishes make (lua/activate.lua). */
     private readonly terms: [number, number],
+    /** Told when a reply reports a flow outbox record to relay (lua/finish.lua '{relay}'). */
+    private readonly onRelay?: () => void,
   ) {}
+
+  /** Takes the '{relay}' mark off the end of a finish reply (lua/flow-keys.lua) and tells onRelay. */
+  private takeRelayMark(reply: unknown[]): unknown[] {
+    if (reply.length > 0 && reply[reply.length - 1] === RELAY_MARK) {
+      reply.pop();
+      this.onRelay?.();
+    }
+    return reply;
+  }
 
   /** Resolves to `[status, ...nextJobs]`, as a glidemq_finish call for this one job would. */
   finish(req: FinishRequest): Promise<unknown[]> {
@@ -157,10 +171,10 @@ export class FinishBatcher {
         const r = batch[0].req;
         let reply: unknown[];
         try {
-          reply = (await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
+          reply = this.takeRelayMark((await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
             r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs, r.ahead ? '1' : '0',
             ...this.terms,
-          ])) as unknown[];
+          ])) as unknown[]);
         } catch (err) {
           // a refusal of the one job the call named is that job's alone
           const refusal = asRefusal(err);
@@ -180,7 +194,7 @@ export class FinishBatcher {
       for (const { req: r } of batch) {
         args.push(r.id, r.fence, outcomeArg(r), r.value, r.retryDelay, r.keep, r.durationMs);
       }
-      const reply = (await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[];
+      const reply = this.takeRelayMark((await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[]);
       done();
       let next = batch.length;
       batch.forEach((p, i) => {

@@ -32,6 +32,8 @@ import { Job } from '../jobs/job.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
 import { encodeRetention } from '../producing/options.js';
+import { relayOutbox } from '../producing/flow-outbox.js';
+import { RELAY_MARK } from './finish-batch.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
 import { boundedStack } from '../shared/stacktrace.js';
 import type { Settings } from './worker-options.js';
@@ -111,6 +113,12 @@ export class ManualFetch {
       job.id, fence, token, outcomeArg, value, retryDelay, fetchNext ? 1 : 0, keep, durationMs, '0', ...this.terms,
     ])) as unknown[];
     const status = String(reply[0]);
+    // a finish that settled a parent in another queue reports its outbox record last: relayed here
+    if (reply[reply.length - 1] === RELAY_MARK) {
+      reply.pop();
+      // (a relay that fails is left to maintenance, which relays records past their grace period)
+      await relayOutbox(this.ctx.client(), keys.meta, 0).catch(() => undefined);
+    }
     const next = reply.slice(1) as ClaimReply[];
     if (status === 'stale' || status === 'missing') {
       // nothing was stored: a next job the call claimed anyway goes back to the queue at once

@@ -29,6 +29,8 @@ export interface FinisherHost extends WorkerPart {
   /** Runs a claim the reply brought, or keeps it for a free slot. */
   dispatch(claim: ClaimReply, ahead?: boolean): void;
   afterSlotFreed(): void;
+  /** A finish reply reported a flow outbox record: relay it (flow-relay.ts). */
+  onRelay?(): void;
 }
 
 export class Finisher implements RunFinisher {
@@ -38,7 +40,7 @@ export class Finisher implements RunFinisher {
   private readonly batcher: FinishBatcher;
 
   constructor(private readonly host: FinisherHost) {
-    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms);
+    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms, () => host.onRelay?.());
   }
 
   /** The round trip of a finish call, ms (0 until one returned). */

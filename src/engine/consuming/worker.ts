@@ -48,6 +48,8 @@ import { Promoter } from './worker-promoter.js';
 import { LockKeeper } from './worker-lock-keeper.js';
 import { newerFence, Runner, type Processor } from './worker-runner.js';
 import { Finisher } from './worker-finisher.js';
+import { FlowRelay } from './flow-relay.js';
+import { relayOutbox } from '../producing/flow-outbox.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
 import type { WorkerPart } from './worker-part.js';
@@ -77,6 +79,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private readonly buffer: PrefetchBuffer<Job<D, R>>;
   private readonly readLoop: ReadLoop;
   private readonly upkeep: Upkeep;
+  private readonly flowRelay: FlowRelay;
   private readonly promoter: Promoter;
   private readonly lockKeeper: LockKeeper;
   /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
@@ -134,6 +137,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       ledger: this.buffer,
       dispatch: (claim, ahead) => this.dispatch(claim, ahead),
       afterSlotFreed: () => this.afterSlotFreed(),
+      onRelay: () => this.flowRelay.kick(),
     });
     this.runner = new Runner<D, R>({
       ...part,
@@ -143,6 +147,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       fetchOne: () => this.readLoop.fetchOne(),
       afterSlotFreed: () => this.afterSlotFreed(),
     }, processor);
+    this.flowRelay = new FlowRelay(part, relayOutbox);
     this.upkeep = new Upkeep(part.client, this.keys, part.emitError);
     this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep: this.upkeep });
     this.lockKeeper = new LockKeeper({
@@ -399,6 +404,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // a finish sent before the close began may have brought claims after the release above
       // (kept, not started, while paused or closing): they go back too, not to stalled recovery
       if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
+      // a flow relay in flight finishes (what it leaves, maintenance relays after its grace period)
+      if (live()) await within(this.flowRelay.settled(), CLOSE_CALL_MS);
       this.lockKeeper.stopHeartbeat();
       // out of the registry (unreachable server: the entry expires by itself after registryTtl)
       if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);

@@ -26,7 +26,7 @@ import { pairsToRecord } from '../shared/replies.js';
 export type JobType = 'completed' | 'failed' | 'delayed' | 'active' | 'waiting' | 'wait' | 'paused' | 'prioritized' | 'waiting-children' | 'repeat';
 
 /** A job's stored state as BullMQ names it ('unknown': no such job, or a state BullMQ has no name for). */
-export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'unknown';
+export type JobState = 'waiting' | 'active' | 'delayed' | 'prioritized' | 'completed' | 'failed' | 'waiting-children' | 'unknown';
 
 /** A state as getJobState and job.getState answer (BullMQ's JobState and 'unknown'). */
 export type JobStateName = JobState | 'waiting-children';
@@ -37,7 +37,7 @@ const TYPES: readonly string[] = ['completed', 'failed', 'delayed', 'active', 'w
 const DEFAULT_TYPES: JobType[] = ['active', 'completed', 'delayed', 'failed', 'prioritized', 'waiting', 'waiting-children'];
 
 /** The states a job hash holds that BullMQ has a name for; any other value is 'unknown'. */
-const STATES: readonly string[] = ['completed', 'failed', 'delayed', 'active', 'waiting', 'prioritized'];
+const STATES: readonly string[] = ['completed', 'failed', 'delayed', 'active', 'waiting', 'prioritized', 'waiting-children'];
 
 /** What a query needs of a queue (a Queue is one). */
 export interface QueryTarget {
@@ -62,7 +62,7 @@ export interface JobCounts {
   failed: number;
   /** Jobs waiting in a paused queue (0 while it runs); its prioritized jobs stay under `prioritized`. */
   paused: number;
-  /** Always 0: glidemq has no parent/child jobs (BullMQ's flows). */
+  /** Parents waiting for their children (flows). */
   'waiting-children': number;
   consumers: number;
   isPaused: boolean;
@@ -79,6 +79,7 @@ export interface RawCounts {
   failed: number;
   isPaused: boolean;
   listActive: number;
+  'waiting-children': number;
 }
 
 export function decodeCounts(r: number[]): RawCounts {
@@ -91,6 +92,7 @@ export function decodeCounts(r: number[]): RawCounts {
     failed: r[5],
     isPaused: r[6] === 1,
     listActive: r[7],
+    'waiting-children': r[10] ?? 0,
   };
 }
 
@@ -103,7 +105,7 @@ export function allCounts(raw: RawCounts, consumers: number): JobCounts {
     completed: raw.completed,
     failed: raw.failed,
     paused: raw.isPaused ? raw.line : 0,
-    'waiting-children': 0,
+    'waiting-children': raw['waiting-children'],
     consumers,
     isPaused: raw.isPaused,
     listActive: raw.listActive,
@@ -137,11 +139,10 @@ function countOf(type: JobType, raw: RawCounts, schedulers: number): number {
     case 'prioritized':
     case 'completed':
     case 'failed':
+    case 'waiting-children':
       return raw[type];
     case 'repeat':
       return schedulers;
-    default:
-      return 0; // 'waiting-children': no flows in glidemq
   }
 }
 
@@ -169,8 +170,8 @@ export function sumOf(types: JobType[], raw: RawCounts, schedulers: number): num
 
 /** glidemq_getCounts, unless only types it does not hold are asked for (lua/query.lua). */
 async function rawCounts(t: QueryTarget, types: JobType[]): Promise<RawCounts> {
-  if (types.length && types.every((type) => type === 'repeat' || type === 'waiting-children')) {
-    return decodeCounts([0, 0, 0, 0, 0, 0, 0, 0]);
+  if (types.length && types.every((type) => type === 'repeat')) {
+    return decodeCounts([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
   }
   return decodeCounts((await callFunction(t.client, 'glidemq_getCounts', t.keys.meta, [])) as number[]);
 }
@@ -217,7 +218,7 @@ export function checkPage(start: unknown, end: unknown, op: string): void {
 /** The states glidemq_listJobs lists, by the type asked for ('wait' is 'waiting'); the other types hold no jobs. */
 function listedStateOf(type: JobType): string | undefined {
   if (type === 'wait') return 'waiting';
-  return type === 'waiting-children' || type === 'repeat' ? undefined : type;
+  return type === 'repeat' ? undefined : type;
 }
 
 /** Times glidemq_listJobs is asked again when a group got its first waiting job after the SCAN for groups. */

@@ -1,6 +1,6 @@
 /** A job as a processor and an inspector see it: its stored fields, and what a running job may do. */
 import type { Client } from '../connecting/connection.js';
-import { invalid, StaleClaimError } from '../shared/errors.js';
+import { invalid, StaleClaimError, UnrecoverableError } from '../shared/errors.js';
 import * as edits from './job-edits.js';
 import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from '../connecting/library.js';
@@ -11,6 +11,19 @@ import { pairsToRecord } from '../shared/replies.js';
 import { parseStacktrace } from '../shared/stacktrace.js';
 import { num, parseJson, readData, readOptions, type JobOpts } from './job-fields.js';
 import { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
+import { relayOutbox } from '../producing/flow-outbox.js';
+import {
+  childrenValues,
+  dependencies,
+  dependenciesCount,
+  failedChildrenValues,
+  ignoredChildrenFailures,
+  parentOf,
+  type Dependencies,
+  type DependenciesCount,
+  type DependenciesOptions,
+  type DependencyTarget,
+} from './job-dependencies.js';
 
 // Claim replies and their helpers live in claims.ts; their importers still find them here.
 export { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
@@ -86,10 +99,10 @@ export class Job<D = any, R = any> {
   finishedOn?: number;
   /** The group the job runs in (job option `group.id`). */
   groupId?: string;
-  /** BullMQ's parent of a flow's child job: glidemq has no flows, so there is never one. */
-  readonly parent?: undefined;
-  /** BullMQ's key of a flow child's parent: never one (no flows). */
-  readonly parentKey?: undefined;
+  /** A flow child's (first) parent: its id and its queue's key (`<prefix>:{<queue>}`), as BullMQ's job.parent. */
+  parent?: { id: string; queueKey: string };
+  /** A flow child's (first) parent's job key (`<prefix>:{<queue>}:job:<id>`), as BullMQ's job.parentKey. */
+  parentKey?: string;
   /** @internal the claim, set while a worker runs this job */
   claim: Claim | undefined;
   /** @internal why a worker must not run this job (its hash is corrupt or not glidemq's), if so */
@@ -113,6 +126,19 @@ export class Job<D = any, R = any> {
     if (!c) return undefined;
     // a job fetched by hand: the token the application fetched it with owns the claim
     return c.manual ? c.consumer : `${c.consumer}:${c.fence}`;
+  }
+
+  /** The name of the job's queue (BullMQ's job.queueName), when this handle knows its queue. */
+  get queueName(): string | undefined {
+    return (this.claim?.keys ?? this.queue?.keys)?.queue;
+  }
+
+  /**
+   * The job's queue key, `<prefix>:{<queue>}` (BullMQ's job.queueQualifiedName, `<prefix>:<queue>`):
+   * what a child's `parent: { id, queue }` option names.
+   */
+  get queueQualifiedName(): string | undefined {
+    return (this.claim?.keys ?? this.queue?.keys)?.base;
   }
 
   /** The job's deduplication id (job option `deduplication.id` or `dedup.id`), else undefined. */
@@ -170,6 +196,10 @@ export class Job<D = any, R = any> {
     job.groupId = h.grp;
     job.state = (h.state as JobState) ?? 'unknown';
     job.processedOn = h.processedOn ? Number(h.processedOn) : undefined;
+    if (h.parents !== undefined) {
+      job.parent = parentOf(h.parents);
+      job.parentKey = h.parents.split(' ')[0];
+    }
     return job;
   }
 
@@ -347,11 +377,88 @@ export class Job<D = any, R = any> {
     return (await this.getState()) === 'waiting';
   }
 
-  /** Always false: glidemq has no parent/child jobs (BullMQ's flows). */
+  /** Whether the job is a parent waiting for its children. */
   async isWaitingChildren(): Promise<boolean> {
     return (await this.getState()) === 'waiting-children';
   }
   // ---- end of the job's state ----
+
+  // ---- A parent's children (BullMQ's flows; src/engine/jobs/job-dependencies.ts) ----
+
+  /** Where this job's dependencies are read: the claim's connection, else the queue's. */
+  private async readTarget(op: string): Promise<DependencyTarget> {
+    const c = this.claim;
+    if (c) return { client: c.client, keys: c.keys };
+    if (!this.queue) throw invalid(`job ${this.id}: ${op} needs the job's queue: get the job with Job.fromId(queue, id)`);
+    await this.queue.waitUntilReady();
+    return { client: this.queue.client, keys: this.queue.keys };
+  }
+
+  /** The return values of the completed children: child job key → value. */
+  async getChildrenValues<T = any>(): Promise<Record<string, T>> {
+    return childrenValues(await this.readTarget('getChildrenValues'), this.id) as Promise<Record<string, T>>;
+  }
+
+  /** The children that failed with failParentOnFailure or continueParentOnFailure: child job key → failed reason. */
+  async getFailedChildrenValues(): Promise<Record<string, string>> {
+    return failedChildrenValues(await this.readTarget('getFailedChildrenValues'), this.id);
+  }
+
+  /** The children that failed with ignoreDependencyOnFailure: child job key → failed reason. */
+  async getIgnoredChildrenFailures(): Promise<Record<string, string>> {
+    return ignoredChildrenFailures(await this.readTarget('getIgnoredChildrenFailures'), this.id);
+  }
+
+  /** BullMQ's getDependencies: processed, unprocessed, ignored and failed children (pages with options). */
+  async getDependencies(opts: DependenciesOptions = {}): Promise<Dependencies> {
+    return dependencies(await this.readTarget('getDependencies'), this.id, opts);
+  }
+
+  /** BullMQ's getDependenciesCount: how many children of each kind named (none named: every kind). */
+  async getDependenciesCount(opts: { processed?: boolean; unprocessed?: boolean; ignored?: boolean; failed?: boolean } = {}): Promise<DependenciesCount> {
+    return dependenciesCount(await this.readTarget('getDependenciesCount'), this.id, opts);
+  }
+
+  /**
+   * Takes this child out of its parents' dependencies (BullMQ's removeChildDependency): a parent
+   * whose last dependency it was goes on. True when it had a parent, false when it had none.
+   */
+  async removeChildDependency(): Promise<boolean> {
+    const t = await this.readTarget('removeChildDependency');
+    const r = (await callFunction(t.client, 'glidemq_removeChildDependency', t.keys.meta, [this.id])) as number[];
+    // a parent in another queue is settled through this queue's outbox (lua/flow-keys.lua)
+    if (Number(r[1]) === 1) await relayOutbox(t.client, t.keys.meta, 0);
+    if (Number(r[0]) !== 1) return false;
+    this.parent = undefined;
+    this.parentKey = undefined;
+    return true;
+  }
+
+  /**
+   * A running parent waits for the children it has not seen settle (BullMQ's moveToWaitingChildren):
+   * true when it now waits (its claim is given up: the processor should then throw
+   * WaitingChildrenError, and the job runs again once they settled); false when none is left to
+   * wait for (it keeps running). `token` is the claim's (the processor's second argument). A child
+   * with failParentOnFailure that failed while this job was not waiting makes it throw an
+   * UnrecoverableError naming the child: the processor lets it through, and the job fails.
+   */
+  async moveToWaitingChildren(token?: string, _opts?: { child?: { id: string; queue: string } }): Promise<boolean> {
+    const c = this.requireClaim('moveToWaitingChildren');
+    if (token !== undefined && token !== this.token) throw staleTokenError(this.id, 'moveToWaitingChildren', String(token));
+    const r = await callFunction(c.client, 'glidemq_moveToWaitingChildren', c.keys.meta, [this.id, c.fence, c.consumer]);
+    if (r === 'stale') {
+      throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
+    }
+    if (typeof r === 'string' && r.startsWith('failed:')) {
+      // a failParentOnFailure child failed while this parent ran: the parent fails (BullMQ marks it lazily)
+      throw new UnrecoverableError(`child ${r.slice('failed:'.length)} failed`);
+    }
+    if (r !== 'waiting') return false;
+    this.moved = true;
+    this.state = 'waiting-children';
+    return true;
+  }
+  // ---- end of a parent's children ----
 
   /**
    * Parks the running job until `timestamp` (ms since the epoch, this process's clock: the time the

@@ -88,7 +88,31 @@ export interface JobOptions {
   sizeLimit?: number;
   /** Run under a group's limits and order (see groups.ts). Not with priority or lifo. */
   group?: GroupOptions;
+  /**
+   * BullMQ's parent of a child job: `id` of the parent job and `queue`, its queue's key
+   * (`<prefix>:{<name>}`, or BullMQ's `<prefix>:<name>`). The parent waits for this child.
+   */
+  parent?: ParentOptions;
+  /** A child that fails for good fails its parent (and on up, while each parent says so too). */
+  failParentOnFailure?: boolean;
+  /** A child that fails for good counts as settled; the parent reads it in getIgnoredChildrenFailures(). */
+  ignoreDependencyOnFailure?: boolean;
+  /** A child that fails for good is no longer one of its parent's dependencies. */
+  removeDependencyOnFailure?: boolean;
+  /** A child that fails for good starts its parent at once; the parent reads it in getFailedChildrenValues(). */
+  continueParentOnFailure?: boolean;
 }
+
+/** A child job's parent (BullMQ's ParentOptions). */
+export interface ParentOptions {
+  id: string;
+  /** The parent's queue key: `<prefix>:{<name>}` (glidemq's) or `<prefix>:<name>` (BullMQ's). */
+  queue: string;
+}
+
+/** The failure policies of a child job, as BullMQ names them (lua/flow-keys.lua failureKind). */
+export const FAILURE_POLICIES = ['failParentOnFailure', 'ignoreDependencyOnFailure', 'removeDependencyOnFailure', 'continueParentOnFailure'] as const;
+export type FailurePolicy = (typeof FAILURE_POLICIES)[number];
 
 export type DedupMode = 'simple' | 'throttle' | 'extend' | 'debounce';
 
@@ -174,6 +198,10 @@ export interface StoredOptions {
   deduplication?: DeduplicationOptions;
   /** The job's deduplication, glidemq's form (job.deduplicationId reads its id). */
   dedup?: DedupOptions;
+  failParentOnFailure?: boolean;
+  ignoreDependencyOnFailure?: boolean;
+  removeDependencyOnFailure?: boolean;
+  continueParentOnFailure?: boolean;
 }
 
 /**
@@ -354,6 +382,11 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   if (rof !== undefined) stored.removeOnFail = rof;
   if (opts.keepLogs !== undefined && wholeOption(opts.keepLogs, 'keepLogs', 0, ' (0 or none: keep every line)') > 0) {
     stored.keepLogs = opts.keepLogs;
+  }
+  for (const policy of FAILURE_POLICIES) {
+    const v = opts[policy];
+    if (v !== undefined && typeof v !== 'boolean') throw invalid(`${policy} must be true or false, got ${String(v)}`);
+    if (v) stored[policy] = true;
   }
   const encodedDedup = encodeDedup(dedup, delay);
   Object.assign(stored, storedDedup(opts));

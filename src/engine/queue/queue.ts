@@ -28,6 +28,8 @@ import { removeDeduplicationKey } from '../producing/dedup-queries.js';
 import { removeGlobalRateLimit, setGlobalRateLimit } from '../administering/rate-limits.js';
 import { QueueGetters } from './queue-getters.js';
 import { Producer } from '../producing/producer.js';
+import { childNode } from '../flows/flow-nodes.js';
+import { addedJob, addNodes } from '../flows/flow-producer.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -73,12 +75,27 @@ export class Queue extends QueueGetters implements JobSource {
    */
   async add(name: string, data: unknown, jobOpts: JobOptions = {}): Promise<Job> {
     const opts = withDefaults(this.jobDefaults, jobOpts);
+    if (opts.parent !== undefined) return this.addChild(name, data, opts);
     const group = encodeJob(name, data, opts);
     await this.waitUntilReady();
     // reply: the server's ts of the call, then id, created
     const r = (await this.addCall([group])) as (string | number)[];
     const job = this.describeAdded(String(r[1]), String(group[2]), group, Number(r[0]), Number(r[2]));
     if (job.created) this.emit('waiting', job); // BullMQ's Queue event, for each job an add created
+    return job;
+  }
+
+  /**
+   * A job with BullMQ's `parent` option: stored with its place in the parent's dependencies in one
+   * glidemq_addFlow call (lua/flow.lua), its id made here unless it has a jobId (flows/flow-nodes.ts).
+   */
+  private async addChild(name: string, data: unknown, opts: JobOptions): Promise<Job> {
+    const node = childNode(this.name, this.keys.prefix, name, data, opts);
+    await this.waitUntilReady();
+    const { ts, created, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, [node]);
+    const job = addedJob(node, shapes[0], ts, () => this);
+    job.created = created;
+    if (created) this.emit('waiting', job);
     return job;
   }
 
@@ -94,6 +111,12 @@ export class Queue extends QueueGetters implements JobSource {
    * (src/engine/producing/bulk-add.ts). An invalid job throws with `index` (1-based) and `reason`.
    */
   async addBulk(bulk: BulkJob[]): Promise<Job[]> {
+    // children of existing parents go one by one, each with its place among its parent's dependencies
+    if (Array.isArray(bulk) && bulk.some((b) => b?.opts?.parent !== undefined || this.jobDefaults?.parent !== undefined)) {
+      const jobs: Job[] = [];
+      for (const b of bulk) jobs.push(await this.add(b.name, b.data, b.opts));
+      return jobs;
+    }
     const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
     await this.waitUntilReady();
     const added = await addEncoded(this.addTarget(), enc);

@@ -52,6 +52,14 @@ export class DelayedError extends Error {
 }
 
 /**
+ * Thrown by a processor after job.moveToWaitingChildren(token) answered true: the job waits for its
+ * children, and the worker stores no outcome for the run (BullMQ's name; the job is parked either way).
+ */
+export class WaitingChildrenError extends Error {
+  override name = 'WaitingChildrenError';
+}
+
+/**
  * Thrown by a processor after worker.rateLimit(ms): the job goes back to waiting without counting
  * an attempt, and the queue takes no job until the limit has passed.
  */

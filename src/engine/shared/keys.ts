@@ -84,6 +84,18 @@ export class QueueKeys {
    * finished it: a finish sent again after its reply was lost is answered from here (lua/finish.lua).
    */
   get removedFinishes() { return `${this.base}:removed-finishes`; }
+  /** Parents waiting for their children (zset, score = ms they began to wait, server TIME; lua/flow-keys.lua). */
+  get waitingChildren() { return `${this.base}:waiting-children`; }
+  /** Settlements this queue's children owe to parents in another queue (hash; lua/flow-keys.lua). */
+  get flowOutbox() { return `${this.base}:flow-outbox`; }
+  /** A parent's children not settled yet (set of job keys). */
+  deps(id: string) { return `${this.base}:job:${id}:deps`; }
+  /** A parent's completed children: child job key → return value JSON. */
+  processed(id: string) { return `${this.base}:job:${id}:processed`; }
+  /** A parent's failed children (failParentOnFailure, continueParentOnFailure): child job key → reason. */
+  failedChildren(id: string) { return `${this.base}:job:${id}:failed`; }
+  /** A parent's ignored failures (ignoreDependencyOnFailure): child job key → reason. */
+  ignored(id: string) { return `${this.base}:job:${id}:ignored`; }
   /** SCAN pattern for this queue's job hashes. */
   get jobPattern() { return `${this.base}:job:*`; }
 }
@@ -101,6 +113,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
     ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
     ['workers', 'hash'], ['workers-expiry', 'zset'], ['removed-finishes', 'hash'],
+    ['waiting-children', 'zset'], ['flow-outbox', 'hash'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }

@@ -1,0 +1,188 @@
+--[[ flow-keys.lua — parents and children (no registered functions here): FLOW, the settling of a
+  child's parents, shared by glidemq_finish / glidemq_finishMany (lua/finish.lua), stalled
+  recovery (lua/reclaim.lua), removal (lua/remove.lua) and the flow functions (lua/flow.lua).
+  Keys, each in its queue's own slot (src/engine/shared/keys.ts spells them too):
+    <base>:waiting-children    zset: parents waiting for their children (score: the server's ms
+                               when they began to wait).
+    <base>:job:<id>:deps       set: the job keys of a parent's children not settled yet.
+    <base>:job:<id>:processed  hash: child job key -> its return value (JSON text).
+    <base>:job:<id>:failed     hash: child job key -> its failed reason (failParentOnFailure,
+                               continueParentOnFailure).
+    <base>:job:<id>:ignored    hash: child job key -> its failed reason (ignoreDependencyOnFailure).
+    <base>:flow-outbox         hash: what this queue's children owe to parents in another queue:
+                               field '<parentKey> <childKey>' (a key holds no whitespace), value
+                               JSON {t: the server's ms it was written, k: kind, v: value}.
+  A child's hash keeps `parents`: its parents' job keys joined by spaces (a DAG node may have
+  several; a tree node one).
+  Settling is idempotent: the SREM of the child's key from the parent's deps decides, so a record
+  relayed twice, or a child that settles again, changes nothing. A parent leaves waiting-children
+  exactly once (ZREM returned 1), when its deps are empty (or at once for continueParentOnFailure),
+  and is then queued as an add would queue it (its delay, priority, LIFO, group).
+  Kinds of a settlement: completed (value: the child's return value), fail (failParentOnFailure:
+  the parent fails), ignore (ignoreDependencyOnFailure), remove (removeDependencyOnFailure, and a
+  removed child or removeChildDependency), continue (continueParentOnFailure: the parent runs now).
+  A parent in the child's queue is settled inline, in the same call; one in another queue through
+  the outbox, which the worker relays (glidemq_settle on the parent's queue, then
+  glidemq_outboxDone) right after the reply, and maintenance relays what a crash left.
+]]
+local FLOW = { RELAY_MARK = '{relay}' } -- the last element of a reply after which the worker relays
+do
+local MAX_DEPTH = 100 -- parents failed up a chain in one call (a flow is validated acyclic)
+local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset', 'events', 'stream', 'scheduled', 'zset', 'wake', 'stream' }
+local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
+
+-- The sub-keys of job key `jk`.
+FLOW.depsOf = function(jk) return jk .. ':deps' end
+FLOW.processedOf = function(jk) return jk .. ':processed' end
+FLOW.failedOf = function(jk) return jk .. ':failed' end
+FLOW.ignoredOf = function(jk) return jk .. ':ignored' end
+
+-- A job key's queue base and job id, or nil for a text that is not one.
+FLOW.splitJobKey = function(key)
+  return string.match(key, '^(.+):job:([^:%s]+)$')
+end
+
+-- The words of `text` (keys joined by spaces) as a list.
+FLOW.words = function(text)
+  local out = {}
+  for w in string.gmatch(text or '', '%S+') do out[#out + 1] = w end
+  return out
+end
+
+-- The kind a child's failure for good settles its parents with, from its stored options (JSON),
+-- or nil (BullMQ's default: the parent keeps waiting, the child stays unsettled).
+FLOW.failureKind = function(opts)
+  if not opts or not string.find(opts, 'OnFailure', 1, true) then return nil end
+  local ok, o = pcall(cjson.decode, opts)
+  if not ok or type(o) ~= 'table' then return nil end
+  if o.failParentOnFailure == true then return 'fail' end
+  if o.ignoreDependencyOnFailure == true then return 'ignore' end
+  if o.removeDependencyOnFailure == true then return 'remove' end
+  if o.continueParentOnFailure == true then return 'continue' end
+  return nil
+end
+
+-- The queue keys of base `base`: `k` itself when it is that queue (its checked types are kept).
+local function queueOf(k, base)
+  if base == k.base then return k end
+  return keysFor(base .. ':meta')
+end
+
+local checkParents
+
+-- Checks (reads only) the keys settling parent `id` of queue `pk` with `kind` writes: the parent's
+-- hash and sub-keys, the queue keys a release or a failure writes, and for a failure, on up the
+-- parent's own parents.
+local function checkParent(pk, id, kind, depth)
+  local jk = jobKey(pk, id)
+  requireKeyType(jk, 'hash')
+  requireKeyType(FLOW.depsOf(jk), 'set')
+  requireKeyType(FLOW.processedOf(jk), 'hash')
+  requireKeyType(FLOW.failedOf(jk), 'hash')
+  requireKeyType(FLOW.ignoredOf(jk), 'hash')
+  requireTypes(pk, PARENT_QUEUE_TYPES)
+  local f = redis.call('HMGET', jk, 'grp', 'parents', 'opts')
+  requireRequeueTypes(pk, f[1] or nil)
+  if kind == 'fail' then
+    requireTypes(pk, FAILURE_TYPES.kept)
+    local up = FLOW.failureKind(f[3])
+    if f[2] and up and depth < MAX_DEPTH then checkParents(pk, f[2], up, depth + 1) end
+  end
+end
+
+-- Checks (reads only) the keys settling the parents `parents` (the child's `parents` field) of a
+-- child of queue `k` with `kind` writes: inline parents' keys, or the outbox.
+checkParents = function(k, parents, kind, depth)
+  for _, key in ipairs(FLOW.words(parents)) do
+    local base, id = FLOW.splitJobKey(key)
+    if base == k.base then
+      checkParent(k, id, kind, depth or 0)
+    else
+      requireTypes(k, OUTBOX_TYPES)
+    end
+  end
+end
+FLOW.checkParents = checkParents
+FLOW.checkParent = checkParent
+
+-- Queues parent `id` (hash `jk`) of queue `pk` that no longer waits for children, as an add would:
+-- after its delay (from the server's now), else where its priority, LIFO or group puts it.
+local function releaseParent(pk, id, jk, now)
+  local delay = toInt(redis.call('HGET', jk, 'delay'), 0)
+  if delay > 0 then
+    redis.call('HSET', jk, 'state', 'delayed')
+    scheduleDue(pk, id, now + delay, now)
+    groupHoldDelayed(pk, id, jk)
+    emit(pk, 'delayed', id, 'delay', delay)
+  else
+    requeue(pk, id, jk)
+    emit(pk, 'waiting', id, 'prev', 'waiting-children')
+  end
+end
+
+local settleParents
+
+-- Fails parent `id` of queue `pk`, which waited for children, because child `childKey` failed
+-- (failParentOnFailure), as a failure for good is stored (its removeOnFail), then settles its own
+-- parents as its own options say. Returns true when it wrote an outbox record.
+local function failParent(pk, id, jk, childKey, now, depth)
+  local f = redis.call('HMGET', jk, 'parents', 'opts', 'attemptsMade')
+  local reason = 'child ' .. childKey .. ' failed'
+  storeFailure(pk, jk, id, keepRuleFor(f[2], ''), now, toInt(f[3], 0), reason, false)
+  local up = FLOW.failureKind(f[2])
+  if f[1] and up and depth < MAX_DEPTH then
+    return settleParents(pk, jk, f[1], up, reason, now, depth + 1)
+  end
+  return false
+end
+
+--[[ Settles child `childKey` into parent `id` of queue `pk` with `kind` and `value` (see the
+  header). Idempotent: only the call that takes the child out of the parent's deps changes
+  anything. Returns whether it changed anything, and whether it wrote an outbox record (a parent
+  failed in turn, whose own parent is in another queue). ]]
+FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth)
+  local jk = jobKey(pk, id)
+  if redis.call('SREM', FLOW.depsOf(jk), childKey) == 0 then return false, false end
+  if kind == 'completed' then
+    redis.call('HSET', FLOW.processedOf(jk), childKey, value)
+  elseif kind == 'ignore' then
+    redis.call('HSET', FLOW.ignoredOf(jk), childKey, value)
+  elseif kind == 'fail' or kind == 'continue' then
+    redis.call('HSET', FLOW.failedOf(jk), childKey, value)
+  end
+  local wrote = false
+  if kind == 'fail' then
+    if redis.call('ZREM', pk.waitingChildren, id) == 1 then
+      wrote = failParent(pk, id, jk, childKey, now, depth or 0)
+    elseif redis.call('EXISTS', jk) == 1 then
+      -- a parent not waiting (running, or not started): it fails when it next waits for its
+      -- children (glidemq_moveToWaitingChildren), as BullMQ marks it lazily
+      redis.call('HSET', jk, 'failedBy', childKey)
+    end
+  elseif kind == 'continue' or redis.call('SCARD', FLOW.depsOf(jk)) == 0 then
+    if redis.call('ZREM', pk.waitingChildren, id) == 1 then releaseParent(pk, id, jk, now) end
+  end
+  return true, wrote
+end
+
+--[[ Settles every parent in `parents` (a child's `parents` field) of child `childJk` of queue `k`
+  with `kind` and `value`: a parent in the same queue inline, one in another queue by an outbox
+  record. The caller checked the keys (FLOW.checkParents). Returns true when it wrote an outbox
+  record (the caller's reply tells the worker to relay it). ]]
+settleParents = function(k, childJk, parents, kind, value, now, depth)
+  local wrote = false
+  for _, key in ipairs(FLOW.words(parents)) do
+    local base, id = FLOW.splitJobKey(key)
+    if base == k.base then
+      local _, cascaded = FLOW.settleOne(k, id, childJk, kind, value, now, depth or 0)
+      wrote = wrote or cascaded
+    elseif base then
+      redis.call('HSET', k.flowOutbox, key .. ' ' .. childJk, cjson.encode({ t = now, k = kind, v = value }))
+      wrote = true
+    end
+  end
+  return wrote
+end
+FLOW.settleParents = settleParents
+FLOW.queueOf = queueOf
+end

@@ -1,0 +1,423 @@
+--[[ flow.lua — parents and children (BullMQ's flows, glide-mq's DAGs): adding a flow, settling a
+  child into its parent, the outbox of settlements owed to another queue, a running parent that
+  waits for children, and removing a child's dependency. The keys and the settling are described
+  in lua/flow-keys.lua. A flow is one list of nodes, trees and DAGs alike: a node has the job keys
+  of its parents and of its children (deps); a node with deps is a parent.
+
+  glidemq_addFlow — stores a flow (or the part of it in the queues of KEYS) whole or not at all.
+  KEYS[1..n]  the meta keys of the queues the flow's nodes are in, and of the queue of every
+           existing job a node names as its parent; KEYS[1] is the queue whose producer numbers
+           the call (the flow's top node's).
+  ARGV[1]  maxPayload: largest accepted data, in bytes (0 = no limit).
+  ARGV[2]  producer: '' or the client's producer id (as glidemq_add's: a call already run is
+           answered as the first time and writes nothing, lua/producers.lua).
+  ARGV[3]  seq: the call's number for this producer (0 without a producer).
+  ARGV[4]  answeredBelow: as glidemq_add's.
+  ARGV[5]  count: how many nodes follow (0..10000), each a group of 12 arguments:
+    group.queue: the node's queue, a position in KEYS (1..n).
+    group.jobId: the node's job id (1..256 bytes, no ':', '{', '}', whitespace or control
+           characters, not a whole number: the client makes one when the user gives none).
+    group.name: the job's name (1..1024 bytes).
+    group.data: the job's data (JSON text, at most maxPayload bytes).
+    group.delay: ms it waits before it may run (a parent: once its children settled), from the
+           server's clock.
+    group.priority: 0 = none, else 1..2097152.
+    group.lifo: '1' last in, first out; '0' not.
+    group.attempts: attempts before it fails for good (>= 1).
+    group.opts: '' or a JSON object of the options only clients read and the failure policy of a
+           child (failParentOnFailure, ignoreDependencyOnFailure, removeDependencyOnFailure,
+           continueParentOnFailure), lua/jobs.lua JOB_OPTS.
+    group.groupSpec: '' or the job's group as a JSON object (as glidemq_add's).
+    group.parents: '' or the job keys of its parents joined by spaces: nodes of this call, or
+           existing jobs that have not finished (each of a queue in KEYS).
+    group.deps: '' or the job keys of its children joined by spaces, each a node of this call
+           that names it among its parents. A node with deps is stored waiting for them
+           (state 'waiting-children'); one without is queued as glidemq_add queues a job.
+  Returns  {ts, created}: ts the server time (ms) stored as every job's ts; created 1 when the
+           flow was stored, 0 when every node's job existed already (a resend: nothing written).
+           A repeated call (same producer and seq) gets the first run's reply.
+  Errors   ERR_INVALID (an argument, named with its node; a link one side does not name; a cycle;
+           a node whose job exists while others do not), ERR_TOO_LARGE (data over maxPayload),
+           ERR_JOB_NOT_FOUND (a parent outside the call that does not exist), ERR_JOB_STATE (a
+           parent outside the call that finished), ERR_WRONG_TYPE (a key it writes holds another
+           type). All checked before the first write: a refused flow writes nothing.
+
+  glidemq_settle — settles a child into its parent (the relay of an outbox record).
+  KEYS[1]  meta key of the parent's queue.
+  ARGV[1]  parentId: the parent's job id.
+  ARGV[2]  childKey: the child's job key.
+  ARGV[3]  kind: completed | fail | ignore | remove | continue (lua/flow-keys.lua).
+  ARGV[4]  value: the child's return value (completed) or failed reason.
+  Returns  {changed, relay}: changed 1 when the child was still among the parent's deps (0: settled
+           before, nothing written); relay 1 when a parent failed in turn wrote an outbox record.
+  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
+
+  glidemq_outboxDone — forgets an outbox record once it was relayed.
+  KEYS[1]  meta key of the child's queue.
+  ARGV[1]  field: the record's field ('<parentKey> <childKey>').
+  ARGV[2]  value: the record's value as it was relayed (a record written again since stays).
+  Returns  1 when it was deleted, else 0.
+  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (the outbox holds another type).
+
+  glidemq_outboxList — outbox records to relay. Read-only.
+  KEYS[1]  meta key.
+  ARGV[1]  minAgeMs: only records written at least this many ms before the server's now.
+  ARGV[2]  count: records at most (1..10000).
+  Returns  a flat list: field1, value1, field2, value2, ...
+  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (the outbox holds another type).
+
+  glidemq_moveToWaitingChildren — a running parent gives up its claim and waits for its children.
+  KEYS[1]  meta key.
+  ARGV[1]  jobId: the running job.
+  ARGV[2]  fence: the fence of its claim.
+  ARGV[3]  consumer: the worker's consumer name.
+  Returns  'waiting' (it has children not settled: it waits for them, state 'waiting-children') |
+           'none' (every child settled: it keeps its claim and runs on) | 'failed:<childKey>' (a
+           child with failParentOnFailure failed while it was not waiting: it keeps its claim, and
+           its processor fails it) | 'stale' (the caller no longer owns the claim: nothing was
+           changed).
+  Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (an argument), ERR_WRONG_TYPE.
+
+  glidemq_removeChildDependency — a child stops being one of its parents' dependencies.
+  KEYS[1]  meta key of the child's queue.
+  ARGV[1]  jobId: the child.
+  Returns  {removed, relay}: removed 1 when it had parents (each settles it as removed: a parent
+           whose last dependency it was is queued), 0 when it had none; relay 1 when an outbox
+           record was written (a parent in another queue).
+  Errors   ERR_JOB_NOT_FOUND (no such job), ERR_INVALID, ERR_WRONG_TYPE.
+]]
+do -- this file's locals end here: the library's main chunk may hold at most 200 locals
+local MAX_CALL_SEQ = 99999999999999
+local PRODUCER = kind("'' or a producer id (1 to 64 letters, digits, '_' or '-')", function(v)
+  if v == '' or (#v <= 64 and not string.find(v, '[^%w_%-]')) then return v end
+  return nil
+end)
+local JOB_NAME = kind('a non-empty string of at most ' .. MAX_JOB_NAME_LEN .. ' bytes', function(v)
+  if v ~= '' and #v <= MAX_JOB_NAME_LEN then return v end
+  return nil
+end)
+-- Job keys joined by spaces ('' for none), each <base>:job:<id> with a job id as ARG.jobId takes.
+local JOB_KEYS = kind("'' or job keys (<prefix>:{<queue>}:job:<id>) joined by spaces", function(v)
+  for w in string.gmatch(v, '%S+') do
+    local _, id = FLOW.splitJobKey(w)
+    if not id or not ARG.jobId.check(id) then return nil end
+  end
+  return v
+end)
+local FLOW_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
+  'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ), 'count', ARG.count }
+local FLOW_NODE = {
+  'queue', ARG.int(1, MAX_COUNT),
+  'jobId', kind("a job id (1 to 256 bytes, no ':', '{', '}', whitespace or control characters) that is not a whole number", function(v)
+    if string.find(v, '^%-?%d+$') then return nil end
+    return ARG.jobId.check(v)
+  end),
+  'name', JOB_NAME,
+  'data', ARG.any,
+  'delay', ARG.ms,
+  'priority', ARG.int(0, MAX_PRIORITY),
+  'lifo', ARG.flag,
+  'attempts', ARG.int(1, MAX_SAFE_INT),
+  'opts', JOB_OPTS,
+  'groupSpec', ARG.any,
+  'parents', JOB_KEYS,
+  'deps', JOB_KEYS,
+}
+local SETTLE_ARGS = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
+  'kind', ARG.oneOf('completed', 'fail', 'ignore', 'remove', 'continue'), 'value', ARG.any }
+local OUTBOX_DONE_ARGS = { 'field', ARG.any, 'value', ARG.any }
+local OUTBOX_LIST_ARGS = { 'minAgeMs', ARG.ms, 'count', ARG.int(1, MAX_COUNT) }
+local WAIT_CHILDREN_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty }
+local REMOVE_DEP_ARGS = { 'jobId', ARG.jobId }
+local FLOW_QUEUE_TYPES = { 'waitingChildren', 'zset' }
+local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
+local WAIT_TYPES = { 'waitingChildren', 'zset', 'events', 'stream' }
+
+-- Names node i of a call in an error; built only when there is an error to report.
+local function nodeLabel(n, i)
+  return 'glidemq_addFlow: node #' .. i .. ' (job ' .. n.jobId .. ')'
+end
+
+local function contains(list, v)
+  for _, x in ipairs(list) do
+    if x == v then return true end
+  end
+  return false
+end
+
+-- The queues of KEYS, each a meta key: their key tables by position, and by base.
+local function flowQueues(keys)
+  if #keys < 1 then refuse('ERR_INVALID', 'glidemq_addFlow: KEYS must name at least one queue meta key') end
+  local queues, bases = {}, {}
+  for i, key in ipairs(keys) do
+    if string.sub(key, -5) ~= ':meta' then
+      refuse('ERR_INVALID', 'glidemq_addFlow: KEYS[' .. i .. '] must be a queue meta key (<prefix>:{<queue>}:meta), got ' .. showArg(key))
+    end
+    queues[i] = keysFor(key)
+    bases[queues[i].base] = queues[i]
+  end
+  return queues, bases
+end
+
+-- Checks each node by itself (payload, options, group) and indexes the call by job key.
+local function checkNodes(a, nodes, queues)
+  local byKey = {}
+  for i, n in ipairs(nodes) do
+    if n.queue > #queues then
+      refuse('ERR_INVALID', nodeLabel(n, i) .. ': queue is ' .. n.queue .. ', but KEYS name ' .. #queues .. ' queues')
+    end
+    n.k = queues[n.queue]
+    n.jk = jobKey(n.k, n.jobId)
+    if byKey[n.jk] then refuse('ERR_INVALID', nodeLabel(n, i) .. ': the call names job ' .. n.jk .. ' twice') end
+    byKey[n.jk] = n
+    if a.maxPayload > 0 and #n.data > a.maxPayload then
+      refuse('ERR_TOO_LARGE', nodeLabel(n, i) .. ': data is ' .. #n.data .. ' bytes, over the limit of ' ..
+        a.maxPayload .. ' bytes (maxPayload); store large data elsewhere and enqueue a reference')
+    end
+    if n.priority > 0 and n.lifo then
+      refuse('ERR_INVALID', nodeLabel(n, i) .. ': a job cannot be both prioritized and LIFO (send priority 0 or lifo 0)')
+    end
+    if n.groupSpec ~= '' then
+      local g, why = groupParse(n.groupSpec)
+      if not g then refuse('ERR_INVALID', nodeLabel(n, i) .. ': groupSpec: ' .. why) end
+      if n.priority > 0 or n.lifo then
+        refuse('ERR_INVALID', nodeLabel(n, i) .. ": a group job runs in its group's order: it cannot be prioritized or LIFO")
+      end
+      n.group = g
+    end
+    n.parentList, n.depList = FLOW.words(n.parents), FLOW.words(n.deps)
+  end
+  return byKey
+end
+
+-- Checks that every link is named by both of its ends (a parent outside the call: by the child
+-- alone, and its queue among KEYS), and that the nodes hold no cycle. Returns the parents outside
+-- the call: job key -> { k, id, children }.
+local function checkLinks(nodes, byKey, bases)
+  local outside = {}
+  for i, n in ipairs(nodes) do
+    for _, d in ipairs(n.depList) do
+      local c = byKey[d]
+      if not c or not contains(c.parentList, n.jk) then
+        refuse('ERR_INVALID', nodeLabel(n, i) .. ': dependency ' .. d .. ' is not a node of the call that names it as its parent')
+      end
+    end
+    for _, p in ipairs(n.parentList) do
+      local pn = byKey[p]
+      if pn then
+        if not contains(pn.depList, n.jk) then
+          refuse('ERR_INVALID', nodeLabel(n, i) .. ': parent ' .. p .. ' does not list it among its dependencies')
+        end
+      else
+        local base, id = FLOW.splitJobKey(p)
+        if not bases[base] then
+          refuse('ERR_INVALID', nodeLabel(n, i) .. ': the queue of parent ' .. p .. ' is not among KEYS')
+        end
+        local o = outside[p] or { k = bases[base], id = id, children = {} }
+        o.children[#o.children + 1] = n.jk
+        outside[p] = o
+      end
+    end
+  end
+  -- no cycle: every node is reached by taking away those whose deps are all taken away (Kahn)
+  local left, ready, done = {}, {}, 0
+  for _, n in ipairs(nodes) do
+    left[n.jk] = #n.depList
+    if #n.depList == 0 then ready[#ready + 1] = n end
+  end
+  while #ready > 0 do
+    local n = table.remove(ready)
+    done = done + 1
+    for _, p in ipairs(n.parentList) do
+      if left[p] then
+        left[p] = left[p] - 1
+        if left[p] == 0 then ready[#ready + 1] = byKey[p] end
+      end
+    end
+  end
+  if done < #nodes then refuse('ERR_INVALID', 'glidemq_addFlow: the nodes hold a cycle (a job depends on itself through its children)') end
+  return outside
+end
+
+-- Whether the call's jobs exist already: true when all do (a resend), false when none; a refusal
+-- when some do. Checks each job key's type.
+local function flowExists(nodes)
+  local existing, first = 0, nil
+  for _, n in ipairs(nodes) do
+    requireKeyType(n.jk, 'hash')
+    if redis.call('EXISTS', n.jk) == 1 then
+      existing = existing + 1
+      first = first or n.jk
+    end
+  end
+  if existing > 0 and existing < #nodes then
+    refuse('ERR_INVALID', 'glidemq_addFlow: job ' .. first .. ' exists already, and other jobs of the flow do not: ' ..
+      'a flow is stored whole with new jobs (give its jobs other ids)')
+  end
+  return existing > 0
+end
+
+-- The types of every key the write phase writes; the state of every parent outside the call.
+local function checkFlowWrites(nodes, outside)
+  for _, n in ipairs(nodes) do
+    requireTypes(n.k, INSERT_JOB_WRITES)
+    requireTypes(n.k, FLOW_QUEUE_TYPES)
+    if n.group then groupRequireTypes(n.k, n.group.id) end
+    if #n.depList > 0 then requireKeyType(FLOW.depsOf(n.jk), 'set') end
+  end
+  for key, o in pairs(outside) do
+    local state = redis.call('HGET', key, 'state')
+    if not state then
+      refuse('ERR_JOB_NOT_FOUND', 'glidemq_addFlow: parent job ' .. key .. ' does not exist: add the parent first, or add the child without parent')
+    end
+    if state == 'completed' or state == 'failed' then
+      refuse('ERR_JOB_STATE', 'glidemq_addFlow: parent job ' .. key .. ' is ' .. state .. ': a finished job takes no children')
+    end
+    requireKeyType(FLOW.depsOf(key), 'set')
+  end
+end
+
+-- Writes a parent node: its hash waiting for its children (state 'waiting-children'), its deps,
+-- and its place in the queue's waiting-children set (scored by the server's now).
+local function insertParent(n, now)
+  local k, id, jk = n.k, n.jobId, n.jk
+  local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children' }
+  local function put(f, v)
+    fields[#fields + 1] = f
+    fields[#fields + 1] = v
+  end
+  if n.priority > 0 then put('priority', n.priority) end
+  if n.lifo then put('lifo', '1') end
+  if n.attempts > 1 then put('attempts', n.attempts) end
+  if n.opts ~= '' then put('opts', n.opts) end
+  if n.delay > 0 then put('delay', n.delay) end
+  if n.group then
+    groupConfigure(k, n.group, now)
+    put('grp', n.group.id)
+  end
+  redis.call('HSET', jk, unpack(fields))
+  redis.call('SADD', FLOW.depsOf(jk), unpack(n.depList))
+  redis.call('ZADD', k.waitingChildren, now, id)
+  -- (QueueEvents: 'added', then 'waiting-children', not 'waiting')
+  emit(k, 'added', id, 'waitingChildren', '1')
+  emit(k, 'waiting-children', id)
+end
+
+-- producer, seq and answeredBelow: all three or none (as glidemq_add's).
+local function checkProducer(a)
+  if (a.producer == '') ~= (a.seq == 0) or (a.seq > 0 and (a.answeredBelow < 1 or a.answeredBelow > a.seq)) then
+    refuse('ERR_INVALID', 'glidemq_addFlow: producer, seq and answeredBelow go together: a producer id with ' ..
+      'seq >= 1 and 1 <= answeredBelow <= seq, or \'\', 0, 0 (got seq ' .. a.seq .. ', answeredBelow ' .. a.answeredBelow .. ')')
+  end
+end
+
+register('glidemq_addFlow', function(keys, args)
+  local queues, bases = flowQueues(keys)
+  local a, nodes = decodeArgs('glidemq_addFlow', args, FLOW_HEAD, FLOW_NODE, 'count')
+  checkProducer(a)
+  local pk, kept, low = producerCall(queues[1], a.producer, a.seq, true)
+  if kept then return kept end
+  -- check phase: every node, every link, every key, before the first write
+  local byKey = checkNodes(a, nodes, queues)
+  local outside = checkLinks(nodes, byKey, bases)
+  local resent = flowExists(nodes)
+  if not resent then checkFlowWrites(nodes, outside) end
+  local now = serverNow()
+  local out = { now, resent and 0 or 1 }
+  if not resent then
+    for _, n in ipairs(nodes) do ensureQueue(n.k) end
+    for _, n in ipairs(nodes) do
+      if #n.depList > 0 then
+        insertParent(n, now)
+      else
+        insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group)
+      end
+      if n.parents ~= '' then redis.call('HSET', n.jk, 'parents', n.parents) end
+    end
+    for key, o in pairs(outside) do redis.call('SADD', FLOW.depsOf(key), unpack(o.children)) end
+  end
+  if pk then rememberReply(pk, a.seq, a.answeredBelow, low, out) end
+  return out
+end)
+
+register('glidemq_settle', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_settle', args, SETTLE_ARGS)
+  if a.childKey == '' or string.find(a.childKey, '%s') then
+    refuse('ERR_INVALID', 'glidemq_settle: childKey must be one job key, got ' .. showArg(a.childKey))
+  end
+  FLOW.checkParent(k, a.parentId, a.kind, 0)
+  local changed, relay = FLOW.settleOne(k, a.parentId, a.childKey, a.kind, a.value, serverNow(), 0)
+  return { changed and 1 or 0, relay and 1 or 0 }
+end)
+
+register('glidemq_outboxDone', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_outboxDone', args, OUTBOX_DONE_ARGS)
+  requireTypes(k, OUTBOX_TYPES)
+  if redis.call('HGET', k.flowOutbox, a.field) ~= a.value then return 0 end
+  return redis.call('HDEL', k.flowOutbox, a.field)
+end)
+
+register('glidemq_outboxList', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_outboxList', args, OUTBOX_LIST_ARGS)
+  requireTypes(k, OUTBOX_TYPES)
+  local out = {}
+  if redis.call('EXISTS', k.flowOutbox) == 0 then return out end
+  local oldest = serverNow() - a.minAgeMs
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', k.flowOutbox, cursor, 'COUNT', 100)
+    cursor = page[1]
+    local kv = page[2]
+    for i = 1, #kv, 2 do
+      local ok, r = pcall(cjson.decode, kv[i + 1])
+      local t = ok and type(r) == 'table' and tonumber(r.t) or 0
+      if t <= oldest and #out < 2 * a.count then
+        out[#out + 1], out[#out + 2] = kv[i], kv[i + 1]
+      end
+    end
+  until cursor == '0' or #out >= 2 * a.count
+  return out
+end, { 'no-writes' })
+
+register('glidemq_moveToWaitingChildren', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_moveToWaitingChildren', args, WAIT_CHILDREN_ARGS)
+  local id = a.jobId
+  local jk = jobKey(k, id)
+  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'failedBy')
+  if not cur[1] then
+    refuse('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed while it ran?): cannot move it to waiting-children')
+  end
+  if cur[1] ~= 'active' or tonumber(cur[2]) ~= a.fence or cur[3] ~= a.consumer then return 'stale' end
+  if cur[5] then return 'failed:' .. cur[5] end
+  requireKeyType(FLOW.depsOf(jk), 'set')
+  if redis.call('SCARD', FLOW.depsOf(jk)) == 0 then return 'none' end
+  requireReleaseTypes(k, cur[4])
+  requireTypes(k, WAIT_TYPES)
+  releaseActive(k, id, jk)
+  -- parkFence: this claim may still write the job's data, progress and logs until its next claim
+  redis.call('HSET', jk, 'state', 'waiting-children', 'parkFence', a.fence)
+  redis.call('ZADD', k.waitingChildren, serverNow(), id)
+  emit(k, 'waiting-children', id)
+  return 'waiting'
+end)
+
+register('glidemq_removeChildDependency', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_removeChildDependency', args, REMOVE_DEP_ARGS)
+  local jk = jobKey(k, a.jobId)
+  requireKeyType(jk, 'hash')
+  if redis.call('EXISTS', jk) == 0 then
+    refuse('ERR_JOB_NOT_FOUND', 'job ' .. a.jobId .. ' does not exist: removeChildDependency has no child to remove')
+  end
+  local parents = redis.call('HGET', jk, 'parents')
+  if not parents then return { 0, 0 } end
+  FLOW.checkParents(k, parents, 'remove')
+  local relay = FLOW.settleParents(k, jk, parents, 'remove', '', serverNow())
+  redis.call('HDEL', jk, 'parents')
+  return { 1, relay and 1 or 0 }
+end)
+end

@@ -1,0 +1,214 @@
+/**
+ * BullMQ's FlowProducer: adds a tree of jobs (children in any queue) whole or not at all, and reads
+ * one back (getFlow). A flow is one node list (flow-nodes.ts) stored by one glidemq_addFlow call
+ * (lua/flow.lua): atomic by Valkey, and numbered by the producer's once-only call numbers, so a
+ * call re-sent after a lost reply stores nothing twice. Parents wait in 'waiting-children' and run
+ * once, after their last child settled.
+ */
+import { acquireClient, closeClient, type Acquired, type Client, type ConnectionInput } from '../connecting/connection.js';
+import { callFunction } from '../connecting/library.js';
+import { ReadyConnection } from '../connecting/ready-connection.js';
+import { DEFAULT_PREFIX, QueueKeys, validatePrefix } from '../shared/keys.js';
+import { SafeEmitter } from '../shared/safe-emitter.js';
+import { invalid } from '../shared/errors.js';
+import { Job, type JobQueueHandle } from '../jobs/job.js';
+import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
+import { Producer } from '../producing/producer.js';
+import { encodeNodes, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
+
+export interface FlowProducerOptions {
+  connection?: ConnectionInput;
+  /** The key prefix of the flow's queues (a flow job may name its own). */
+  prefix?: string;
+  /** Largest accepted job data, in bytes of JSON (default 512 KiB). */
+  maxPayloadBytes?: number;
+}
+
+/** BullMQ's JobNode: a job of a flow and its children (left out for a job without children). */
+export interface JobNode {
+  job: Job;
+  children?: JobNode[];
+}
+
+/** BullMQ's getFlow options: the top job, how deep to read, and how many children per job. */
+export interface NodeOpts {
+  id: string;
+  queueName: string;
+  prefix?: string;
+  /** Levels of children read (default 10). */
+  depth?: number;
+  /** Children read per job at most (default 20). */
+  maxChildren?: number;
+}
+
+/** What adding a node list needs (a FlowProducer, or a Queue adding a child). */
+export interface FlowTarget {
+  client: Client;
+  producer: Producer;
+  maxPayload: number;
+}
+
+/** The reply of glidemq_addFlow: the server's ts stored as every job's, and whether it stored the flow (false: a resend). */
+export interface FlowAdded {
+  ts: number;
+  created: boolean;
+}
+
+/** Stores `nodes` in one glidemq_addFlow call, numbered for once-only adds. */
+export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAdded & { shapes: (string | number)[][] }> {
+  const enc = encodeNodes(nodes);
+  const call = t.producer.next();
+  try {
+    const keys = enc.keys;
+    const r = (await callFunction(t.client, 'glidemq_addFlow', keys, [t.maxPayload, ...call.args, enc.groups.length, ...enc.groups.flat()])) as number[];
+    return { ts: Number(r[0]), created: Number(r[1]) === 1, shapes: enc.shapes };
+  } finally {
+    call.done();
+  }
+}
+
+/** The Job an added node describes (the fields getJob reads back), with a handle on its queue. */
+export function addedJob(n: FlowNode, shape: (string | number)[], ts: number, handle: (keys: QueueKeys) => JobQueueHandle): Job {
+  const fields = addedFields(n.id, String(shape[2]), shape, ts);
+  if (n.parents.length) fields.parents = n.parents.join(' ');
+  const job = Job.fromFields(fields);
+  job.state = n.deps.length ? 'waiting-children' : job.opts.delay ? 'delayed' : job.opts.priority ? 'prioritized' : 'waiting';
+  job.queue = handle(nodeKeys(n));
+  return job;
+}
+
+export class FlowProducer extends SafeEmitter {
+  readonly prefix: string;
+  private readonly acquired: Acquired;
+  private readonly ready: ReadyConnection;
+  private readonly producer = new Producer();
+  private readonly maxPayload: number;
+  private closing: Promise<void> | undefined;
+
+  constructor(opts: FlowProducerOptions = {}) {
+    super();
+    this.prefix = validatePrefix(opts.prefix ?? DEFAULT_PREFIX);
+    this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
+    this.acquired = acquireClient(opts.connection);
+    this.ready = new ReadyConnection(this.acquired);
+  }
+
+  get client(): Client {
+    return this.acquired.client;
+  }
+
+  /** Resolves once the library is on the server. */
+  waitUntilReady(): Promise<void> {
+    return this.ready.get();
+  }
+
+  /** Adds a tree: stored whole or not at all. Resolves to the tree of jobs. */
+  async add(flow: FlowJob, opts: FlowOpts = {}): Promise<JobNode> {
+    const nodes = treeToNodes(flow, this.prefix, opts);
+    const [tree] = await this.store([nodes]);
+    return tree;
+  }
+
+  /** Adds several trees in one call: all stored, or none. */
+  async addBulk(flows: FlowJob[]): Promise<JobNode[]> {
+    if (!Array.isArray(flows)) throw invalid('addBulk takes an array of flows');
+    if (flows.length === 0) return [];
+    return this.store(flows.map((f) => treeToNodes(f, this.prefix)));
+  }
+
+  /** Stores node lists (trees, or DAG node lists) in one call and answers each as its tree of jobs. */
+  private async store(lists: FlowNode[][]): Promise<JobNode[]> {
+    await this.waitUntilReady();
+    const all = lists.flat();
+    const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, all);
+    const jobs = new Map<FlowNode, Job>();
+    all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
+    return lists.map((nodes) => treeOf(nodes, jobs));
+  }
+
+  /** Adds a node list whose links were made by the caller (the DAG helpers): a Map of each node to its Job. */
+  async addNodes(nodes: FlowNode[]): Promise<Map<FlowNode, Job>> {
+    await this.waitUntilReady();
+    const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, nodes);
+    const jobs = new Map<FlowNode, Job>();
+    nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
+    return jobs;
+  }
+
+  /**
+   * A flow as it is now, from job `id` of `queueName` down: each job with its children (those
+   * waiting, completed, failed and ignored), `depth` levels and `maxChildren` per job at most.
+   * Undefined when there is no such job.
+   */
+  async getFlow(opts: NodeOpts): Promise<JobNode | undefined> {
+    if (typeof opts !== 'object' || opts === null || typeof opts.id !== 'string' || typeof opts.queueName !== 'string') {
+      throw invalid('getFlow takes {id, queueName, prefix?, depth?, maxChildren?}');
+    }
+    await this.waitUntilReady();
+    const keys = new QueueKeys(opts.queueName, opts.prefix ?? this.prefix);
+    return this.readNode(keys, opts.id, opts.depth ?? 10, opts.maxChildren ?? 20);
+  }
+
+  private async readNode(keys: QueueKeys, id: string, depth: number, maxChildren: number): Promise<JobNode | undefined> {
+    const h = await this.client.hgetall(keys.job(id));
+    if (!h || Object.keys(h).length === 0) return undefined;
+    const job = Job.fromFields({ ...h, id });
+    job.queue = this.handle(keys);
+    const node: JobNode = { job };
+    if (depth <= 0) return node;
+    const [deps, processed, failed, ignored] = await Promise.all([
+      this.client.smembers(keys.deps(id)),
+      this.client.hkeys(keys.processed(id)),
+      this.client.hkeys(keys.failedChildren(id)),
+      this.client.hkeys(keys.ignored(id)),
+    ]);
+    const childKeys = [...new Set([...processed, ...failed, ...ignored, ...deps])].slice(0, Math.max(0, maxChildren));
+    const children: JobNode[] = [];
+    for (const key of childKeys) {
+      const m = /^(.+):\{([^{}]+)\}:job:([^:\s]+)$/.exec(key);
+      if (!m) continue;
+      const child = await this.readNode(new QueueKeys(m[2], m[1]), m[3], depth - 1, maxChildren);
+      if (child) children.push(child);
+    }
+    if (children.length) node.children = children;
+    return node;
+  }
+
+  /** What a job of this flow needs of its queue to read and change itself (no Queue is made). */
+  private handle(keys: QueueKeys): JobQueueHandle {
+    return {
+      client: this.client,
+      keys,
+      maxPayloadBytes: this.maxPayload,
+      waitUntilReady: () => this.waitUntilReady(),
+      emit: (event, ...args) => this.emit(event, ...args),
+    };
+  }
+
+  /** Closes the connection when this producer made it (a client the caller gave stays open). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.ready.settled();
+      if (this.acquired.owned) await closeClient(this.client);
+    })();
+    return this.closing;
+  }
+
+  /** BullMQ's disconnect: the same as close. */
+  disconnect(): Promise<void> {
+    return this.close();
+  }
+}
+
+/** The tree of `nodes` (the first is its top), each node's Job from `jobs`. */
+function treeOf(nodes: FlowNode[], jobs: Map<FlowNode, Job>): JobNode {
+  const byKey = new Map<string, FlowNode>();
+  for (const n of nodes) byKey.set(nodeKeys(n).job(n.id), n);
+  const build = (n: FlowNode): JobNode => {
+    const node: JobNode = { job: jobs.get(n)! };
+    const children = n.deps.map((d) => byKey.get(d)).filter((c): c is FlowNode => c !== undefined);
+    if (children.length) node.children = children.map(build);
+    return node;
+  };
+  return build(nodes[0]);
+}
