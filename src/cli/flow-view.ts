@@ -96,15 +96,16 @@ export async function flowView(node: JobNode, queue: string): Promise<FlowView> 
 }
 
 /**
- * `view` as a tree to draw: each job's name, id, queue (when not its parent's; the top job's is the
- * one asked for), state, dependency counts and failure reason.
+ * `view` as a tree to draw: each job's name, queue (when not its parent's; the top job's is the
+ * one asked for), state, dependency counts, failure reason and id.
  */
 export function flowTree(view: FlowView, limits: ViewLimits, parentQueue = view.queue, level = 0): TreeNode {
   const counts = describeCounts(view.dependencies);
   const where = view.queue === parentQueue ? '' : ` @${view.queue}`;
   const reason = view.state === 'failed' && view.failedReason ? `: ${view.failedReason}` : '';
-  const text = `${view.name} #${view.id}${where}  ${view.state}${counts ? ` (${counts})` : ''}${reason}`;
-  const styled = `${view.name} ${colour.dim(`#${view.id}${where}`)}  ${status(view.state)}${counts ? colour.dim(` (${counts})`) : ''}${reason}`;
+  // the state and counts before the id: a long id (a flow's UUIDs) is what the 80 columns cut
+  const text = `${view.name}${where}  ${view.state}${counts ? ` (${counts})` : ''}${reason}  #${view.id}`;
+  const styled = `${view.name}${where}  ${status(view.state)}${counts ? colour.dim(` (${counts})`) : ''}${reason}  ${colour.dim(`#${view.id}`)}`;
   const children = view.children.map((c) => flowTree(c, limits, view.queue, level + 1));
   if (view.childrenNotShown > 0) {
     const n = view.childrenNotShown;

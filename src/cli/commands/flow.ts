@@ -26,14 +26,15 @@ export function register(program: Command): void {
     .addHelpText(
       'after',
       `
-Each line is one job: its name, #id, @queue (when not its parent's), state, and for a parent
-its children in brackets by how they settled, as BullMQ counts them: processed (completed),
+Each line is one job: its name, @queue (when not its parent's), state, for a parent its
+children in brackets by how they settled, as BullMQ counts them: processed (completed),
 unprocessed (not settled yet), failed (failed under failParentOnFailure or
-continueParentOnFailure), ignored (failed under ignoreDependencyOnFailure); a failed job ends
-with its reason. Children a limit left out are counted on a line of their own. A job that is itself a child names its parent: \`glidemq flow\` on it shows
-the whole flow. --json prints the tree as nested objects {id, queue, name, state, attemptsMade,
-timestamp, processedOn, finishedOn, failedReason, dependencies, children, childrenNotShown},
-the top one with its parent. Exit code: 0 shown, 1 no such job, 2 bad flags or no server.
+continueParentOnFailure), ignored (failed under ignoreDependencyOnFailure); a failed job's
+reason; last, its #id. Children a limit left out are counted on a line of their own. A job
+that is itself a child names its parent: \`glidemq flow\` on it shows the whole flow.
+--json prints the tree as nested objects {id, queue, name, state, attemptsMade, timestamp,
+processedOn, finishedOn, failedReason, dependencies, children, childrenNotShown}, the top one
+with its parent. Exit code: 0 shown, 1 no such job, 2 bad flags or no server.
 
 Examples:
   $ glidemq flow reports 7f3c2a1e-5d4b-4c1f-9e8a-0b1c2d3e4f5a
