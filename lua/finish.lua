@@ -33,7 +33,7 @@
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua);
            last, the string '{relay}' when the finish wrote an outbox record for a parent in
-           another queue (lua/flow-keys.lua): the worker relays it.
+           another slot of a cluster (lua/flow-keys.lua): the worker relays it.
            A repeated finish (sent again after its reply was lost) of a job this claim completed
            or failed for good gets that status again, and changes nothing; so does one whose
            claim put the job back for a retry ('retried' or 'delayed': the job's `rf` field keeps
@@ -80,8 +80,9 @@
 
   A failure for good is stored by lua/outcomes.lua storeFailure, as stalled recovery stores one.
   A child (a job with `parents`) that completes, or fails for good with a failure policy, settles
-  its parents in the same call (lua/flow-keys.lua): inline in its own queue, else by an outbox
-  record. A job without parents pays one field more in the read of its hash.
+  its parents in the same call (lua/flow-keys.lua): inline in its own queue and, on a standalone
+  server, in any queue; on a cluster by an outbox record for a parent in another queue. A job
+  without parents pays one field more in the read of its hash.
   Events   'failed' and 'retrying' (with `delay`, ms from the server's now, for a retry after a
            backoff) always. On the hot path one XADD per job is a tenth of a finish's cost, so
            the per-job events are written only where something reads them: 'completed' on a

@@ -21,9 +21,10 @@
   Kinds of a settlement: completed (value: the child's return value), fail (failParentOnFailure:
   the parent fails), ignore (ignoreDependencyOnFailure), remove (removeDependencyOnFailure, and a
   removed child or removeChildDependency), continue (continueParentOnFailure: the parent runs now).
-  A parent in the child's queue is settled inline, in the same call; one in another queue through
-  the outbox, which the worker relays (glidemq_settle on the parent's queue, then
-  glidemq_outboxDone) right after the reply, and maintenance relays what a crash left.
+  A parent in the child's queue is settled inline, in the same call; so is one in another queue on
+  a standalone server (FLOW.reachesEveryQueue). On a cluster a parent in another queue (another
+  slot) is settled through the outbox, which the worker relays (glidemq_settle on the parent's
+  queue, then glidemq_outboxDone) right after the reply, and maintenance relays what a crash left.
 ]]
 local FLOW = { RELAY_MARK = '{relay}' } -- the last element of a reply after which the worker relays
 do
@@ -62,6 +63,17 @@ FLOW.failureKind = function(opts)
   return nil
 end
 
+-- Whether one call may write every queue's keys: true on a standalone server (and a Sentinel's
+-- primary), where a parent in another queue is settled inline, in the child's own call, so there
+-- is no window between a child's finish and its parent's settlement; false on a cluster, whose
+-- node holds only its own slots (there the outbox carries the settlement). CLUSTER KEYSLOT
+-- answers only on a cluster; the answer cannot change while the server runs, so it is kept.
+local reachesEveryQueue = nil
+FLOW.reachesEveryQueue = function()
+  if reachesEveryQueue == nil then reachesEveryQueue = not pcall(redis.call, 'CLUSTER', 'KEYSLOT', 'glidemq') end
+  return reachesEveryQueue
+end
+
 -- The queue keys of base `base`: `k` itself when it is that queue (its checked types are kept).
 local function queueOf(k, base)
   if base == k.base then return k end
@@ -95,8 +107,8 @@ end
 checkParents = function(k, parents, kind, depth)
   for _, key in ipairs(FLOW.words(parents)) do
     local base, id = FLOW.splitJobKey(key)
-    if base == k.base then
-      checkParent(k, id, kind, depth or 0)
+    if base == k.base or (base and FLOW.reachesEveryQueue()) then
+      checkParent(queueOf(k, base), id, kind, depth or 0)
     else
       requireTypes(k, OUTBOX_TYPES)
     end
@@ -173,8 +185,8 @@ settleParents = function(k, childJk, parents, kind, value, now, depth)
   local wrote = false
   for _, key in ipairs(FLOW.words(parents)) do
     local base, id = FLOW.splitJobKey(key)
-    if base == k.base then
-      local _, cascaded = FLOW.settleOne(k, id, childJk, kind, value, now, depth or 0)
+    if base == k.base or (base and FLOW.reachesEveryQueue()) then
+      local _, cascaded = FLOW.settleOne(queueOf(k, base), id, childJk, kind, value, now, depth or 0)
       wrote = wrote or cascaded
     elseif base then
       redis.call('HSET', k.flowOutbox, key .. ' ' .. childJk, cjson.encode({ t = now, k = kind, v = value }))

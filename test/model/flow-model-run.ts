@@ -1,6 +1,7 @@
 /**
- * One seeded run of the flow model test: random trees over two queues (so children settle their
- * parents both inline and through the outbox), random failures, retries and failure policies,
+ * One seeded run of the flow model test: random trees over two queues (children settle parents
+ * in their own queue and in the other, in their finish on this standalone server; the cluster's
+ * outbox is tested in flows-cluster.test.ts), random failures, retries and failure policies,
  * processed in bursts by in-process workers and by worker processes that are SIGKILLed, with
  * the server SIGKILLed and restarted on its `appendfsync always` AOF, and heal runs. At the end
  * everything is drained and each job is checked against what the model says it must be: a
