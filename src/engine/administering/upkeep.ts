@@ -7,11 +7,12 @@
  * the next scheduler is (a relative time, waited out on this process's timer), computes interval
  * slots itself, and gives its own now, after which this side computes a cron pattern's next slot.
  */
-import type { Client } from '../connecting/connection.js';
+import { isCluster, type Client } from '../connecting/connection.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
 import { nextRunAfter, parseRecord } from '../scheduling/schedulers.js';
 import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
+import { FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 
 export interface UpkeepResult {
   metricsTrimmed: number;
@@ -27,6 +28,8 @@ export interface UpkeepResult {
   nextDue: number;
   /** Flow outbox records older than the grace period this tick relayed (a crash left them). */
   outboxRelayed?: number;
+  /** Flows this tick rolled forward from a journal older than the grace period (a producer died storing them in parts). */
+  flowsRolledForward?: number;
 }
 
 type ErrorHandler = (err: unknown) => void;
@@ -77,6 +80,15 @@ export class Upkeep {
       result.outboxRelayed = await relayOutbox(this.client(), this.keys.meta, OUTBOX_GRACE_MS);
     } catch (err) {
       this.onError(err);
+    }
+    // flows a producer left half stored across hash slots, rolled forward (producing/flow-journal-replay.ts;
+    // only a cluster stores a flow in parts)
+    if (isCluster(this.client())) {
+      try {
+        result.flowsRolledForward = await replayFlowJournals(this.client(), this.keys.meta, FLOW_JOURNAL_GRACE_MS);
+      } catch (err) {
+        this.onError(err);
+      }
     }
     return result;
   }

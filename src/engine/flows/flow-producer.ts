@@ -14,6 +14,7 @@ import { invalid } from '../shared/errors.js';
 import { Job, type JobQueueHandle } from '../jobs/job.js';
 import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
+import { addInParts, needsParts } from './flow-journal.js';
 import { encodeNodes, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
 
 export interface FlowProducerOptions {
@@ -57,6 +58,8 @@ export interface FlowAdded {
 /** Stores `nodes` in one glidemq_addFlow call, numbered for once-only adds. */
 export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAdded & { shapes: (string | number)[][] }> {
   const enc = encodeNodes(nodes);
+  // a flow whose queues span several hash slots of a cluster: stored in parts (flow-journal.ts)
+  if (needsParts(t.client, enc)) return { ...(await addInParts(t, nodes, enc)), shapes: enc.shapes };
   const call = t.producer.next();
   try {
     const keys = enc.keys;

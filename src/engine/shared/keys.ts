@@ -88,6 +88,10 @@ export class QueueKeys {
   get waitingChildren() { return `${this.base}:waiting-children`; }
   /** Settlements this queue's children owe to parents in another queue (hash; lua/flow-keys.lua). */
   get flowOutbox() { return `${this.base}:flow-outbox`; }
+  /** Journals of flows stored in parts across hash slots (hash flow id -> its remaining parts, JSON; lua/flow-journal.lua). */
+  get flows() { return `${this.base}:flows`; }
+  /** The same journals by the server's ms they were written (zset), for the replay of one a producer left. */
+  get flowsDue() { return `${this.base}:flows-due`; }
   /** A parent's children not settled yet (set of job keys). */
   deps(id: string) { return `${this.base}:job:${id}:deps`; }
   /** A parent's completed children: child job key → return value JSON. */
