@@ -152,7 +152,13 @@ FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth)
   end
   local wrote = false
   if kind == 'fail' then
-    if redis.call('ZREM', pk.waitingChildren, id) == 1 then wrote = failParent(pk, id, jk, childKey, now, depth or 0) end
+    if redis.call('ZREM', pk.waitingChildren, id) == 1 then
+      wrote = failParent(pk, id, jk, childKey, now, depth or 0)
+    elseif redis.call('EXISTS', jk) == 1 then
+      -- a parent not waiting (running, or not started): it fails when it next waits for its
+      -- children (glidemq_moveToWaitingChildren), as BullMQ marks it lazily
+      redis.call('HSET', jk, 'failedBy', childKey)
+    end
   elseif kind == 'continue' or redis.call('SCARD', FLOW.depsOf(jk)) == 0 then
     if redis.call('ZREM', pk.waitingChildren, id) == 1 then releaseParent(pk, id, jk, now) end
   end

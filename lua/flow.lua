@@ -107,8 +107,10 @@
   ARGV[2]  fence: the fence of its claim.
   ARGV[3]  consumer: the worker's consumer name.
   Returns  'waiting' (it has children not settled: it waits for them, state 'waiting-children') |
-           'none' (every child settled: it keeps its claim and runs on) | 'stale' (the caller no
-           longer owns the claim: nothing was changed).
+           'none' (every child settled: it keeps its claim and runs on) | 'failed:<childKey>' (a
+           child with failParentOnFailure failed while it was not waiting: it keeps its claim, and
+           its processor fails it) | 'stale' (the caller no longer owns the claim: nothing was
+           changed).
   Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (an argument), ERR_WRONG_TYPE.
 
   glidemq_removeChildDependency — a child stops being one of its parents' dependencies.
@@ -331,7 +333,8 @@ local function insertParent(n, now)
   redis.call('HSET', jk, unpack(fields))
   redis.call('SADD', FLOW.depsOf(jk), unpack(n.depList))
   redis.call('ZADD', k.waitingChildren, now, id)
-  emit(k, 'added', id)
+  -- (QueueEvents: 'added', then 'waiting-children', not 'waiting')
+  emit(k, 'added', id, 'waitingChildren', '1')
   emit(k, 'waiting-children', id)
 end
 
@@ -441,11 +444,12 @@ register('glidemq_moveToWaitingChildren', function(keys, args)
   local a = decodeArgs('glidemq_moveToWaitingChildren', args, WAIT_CHILDREN_ARGS)
   local id = a.jobId
   local jk = jobKey(k, id)
-  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src')
+  local cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'failedBy')
   if not cur[1] then
     refuse('ERR_JOB_NOT_FOUND', 'job ' .. id .. ' does not exist (removed while it ran?): cannot move it to waiting-children')
   end
   if cur[1] ~= 'active' or tonumber(cur[2]) ~= a.fence or cur[3] ~= a.consumer then return 'stale' end
+  if cur[5] then return 'failed:' .. cur[5] end
   requireKeyType(FLOW.depsOf(jk), 'set')
   if redis.call('SCARD', FLOW.depsOf(jk)) == 0 then return 'none' end
   requireReleaseTypes(k, cur[4])

@@ -14,8 +14,11 @@
     KEYS[1]  meta key.
     ARGV[1]  jobId: the job to remove.
     ARGV[2]  force: '1' also removes an active job (its claim is released), '0' refuses one.
+    A parent is removed with its unfinished children in its queue (those still among its
+    dependencies) and theirs, as BullMQ removes a parent's children; a removed child settles its
+    parents as a removed dependency (lua/flow-keys.lua). Children in another queue are left.
     Returns  1 when removed, 0 when there was no such job.
-    Errors   ERR_JOB_ACTIVE (the job is being processed and force is '0'), ERR_INVALID (jobId,
+    Errors   ERR_JOB_ACTIVE (the job, or a child of its subtree, is being processed and force is '0'), ERR_INVALID (jobId,
              force), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_drain
@@ -145,6 +148,21 @@ local function dropJob(k, id, jk, lineGid)
   emit(k, 'removed', id, 'prev', f[2] or 'unknown')
 end
 
+-- The unfinished children of parent `jk` in queue `k` (those still in its deps) and theirs, in
+-- the order found: { id, jk } each. A child in another queue is in another slot: it is left, and
+-- settles into nothing once it finishes (its parent's deps are gone).
+local function unfinishedSubtree(k, jk, out, seen)
+  for _, child in ipairs(redis.call('SMEMBERS', jk .. ':deps')) do
+    local base, id = FLOW.splitJobKey(child)
+    if base == k.base and not seen[id] then
+      seen[id] = true
+      out[#out + 1] = { id = id, jk = jobKey(k, id) }
+      unfinishedSubtree(k, jobKey(k, id), out, seen)
+    end
+  end
+  return out
+end
+
 register('glidemq_removeJob', function(keys, args)
   local k = keysFor(keys[1])
   local a = decodeArgs('glidemq_removeJob', args, REMOVE_JOB_ARGS)
@@ -155,8 +173,23 @@ register('glidemq_removeJob', function(keys, args)
   if state == 'active' and not a.force then
     return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ' is being processed; wait for it to finish or remove it with force')
   end
+  -- a parent goes with its unfinished subtree in its queue (BullMQ's removeChildren), refused
+  -- whole when one of them is being processed (and force is '0')
+  local subtree = unfinishedSubtree(k, jk, {}, { [a.jobId] = true })
+  for _, c in ipairs(subtree) do
+    c.state = readForRemoval(k, c.jk)
+    if c.state == 'active' and not a.force then
+      return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ': its child ' .. c.id .. ' is being processed; wait for it to finish ' ..
+        'or remove the job with force')
+    end
+  end
   if state == 'active' then releaseActive(k, a.jobId, jk) end
+  -- the parent first: its deps go with it, so a child removed after it releases nothing
   dropJob(k, a.jobId, jk)
+  for _, c in ipairs(subtree) do
+    if c.state == 'active' then releaseActive(k, c.id, c.jk) end
+    if c.state then dropJob(k, c.id, c.jk) end
+  end
   return 1
 end)
 

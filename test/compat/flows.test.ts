@@ -6,7 +6,7 @@
  * job key `<prefix>:{<queue>}:job:<id>`, where BullMQ writes `<prefix>:<queue>:<id>`), the test says so.
  */
 import { expect } from 'chai';
-import { FlowProducer, type Job, type Queue, WaitingChildrenError } from '../../src/index.js';
+import { FlowProducer, type Job, type Queue, QueueEvents, WaitingChildrenError } from '../../src/index.js';
 import { rejection, useCompat } from '../helpers/compat.js';
 import { waitFor } from '../helpers/valkey.js';
 
@@ -66,6 +66,46 @@ describe('BullMQ compatibility: flows', function () {
     expect(deps.unprocessed).to.deep.equal([]);
     expect(Object.keys(deps.processed!)).to.have.length(2);
     expect(await redis().hlen(other.keys.flowOutbox)).to.equal(0); // the worker relayed its record
+  });
+
+  it('QueueEvents: a parent is added waiting-children, then waiting (prev waiting-children) once its child completed', async () => {
+    const q = queue();
+    const qe = new QueueEvents(q.name, { connection: connection(), blockingTimeout: 1000 });
+    closeLater(() => qe.close());
+    const seen: string[] = [];
+    for (const event of ['added', 'waiting', 'waiting-children', 'completed'] as const) {
+      qe.on(event, (args: { jobId: string; prev?: string }) => seen.push(`${event}:${args.jobId}${args.prev ? `:${args.prev}` : ''}`));
+    }
+    await qe.waitUntilReady();
+    const tree = await flowProducer().add({ name: 'p', queueName: q.name, children: [{ name: 'c', queueName: q.name }] });
+    const [p, c] = [tree.job.id, tree.children![0].job.id];
+    worker(q, async () => 'ok');
+    await waitFor(() => seen.includes(`completed:${p}:active`), 'the parent to complete');
+    expect(seen.filter((e) => e.split(':')[1] === p)).to.deep.equal([`added:${p}`, `waiting-children:${p}`, `waiting:${p}:waiting-children`, `completed:${p}:active`]);
+    expect(seen).to.include.members([`added:${c}`, `waiting:${c}`, `completed:${c}:active`]);
+  });
+
+  it('removing a parent removes its unfinished subtree in its queue, or refuses while a child runs', async () => {
+    const q = queue();
+    const flow = flowProducer();
+    const tree = await flow.add({
+      name: 'p',
+      queueName: q.name,
+      children: [{ name: 'c', queueName: q.name, children: [{ name: 'g', queueName: q.name, opts: { delay: 3_600_000 } }] }],
+    });
+    expect(await q.remove(tree.job.id)).to.equal(true);
+    expect(await redis().exists(q.keys.job(tree.children![0].job.id), q.keys.job(tree.children![0].children![0].job.id), q.keys.deps(tree.job.id))).to.equal(0);
+    expect(await q.getJobCounts('waiting-children', 'delayed')).to.deep.equal({ 'waiting-children': 0, delayed: 0 });
+
+    const busy = await flow.add({ name: 'p', queueName: q.name, children: [{ name: 'c', queueName: q.name }] });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    worker(q, async () => held);
+    await waitFor(async () => (await q.getJobState(busy.children![0].job.id)) === 'active', 'the child to run');
+    const err = await rejection(q.remove(busy.job.id));
+    expect(err.name).to.equal('JobActiveError');
+    expect(await q.getJobState(busy.job.id)).to.equal('waiting-children');
+    release();
   });
 
   it('getFlow reads the tree back, with depth and maxChildren', async () => {
@@ -160,6 +200,27 @@ describe('BullMQ compatibility: flows', function () {
     expect(await stateOf(mid, midJob.id)).to.equal('failed');
     expect((await mid.getJob(midJob.id))!.failedReason).to.equal(`child ${leaf.keys.job(tree.children![0].children![0].job.id)} failed`);
     expect(Object.keys(await (await top.getJob(tree.job.id))!.getFailedChildrenValues())).to.deep.equal([mid.keys.job(midJob.id)]);
+  });
+
+  it('failParentOnFailure while the parent runs: its next moveToWaitingChildren fails it', async () => {
+    const q = queue();
+    let err: Error | undefined;
+    worker(q, async (job: Job, token?: string) => {
+      if (job.name === 'kid') throw new Error('kid broke');
+      await q.add('kid', {}, { parent: { id: job.id, queue: q.keys.base }, failParentOnFailure: true });
+      await q.add('slow', {}, { parent: { id: job.id, queue: q.keys.base }, delay: 3_600_000 });
+      await waitFor(async () => (await q.getJobCounts('failed')).failed === 1, 'the child to fail');
+      try {
+        await job.moveToWaitingChildren(token!);
+      } catch (e) {
+        err = e as Error;
+        throw e;
+      }
+    }, { concurrency: 2 });
+    const parent = await q.add('parent', {});
+    await waitFor(async () => (await q.getJobState(parent.id)) === 'failed', 'the parent to fail');
+    expect(err!.name).to.equal('UnrecoverableError');
+    expect(err!.message).to.match(/^child .*:job:.* failed$/);
   });
 
   it('ignoreDependencyOnFailure: the parent runs once the others completed, and reads the failure', async () => {

@@ -4,7 +4,7 @@
  * getX(start, end) calls, and getJobs(types, start, end, asc) with BullMQ's names and order.
  * Where glidemq answers differently on purpose, the test says so: a paused queue's waiting jobs
  * count under `paused` only (BullMQ 6.7 keeps counting them under `wait`), an unknown type is
- * refused instead of counted as 0, and there are no flows ('waiting-children' is always empty).
+ * refused instead of counted as 0. (The 'waiting-children' state of flows: test/compat/flows.test.ts.)
  */
 import { expect } from 'chai';
 import { InvalidArgumentError, Job, type Queue } from '../../src/index.js';

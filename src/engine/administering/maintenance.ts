@@ -13,6 +13,7 @@ import { hostname } from 'node:os';
 import { acquireClient, closeClient, disconnectClient, isCluster, settleTopology, waitReady, type Client, type ClientSettings } from '../connecting/connection.js';
 import { QueueKeys } from '../shared/keys.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
+import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
 import { encodeRetention, type Retention } from '../producing/options.js';
 
 export interface MaintenanceSettings {
@@ -126,6 +127,8 @@ export interface HealReport {
   /** list-active bookkeeping was (check mode: would be) repaired. Stale consumers are not drift. */
   drift: boolean;
   check: boolean;
+  /** Flow outbox records past their grace period relayed (check mode: found): a crash left them (producing/flow-outbox.ts). */
+  outboxRelayed?: number;
 }
 
 /** The failed jobs of a reclaim reply: a flat field/value list per job. */
@@ -352,6 +355,9 @@ export class Maintenance {
     report.counterAfter = step.counterAfter;
     report.seeded = step.seeded;
     report.consumersRemoved = await this.removeStaleConsumers({ dryRun: check, idleMs: opts.consumerIdleMs });
+    report.outboxRelayed = check
+      ? ((await callFunction(this.client, 'glidemq_outboxList', this.keys.meta, [OUTBOX_GRACE_MS, 10000])) as unknown[]).length / 2
+      : await relayOutbox(this.client, this.keys.meta, OUTBOX_GRACE_MS);
     report.drift =
       report.reseeded ||
       report.counterBefore !== report.counterAfter ||

@@ -35,6 +35,8 @@ export interface QueueEventsListener<R = any> {
   retrying: (args: { jobId: string; failedReason: string }, id: string) => void;
   stalled: (args: { jobId: string }, id: string) => void;
   waiting: (args: { jobId: string; prev?: string }, id: string) => void;
+  /** A parent waits for its children (BullMQ's flows: added so, or by moveToWaitingChildren). */
+  'waiting-children': (args: { jobId: string }, id: string) => void;
 }
 
 export type EventName<R> = keyof QueueEventsListener<R>;
@@ -51,6 +53,8 @@ export function translate(id: string, f: Record<string, string>, looked: (string
   switch (f.event) {
     case 'added': {
       emit('added', { jobId, name: f.name ?? looked?.[0] ?? '' }, id);
+      // a parent waits for its children: its own 'waiting-children' entry follows (lua/flow.lua)
+      if (f.waitingChildren === '1') return;
       // the due time: the job's own ts + delay while its hash is there; the entry's time once it is gone
       const added = looked?.[2] ? Number(looked[2]) : entryMs(id);
       const delay = f.delay !== undefined ? added + Number(f.delay) : looked?.[1] === 'delayed' ? Number(looked[2]) + Number(looked[3]) : NaN;

@@ -1,6 +1,6 @@
 /** A job as a processor and an inspector see it: its stored fields, and what a running job may do. */
 import type { Client } from '../connecting/connection.js';
-import { invalid, StaleClaimError } from '../shared/errors.js';
+import { invalid, StaleClaimError, UnrecoverableError } from '../shared/errors.js';
 import * as edits from './job-edits.js';
 import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from '../connecting/library.js';
@@ -425,7 +425,9 @@ export class Job<D = any, R = any> {
    * A running parent waits for the children it has not seen settle (BullMQ's moveToWaitingChildren):
    * true when it now waits (its claim is given up: the processor should then throw
    * WaitingChildrenError, and the job runs again once they settled); false when none is left to
-   * wait for (it keeps running). `token` is the claim's (the processor's second argument).
+   * wait for (it keeps running). `token` is the claim's (the processor's second argument). A child
+   * with failParentOnFailure that failed while this job was not waiting makes it throw an
+   * UnrecoverableError naming the child: the processor lets it through, and the job fails.
    */
   async moveToWaitingChildren(token?: string, _opts?: { child?: { id: string; queue: string } }): Promise<boolean> {
     const c = this.requireClaim('moveToWaitingChildren');
@@ -433,6 +435,10 @@ export class Job<D = any, R = any> {
     const r = await callFunction(c.client, 'glidemq_moveToWaitingChildren', c.keys.meta, [this.id, c.fence, c.consumer]);
     if (r === 'stale') {
       throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
+    }
+    if (typeof r === 'string' && r.startsWith('failed:')) {
+      // a failParentOnFailure child failed while this parent ran: the parent fails (BullMQ marks it lazily)
+      throw new UnrecoverableError(`child ${r.slice('failed:'.length)} failed`);
     }
     if (r !== 'waiting') return false;
     this.moved = true;
