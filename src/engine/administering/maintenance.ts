@@ -14,6 +14,7 @@ import { acquireClient, closeClient, disconnectClient, isCluster, settleTopology
 import { QueueKeys } from '../shared/keys.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
 import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
+import { dueFlowJournals, FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 import { encodeRetention, type Retention } from '../producing/options.js';
 
 export interface MaintenanceSettings {
@@ -129,6 +130,8 @@ export interface HealReport {
   check: boolean;
   /** Flow outbox records past their grace period relayed (check mode: found): a crash left them (producing/flow-outbox.ts). */
   outboxRelayed?: number;
+  /** Flows rolled forward (check mode: found) from a journal past its grace period: a producer died storing them in parts across hash slots (producing/flow-journal-replay.ts). */
+  flowsRolledForward?: number;
 }
 
 /** The failed jobs of a reclaim reply: a flat field/value list per job. */
@@ -358,6 +361,10 @@ export class Maintenance {
     report.outboxRelayed = check
       ? ((await callFunction(this.client, 'glidemq_outboxList', this.keys.meta, [OUTBOX_GRACE_MS, 10000])) as unknown[]).length / 2
       : await relayOutbox(this.client, this.keys.meta, OUTBOX_GRACE_MS);
+    // flows a producer left half stored across hash slots (a cluster), rolled forward from their journal
+    report.flowsRolledForward = check
+      ? await dueFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS)
+      : await replayFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS);
     report.drift =
       report.reseeded ||
       report.counterBefore !== report.counterAfter ||
