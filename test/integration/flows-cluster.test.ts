@@ -1,0 +1,300 @@
+/**
+ * Flows on a real 3-primary / 3-replica cluster (issue 29, "In a Valkey Cluster"): a flow whose
+ * queues are on different nodes is stored in parts (flows/flow-journal.ts, lua/flow-parts.lua) and
+ * runs (each parent once, after its children, with their values); a producer that dies between
+ * parts leaves a journal that heal or a worker's upkeep rolls forward; children a running parent
+ * adds in other slots, removeChildDependency and failParentOnFailure across slots; and a failover
+ * of the node holding the parent in the middle of a flow loses nothing that was acknowledged.
+ */
+import { expect } from 'chai';
+import { keySlot } from '../../src/engine/connecting/connection.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
+import { WaitingChildrenError } from '../../src/engine/shared/errors.js';
+import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
+import { addInParts, partsOf } from '../../src/engine/flows/flow-journal.js';
+import { encodeNodes, treeToNodes, type FlowJob } from '../../src/engine/flows/flow-nodes.js';
+import { DEFAULT_MAX_PAYLOAD } from '../../src/engine/producing/options.js';
+import { Producer } from '../../src/engine/producing/producer.js';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
+import type { Job } from '../../src/engine/jobs/job.js';
+import { useCluster, type TestCluster } from '../helpers/cluster.js';
+import { waitFor } from '../helpers/valkey.js';
+import { upkeep } from '../helpers/recovery.js';
+
+const connection = (c: TestCluster) => ({ url: c.url, cluster: true });
+
+/** A queue name whose slot the primary on `port` serves. */
+async function queueOn(c: TestCluster, port: number, stem: string): Promise<string> {
+  for (let i = 0; ; i++) {
+    const name = `${stem}-${i}`;
+    if ((await c.primaryForSlot(keySlot(new QueueKeys(name).meta))) === port) return name;
+  }
+}
+
+/** Waits until the replica of `primary` has every write the primary had acknowledged when this was called (WAIT, for any client's writes). */
+async function replicated(c: TestCluster, primary: number): Promise<void> {
+  const replica = (await c.replicaOf(primary))!;
+  const offset = (info: string, field: string) => Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? -1);
+  const target = offset(String(await c.call(primary, 'INFO', 'replication')), 'master_repl_offset');
+  await waitFor(async () => offset(String(await c.call(replica, 'INFO', 'replication')), 'slave_repl_offset') >= target, `the replica of ${primary} to catch up`, 10000);
+}
+
+describe('flows on a cluster: queues on different nodes', function () {
+  this.timeout(120000);
+  const cluster = useCluster({ nodeTimeout: 1000 });
+  const closers: (() => Promise<unknown>)[] = [];
+  const killed: number[] = [];
+  let ports: number[] = [];
+  let run = 0;
+
+  before(async () => {
+    ports = (await cluster().primaries()).map((p) => p.port);
+    expect(ports).to.have.length(3);
+  });
+
+  afterEach(async function () {
+    this.timeout(60000);
+    for (const f of closers.splice(0).reverse()) await f().catch(() => undefined);
+    const c = cluster();
+    for (const port of killed.splice(0)) await c.restart(port);
+    await c.waitHealthy();
+    ports = (await c.primaries()).map((p) => p.port);
+  });
+
+  /** Three queue names, one on each primary (the first on `ports[0]`). */
+  const threeQueues = async (stem: string) => {
+    run++;
+    return Promise.all(ports.map((p, i) => queueOn(cluster(), p, `${stem}${run}-${'abc'[i]}`)));
+  };
+  const queue = (name: string) => {
+    const q = new Queue(name, { connection: connection(cluster()) });
+    closers.push(() => q.close());
+    return q;
+  };
+  const producer = () => {
+    const f = new FlowProducer({ connection: connection(cluster()) });
+    closers.push(() => f.close());
+    return f;
+  };
+  const worker = (name: string, fn: (job: Job, token?: string) => Promise<unknown>, opts = {}) => {
+    const w = new Worker(name, fn, { connection: connection(cluster()), blockTimeout: 500, promotionInterval: 100, ...opts });
+    w.on('error', () => undefined);
+    closers.push(() => w.close(true));
+    return w;
+  };
+  const stateOf = async (q: Queue, id: string) => (await q.getJob(id))?.state;
+
+  /** A tree over three queues: the parent in `a`, children in `b`, `c` and `a`, and a grandchild in `a` under the child in `b`. */
+  const tree = (a: string, b: string, c: string, tag: string): FlowJob => ({
+    name: 'parent',
+    queueName: a,
+    data: {},
+    opts: { jobId: `${tag}-parent` },
+    children: [
+      { name: 'mid', queueName: b, data: { v: 1 }, opts: { jobId: `${tag}-mid` }, children: [{ name: 'leaf', queueName: a, data: { v: 3 }, opts: { jobId: `${tag}-grand` } }] },
+      { name: 'leaf', queueName: c, data: { v: 2 }, opts: { jobId: `${tag}-c` } },
+      { name: 'leaf', queueName: a, data: { v: 4 }, opts: { jobId: `${tag}-a` } },
+    ],
+  });
+
+  /** Workers on the three queues; each job's run is logged with its start and end (this process's clock only orders runs here). */
+  const runFlowWorkers = (names: string[]) => {
+    const log: { name: string; id: string; start: number; end: number; values?: Record<string, unknown> }[] = [];
+    for (const n of names) {
+      worker(n, async (job: Job) => {
+        const start = Date.now();
+        let out: unknown;
+        let values: Record<string, unknown> | undefined;
+        if (job.name === 'leaf') out = (job.data as { v: number }).v * 10;
+        else {
+          values = await job.getChildrenValues();
+          out = Object.values(values).reduce((s: number, v) => s + (v as number), 0);
+        }
+        log.push({ name: job.name, id: job.id, start, end: Date.now(), values });
+        return out;
+      });
+    }
+    return log;
+  };
+
+  it('stores a flow whose parent and children are on three nodes (in parts, the journal deleted after) and runs the parent once, after all children, with their values', async () => {
+    const [a, b, c] = await threeQueues('fc-run');
+    const qa = queue(a);
+    const added = await producer().add(tree(a, b, c, 'r'));
+    expect(added.job.id).to.equal('r-parent');
+    expect(added.children!.map((n) => n.job.id)).to.deep.equal(['r-mid', 'r-c', 'r-a']);
+    expect(await qa.client.exists(qa.keys.flows, qa.keys.flowsDue), 'the journal, deleted after the last part').to.equal(0);
+    expect(await stateOf(qa, 'r-parent')).to.equal('waiting-children');
+    expect(await stateOf(queue(b), 'r-mid')).to.equal('waiting-children');
+    expect(await stateOf(queue(c), 'r-c')).to.equal('waiting');
+
+    const log = runFlowWorkers([a, b, c]);
+    await waitFor(async () => (await stateOf(qa, 'r-parent')) === 'completed', 'the parent to complete', 30000);
+    const parentRuns = log.filter((r) => r.id === 'r-parent');
+    expect(parentRuns, 'the parent runs once').to.have.length(1);
+    const mid = log.filter((r) => r.id === 'r-mid');
+    expect(mid).to.have.length(1);
+    expect(mid[0].start, 'the middle parent after its grandchild').to.be.at.least(log.find((r) => r.id === 'r-grand')!.end);
+    for (const r of log.filter((x) => x.id !== 'r-parent')) expect(parentRuns[0].start, `the parent after ${r.id}`).to.be.at.least(r.end);
+    expect(parentRuns[0].values).to.deep.equal({
+      [new QueueKeys(b).job('r-mid')]: 30,
+      [new QueueKeys(c).job('r-c')]: 20,
+      [new QueueKeys(a).job('r-a')]: 40,
+    });
+    expect((await qa.getJob('r-parent'))!.returnvalue).to.equal(90);
+  });
+
+  it('a producer that dies after the first part: heal rolls the flow forward once its journal is past the grace period, and a resend stores nothing twice', async () => {
+    const [a, b, c] = await threeQueues('fc-heal');
+    const qa = queue(a);
+    const qb = queue(b);
+    await qa.waitUntilReady();
+    const nodes = treeToNodes(tree(a, b, c, 'h'));
+    const enc = encodeNodes(nodes);
+    const plan = partsOf(nodes, enc, DEFAULT_MAX_PAYLOAD);
+    expect(plan.rest.length, 'parts after the first').to.be.at.least(2);
+    // the producer's first call, and nothing after it
+    expect(await callFunction(qa.client, 'glidemq_addFlowPart', plan.first.keys, plan.first.args)).to.deep.include.members([1]);
+    expect(await stateOf(qa, 'h-parent')).to.equal('waiting-children');
+    expect(await stateOf(qa, 'h-a')).to.equal('waiting');
+    expect(await qb.getJob('h-mid')).to.equal(undefined);
+    expect(await qa.client.hexists(qa.keys.flows, plan.flowId)).to.equal(1);
+
+    const m = upkeep(qa);
+    expect((await m.heal()).flowsRolledForward, 'a journal within its grace period is left to its producer').to.equal(0);
+    await waitFor(async () => ((await m.heal()).flowsRolledForward ?? 0) === 1, 'heal to roll the flow forward', 20000, 250);
+    expect(await qa.client.exists(qa.keys.flows, qa.keys.flowsDue)).to.equal(0);
+    expect(await stateOf(qb, 'h-mid')).to.equal('waiting-children');
+    expect(await stateOf(qa, 'h-grand')).to.equal('waiting');
+    expect(await stateOf(queue(c), 'h-c')).to.equal('waiting');
+    expect((await m.heal()).flowsRolledForward, 'nothing left to roll forward').to.equal(0);
+
+    // the producer's resend (the same jobs): every part answers as stored
+    const again = await addInParts({ client: qa.client, producer: new Producer(), maxPayload: DEFAULT_MAX_PAYLOAD }, nodes, enc);
+    expect(again.created).to.equal(false);
+    expect(await qa.client.scard(qa.keys.deps('h-parent'))).to.equal(3);
+    expect((await qa.getJobCounts()).waiting).to.equal(2);
+
+    const log = runFlowWorkers([a, b, c]);
+    await waitFor(async () => (await stateOf(qa, 'h-parent')) === 'completed', 'the parent to complete', 30000);
+    expect(log.filter((r) => r.id === 'h-parent')).to.have.length(1);
+    expect((await qa.getJob('h-parent'))!.returnvalue).to.equal(90);
+  });
+
+  it("a producer that dies after the first part: a worker's upkeep of the journal's queue rolls the flow forward, and the flow runs", async () => {
+    const [a, b, c] = await threeQueues('fc-upkeep');
+    const qa = queue(a);
+    await qa.waitUntilReady();
+    const nodes = treeToNodes(tree(a, b, c, 'u'));
+    const plan = partsOf(nodes, encodeNodes(nodes), DEFAULT_MAX_PAYLOAD);
+    await callFunction(qa.client, 'glidemq_addFlowPart', plan.first.keys, plan.first.args);
+    const log = runFlowWorkers([a, b, c]);
+    await waitFor(async () => (await stateOf(qa, 'u-parent')) === 'completed', 'the flow to be rolled forward and run', 40000);
+    expect(log.filter((r) => r.id === 'u-parent')).to.have.length(1);
+    expect((await qa.getJob('u-parent'))!.returnvalue).to.equal(90);
+    expect(await qa.client.exists(qa.keys.flows)).to.equal(0);
+  });
+
+  it('a running parent adds children in other slots, waits for them (moveToWaitingChildren) and runs again with their values', async () => {
+    const [a, b, c] = await threeQueues('fc-wait');
+    const qa = queue(a);
+    const qb = queue(b);
+    const qc = queue(c);
+    const steps: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    worker(a, async (job: Job, token?: string) => {
+      const step = (job.data as { step?: string }).step ?? 'start';
+      steps.push(step);
+      if (step === 'start') {
+        await qb.add('kid', { n: 1 }, { parent: { id: job.id, queue: qa.keys.base } });
+        await qc.add('kid', { n: 2 }, { parent: { id: job.id, queue: qa.keys.base } });
+        await job.updateData({ step: 'wait' });
+        const waits = await job.moveToWaitingChildren(token!);
+        release();
+        if (waits) throw new WaitingChildrenError();
+      }
+      return Object.values(await job.getChildrenValues()).reduce((s: number, v) => s + (v as number), 0);
+    });
+    // the children run once the parent waits for them (so it does wait, and runs a second time)
+    for (const n of [b, c]) worker(n, async (job: Job) => {
+      await gate;
+      return (job.data as { n: number }).n * 100;
+    });
+    const parent = await qa.add('parent', {});
+    await waitFor(async () => (await stateOf(qa, parent.id)) === 'completed', 'the parent to complete', 30000);
+    expect(steps).to.deep.equal(['start', 'wait']);
+    expect((await qa.getJob(parent.id))!.returnvalue).to.equal(300);
+    for (const q of [qa, qb, qc]) expect(await q.client.exists(q.keys.flows), `no journal left in ${q.name}`).to.equal(0);
+  });
+
+  it('removeChildDependency of a child in another slot releases its parent; a failParentOnFailure child in another slot fails its parent', async () => {
+    const [a, b, c] = await threeQueues('fc-policy');
+    const qa = queue(a);
+    const qb = queue(b);
+    const flow = producer();
+    const t = await flow.add({ name: 'p', queueName: a, children: [{ name: 'k', queueName: b, data: {} }] });
+    const child = (await qb.getJob(t.children![0].job.id))!;
+    expect(await child.removeChildDependency()).to.equal(true);
+    expect(await stateOf(qa, t.job.id)).to.equal('waiting');
+
+    const f = await flow.add({ name: 'p', queueName: a, children: [{ name: 'bad', queueName: c, data: {}, opts: { failParentOnFailure: true } }] });
+    worker(c, async () => {
+      throw new Error('child broke');
+    });
+    await waitFor(async () => (await stateOf(qa, f.job.id)) === 'failed', 'the parent to fail', 30000);
+    const failed = (await qa.getJob(f.job.id))!;
+    expect(failed.failedReason).to.contain(new QueueKeys(c).job(f.children![0].job.id));
+  });
+
+  it('a failover of the node holding the parent in the middle of a flow (a child settled inline, one relay pending, one child still to run) loses nothing acknowledged: the parent runs once with every value', async () => {
+    const c = cluster();
+    const [a, b, cc] = await threeQueues('fc-failover');
+    const victim = ports[0];
+    const replica = (await c.replicaOf(victim))!;
+    expect(replica, 'the victim has a replica').to.be.a('number');
+    const qa = queue(a);
+    const qc = queue(cc);
+    const added = await producer().add({
+      name: 'parent',
+      queueName: a,
+      opts: { jobId: 'f-parent' },
+      children: [
+        { name: 'leaf', queueName: a, data: { v: 4 }, opts: { jobId: 'f-a' } },
+        { name: 'leaf', queueName: b, data: { v: 1 }, opts: { jobId: 'f-b' } },
+        { name: 'leaf', queueName: cc, data: { v: 2 }, opts: { jobId: 'f-c' } },
+      ],
+    });
+    expect(added.job.id).to.equal('f-parent');
+    // the child in the parent's queue completes (settled inline) on the node about to die
+    const parentLog = runFlowWorkers([a]);
+    await waitFor(async () => (await qa.client.scard(qa.keys.deps('f-parent'))) === 2, 'the child in the parent\'s queue to settle inline');
+    // the child in the third queue: its worker finishes it (the outbox record is written) and dies before relaying
+    const dying = new Worker(cc, undefined, { connection: connection(c), blockTimeout: 500 });
+    dying.on('error', () => undefined);
+    const child = (await dying.getNextJob('dying-worker'))!;
+    const reply = (await callFunction(qc.client, 'glidemq_finish', qc.keys.meta, [child.id, child.claim!.fence, 'dying-worker', 'completed', '20', -1, 0, '', 1, '0', 30000, 1])) as unknown[];
+    await dying.close(true);
+    expect(reply).to.deep.equal(['completed', '{relay}']);
+    // all of it acknowledged: the parent's node passed it to its replica before the kill
+    await replicated(c, victim);
+    killed.push(victim);
+    await c.kill(victim);
+    await c.waitPromoted(replica);
+    // after the promotion: the child in the second queue runs and is relayed to the promoted node;
+    // the record the dead worker left is relayed by the upkeep of its queue's worker (past the grace period)
+    runFlowWorkers([b, cc]);
+    await waitFor(async () => (await stateOf(qa, 'f-parent')) === 'completed', 'the parent to complete after the failover', 60000);
+    const parent = (await qa.getJob('f-parent'))!;
+    expect(parent.returnvalue, 'every child value reached the parent').to.equal(70);
+    expect(parentLog.filter((r) => r.id === 'f-parent'), 'the parent ran once, on the worker that lived through the failover').to.have.length(1);
+    expect(parentLog.find((r) => r.id === 'f-parent')!.values).to.deep.equal({
+      [new QueueKeys(a).job('f-a')]: 40,
+      [new QueueKeys(b).job('f-b')]: 10,
+      [new QueueKeys(cc).job('f-c')]: 20,
+    });
+    await waitFor(async () => (await qc.client.hlen(qc.keys.flowOutbox)) === 0, 'the outbox of the third queue to be relayed', 20000);
+  });
+});
