@@ -230,6 +230,22 @@ describe('flows on a cluster: queues on different nodes', function () {
     for (const q of [qa, qb, qc]) expect(await q.client.exists(q.keys.flows), `no journal left in ${q.name}`).to.equal(0);
   });
 
+  it('a child added with `parent` to a queue in another slot: registered in its parent first, then stored; a resend stores it once', async () => {
+    const [a, b] = await threeQueues('fc-child');
+    const qa = queue(a);
+    const qb = queue(b);
+    const parent = await producer().add({ name: 'p', queueName: a, children: [{ name: 'first', queueName: a }] });
+    const parentOpt = { id: parent.job.id, queue: qa.keys.base };
+    const one = await qb.add('kid', {}, { jobId: 'kid-1', parent: parentOpt });
+    expect(one.created).to.equal(true);
+    const again = await qb.add('kid', {}, { jobId: 'kid-1', parent: parentOpt });
+    expect(again.created).to.equal(false);
+    expect(await qa.client.smembers(qa.keys.deps(parent.job.id))).to.have.members([qa.keys.job(parent.children![0].job.id), qb.keys.job('kid-1')]);
+    expect((await qb.getJobCounts()).waiting).to.equal(1);
+    expect(await qa.client.exists(qa.keys.flows, qa.keys.flowsDue)).to.equal(0);
+    expect((await qb.getJob('kid-1'))!.parentKey).to.equal(qa.keys.job(parent.job.id));
+  });
+
   it('removeChildDependency of a child in another slot releases its parent; a failParentOnFailure child in another slot fails its parent', async () => {
     const [a, b, c] = await threeQueues('fc-policy');
     const qa = queue(a);

@@ -110,6 +110,8 @@ export interface PartsPlan {
   /** The meta key of the queue that keeps the journal (the first part's KEYS[1]). */
   journalMeta: string;
   first: FlowPart;
+  /** Whether the first part stores jobs (it may only register children of existing parents). */
+  firstHasNodes: boolean;
   rest: FlowPart[];
 }
 
@@ -125,13 +127,13 @@ export function partsOf(nodes: FlowNode[], enc: EncodedFlow, maxPayload: number)
   const head = partCall(first, nodes, enc, journalMeta);
   const journal = JSON.stringify({ parts: rest });
   const args = [maxPayload, '', 0, 0, flowId, journal, first.links.flat().join(' '), head.groups.length, ...head.groups.flat()];
-  return { flowId, journalMeta, first: { keys: head.keys, args }, rest };
+  return { flowId, journalMeta, first: { keys: head.keys, args }, firstHasNodes: first.nodes.length > 0, rest };
 }
 
 /**
  * Stores `nodes` (encoded as `enc`) in parts: the first with the journal (numbered for once-only
- * adds), then the others in order, then the journal is deleted. Returns the first part's reply:
- * the server's ts and whether it stored the flow (false: a resend of a flow stored before).
+ * adds), then the others in order, then the journal is deleted. Returns the first part's server
+ * ts, and whether this call stored the flow's jobs (false: a resend of a flow stored before).
  */
 export async function addInParts(t: PartsTarget, nodes: FlowNode[], enc: EncodedFlow): Promise<{ ts: number; created: boolean }> {
   const plan = partsOf(nodes, enc, t.maxPayload);
@@ -144,7 +146,9 @@ export async function addInParts(t: PartsTarget, nodes: FlowNode[], enc: Encoded
   } finally {
     call.done();
   }
-  await runFlowParts(t.client, plan.rest);
+  const restCreated = await runFlowParts(t.client, plan.rest);
   await flowJournalDone(t.client, plan.journalMeta, plan.flowId);
-  return { ts: Number(reply[0]), created: Number(reply[1]) === 1 };
+  // created: some part stored new jobs (a first part that only registers links stores none)
+  const firstCreated = Number(reply[1]) === 1 && plan.firstHasNodes;
+  return { ts: Number(reply[0]), created: firstCreated || restCreated };
 }

@@ -3,7 +3,8 @@
  * one back (getFlow). A flow is one node list (flow-nodes.ts) stored by one glidemq_addFlow call
  * (lua/flow.lua): atomic by Valkey, and numbered by the producer's once-only call numbers, so a
  * call re-sent after a lost reply stores nothing twice. Parents wait in 'waiting-children' and run
- * once, after their last child settled.
+ * once, after their last child settled. On a cluster, a flow whose queues span several hash slots
+ * is stored in parts with a journal that maintenance rolls forward (flow-journal.ts).
  */
 import { acquireClient, closeClient, type Acquired, type Client, type ConnectionInput } from '../connecting/connection.js';
 import { callFunction } from '../connecting/library.js';

@@ -28,9 +28,17 @@ export interface FlowJournal {
   parts: FlowPart[];
 }
 
-/** Runs `parts` one after another (each waits for the one before: a parent exists before its children). */
-export async function runFlowParts(client: Client, parts: FlowPart[]): Promise<void> {
-  for (const p of parts) await callFunction(client, 'glidemq_addFlowPart', p.keys, p.args);
+/**
+ * Runs `parts` one after another (each waits for the one before: a parent exists before its
+ * children). Returns whether any of them stored new jobs (false: every part was stored before).
+ */
+export async function runFlowParts(client: Client, parts: FlowPart[]): Promise<boolean> {
+  let created = false;
+  for (const p of parts) {
+    const r = (await callFunction(client, 'glidemq_addFlowPart', p.keys, p.args)) as number[];
+    if (Number(r[1]) === 1) created = true;
+  }
+  return created;
 }
 
 /** Forgets the journal `flowId` of the queue of `metaKey` (every part is stored). */
