@@ -152,7 +152,15 @@ describe('BullMQ compatibility: flows', function () {
     const tree = await flow.add({ name: 'p', queueName: q.name, children: [{ name: 'c1', queueName: q.name }] });
     const late = await q.add('c2', { v: 2 }, { parent: { id: tree.job.id, queue: q.keys.base } });
     expect(late.parentKey).to.equal(q.keys.job(tree.job.id));
-    expect((await tree.job.getDependenciesCount({ unprocessed: true })).unprocessed).to.equal(2);
+    // BullMQ's queue key form (`<prefix>:<name>`) names the same parent
+    const bullmqForm = await q.add('c3', {}, { parent: { id: tree.job.id, queue: `glide:${q.name}` } });
+    expect(bullmqForm.parentKey).to.equal(q.keys.job(tree.job.id));
+    expect((await tree.job.getDependenciesCount({ unprocessed: true })).unprocessed).to.equal(3);
+    // BullMQ's pages: a kind asked for, from a cursor, with the next cursor (0: the last page)
+    const page = await tree.job.getDependencies({ unprocessed: { cursor: 0, count: 10 } });
+    expect(page.unprocessed).to.have.members([q.keys.job(tree.children![0].job.id), q.keys.job(late.id), q.keys.job(bullmqForm.id)]);
+    expect(page.nextUnprocessedCursor).to.equal(0);
+    expect(page.processed).to.equal(undefined);
     const refused = await rejection(q.add('c3', {}, { parent: { id: 'missing', queue: q.keys.base } }));
     expect(refused.name).to.equal('JobNotFoundError');
   });
@@ -291,7 +299,8 @@ describe('BullMQ compatibility: flows', function () {
       const step = job.data.step ?? 'start';
       steps.push(step);
       if (step === 'start') {
-        await q.add('kid', { n: 1 }, { parent: { id: job.id, queue: q.keys.base } });
+        expect(job.queueQualifiedName).to.equal(q.keys.base);
+        await q.add('kid', { n: 1 }, { parent: { id: job.id, queue: job.queueQualifiedName! } });
         await q.add('kid', { n: 2 }, { parent: { id: job.id, queue: q.keys.base } });
         await job.updateData({ step: 'wait' });
         if (await job.moveToWaitingChildren(token!)) throw new WaitingChildrenError();

@@ -261,6 +261,23 @@ export const TEMPLATES: Record<string, Template> = {
     return [s.name, f.bcConsumer, String(claims.length), ...claims.flatMap((p) => [p.id, p.fence])];
   },
   glidemq_bcRemoveIdleConsumer: (f, rng) => [subscription(f, rng).name, rng.chance(0.5) ? f.bcConsumer : 'fz-idle'],
+  // flows (lua/flow.lua): a parent and a child of this queue, or a child of an existing job
+  glidemq_addFlow: (f, rng) => {
+    const n = rng.int(1, 4);
+    const [p, c] = [`fz-flow-p${n}`, `fz-flow-c${n}`];
+    const node = (id: string, parents: string, deps: string) => ['1', id, 'fz-flow', '{"n":1}', '0', '0', '0', '1', '', '', parents, deps];
+    const producer = rng.chance(0.5) ? ['fz-producer-flow', String(rng.int(1, 4)), '1'] : ['', '0', '0'];
+    if (rng.chance(0.3)) return ['524288', ...producer, '1', ...node(c, f.queue.job(anyJobId(f, rng)), '')];
+    return ['524288', ...producer, '2', ...node(p, '', f.queue.job(c)), ...node(c, f.queue.job(p), '')];
+  },
+  glidemq_settle: (f, rng) => [anyJobId(f, rng), f.queue.job(anyJobId(f, rng)), rng.pick(['completed', 'fail', 'ignore', 'remove', 'continue']), '{"r":1}'],
+  glidemq_outboxDone: (f, rng) => [`${f.queue.job(anyJobId(f, rng))} ${f.queue.job(anyJobId(f, rng))}`, '{}'],
+  glidemq_outboxList: (_f, rng) => [rng.pick(['0', '5000']), String(rng.int(1, 100))],
+  glidemq_moveToWaitingChildren: (f, rng) => {
+    const j = activeJob(f, rng);
+    return [j.id, rng.chance(0.8) ? j.fence : '99', rng.chance(0.8) ? f.consumer : 'fz-other'];
+  },
+  glidemq_removeChildDependency: (f, rng) => [anyJobId(f, rng)],
 };
 
 /** Functions whose KEYS[1] is a broadcast's meta key (lua/broadcast.lua), not a queue's. */

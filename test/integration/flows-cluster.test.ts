@@ -12,7 +12,7 @@ import { callFunction } from '../../src/engine/connecting/library.js';
 import { QueueKeys } from '../../src/engine/shared/keys.js';
 import { WaitingChildrenError } from '../../src/engine/shared/errors.js';
 import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
-import { addInParts, partsOf } from '../../src/engine/flows/flow-journal.js';
+import { addInParts, needsParts, partsOf } from '../../src/engine/flows/flow-journal.js';
 import { encodeNodes, treeToNodes, type FlowJob } from '../../src/engine/flows/flow-nodes.js';
 import { DEFAULT_MAX_PAYLOAD } from '../../src/engine/producing/options.js';
 import { Producer } from '../../src/engine/producing/producer.js';
@@ -118,6 +118,25 @@ describe('flows on a cluster: queues on different nodes', function () {
     }
     return log;
   };
+
+  it('a flow in one queue (one slot) is stored in one glidemq_addFlow call, with no journal, and its parent runs once after its children', async () => {
+    const [a] = await threeQueues('fc-one');
+    const q = queue(a);
+    const t = await producer().add({ name: 'p', queueName: a, children: [{ name: 'c1', queueName: a, data: 1 }, { name: 'c2', queueName: a, data: 2 }] });
+    const runs: string[] = [];
+    worker(a, async (job: Job) => {
+      runs.push(job.name);
+      return job.name === 'p' ? Object.values(await job.getChildrenValues()).reduce((s: number, v) => s + (v as number), 0) : job.data;
+    });
+    await waitFor(async () => (await stateOf(q, t.job.id)) === 'completed', 'the parent to complete');
+    expect(runs.filter((r) => r === 'p')).to.have.length(1);
+    expect((await q.getJob(t.job.id))!.returnvalue).to.equal(3);
+    await q.waitUntilReady();
+    const one = treeToNodes({ name: 'p', queueName: a, children: [{ name: 'c', queueName: a }] });
+    expect(needsParts(q.client, encodeNodes(one)), 'one slot: one call').to.equal(false);
+    const two = treeToNodes({ name: 'p', queueName: a, children: [{ name: 'c', queueName: (await threeQueues('fc-one'))[1] }] });
+    expect(needsParts(q.client, encodeNodes(two)), 'two slots: parts').to.equal(true);
+  });
 
   it('stores a flow whose parent and children are on three nodes (in parts, the journal deleted after) and runs the parent once, after all children, with their values', async () => {
     const [a, b, c] = await threeQueues('fc-run');

@@ -1,10 +1,11 @@
 /**
  * A parent becomes runnable exactly once, after its last dependency settled (issue 29,
  * lua/flow-keys.lua): whatever the order its children finish in, in its queue and in others,
- * with children finished together in one batch, retried children counting once, and a worker
- * gone between a child's finish and the relay of its outbox record (the record waits on the
- * server; upkeep relays it once past the grace period, by the server's clock), or a record
- * relayed twice.
+ * with children finished together in one batch, retried children counting once, a DAG node with
+ * two parents, a child failed by stalled recovery, and a worker gone between a child's finish and
+ * the relay of its outbox record (the record waits on the server; upkeep relays it once past the
+ * grace period, by the server's clock): a real worker process whose relay is refused (an ACL that
+ * lets it write its own queue only) and is SIGKILLed, or a record relayed twice.
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -19,10 +20,12 @@ import { useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { Prng } from '../helpers/prng.js';
 import { claimAs, STALLED_REASON, upkeep } from '../helpers/recovery.js';
+import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 
 describe('flows: a parent runs exactly once, after its last dependency settled', function () {
   this.timeout(60000);
   const server = useServer();
+  const procs = killedAfterEach();
   const closers: (() => Promise<unknown>)[] = [];
   afterEach(async () => {
     for (const c of closers.splice(0).reverse()) await c();
@@ -165,6 +168,34 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     worker(side, async () => 'another child');
     await waitFor(async () => (await top.getJobState(tree.job.id)) === 'completed', 'the parent to complete once upkeep relayed', 20000);
     expect(parentRuns).to.deep.equal([{ [side.keys.job(child.id)]: 7 }]);
+    expect(await c.hlen(side.keys.flowOutbox)).to.equal(0);
+  });
+
+  it('a worker process SIGKILLed after a child\'s finish, before its relay went through: the parent still runs once', async () => {
+    const top = queue('top');
+    const side = queue('side');
+    const c = top.client as Redis;
+    // the child's worker may write its own queue's keys only: its finish stores the outbox record,
+    // its relay's settle on the parent's queue is refused (NOPERM), and it is killed then
+    await c.call('ACL', 'SETUSER', 'flowchild', 'on', '>flowchild-pw', `~glide:{${side.name}}:*`, '+@all');
+    const flow = producer();
+    const tree = await flow.add({ name: 'parent', queueName: top.name, children: [{ name: 'child', queueName: side.name, data: { v: 5 } }] });
+    const url = server().url.replace('redis://', 'redis://flowchild:flowchild-pw@');
+    const proc = new WorkerProcess({ url, queue: side.name, processor: processorPath('echo.mjs'), options: { blockTimeout: 1000 } });
+    procs.push(proc);
+    await waitFor(() => proc.stderr.includes('NOPERM'), 'the child to finish and its relay to be refused');
+    await proc.kill();
+    expect(await side.getJobState(tree.children![0].job.id)).to.equal('completed');
+    expect(await c.hlen(side.keys.flowOutbox)).to.equal(1);
+    expect(await top.getJobState(tree.job.id)).to.equal('waiting-children');
+
+    const parentRuns: unknown[] = [];
+    worker(top, async (job) => {
+      parentRuns.push(await job.getChildrenValues());
+    });
+    worker(side, async () => 'another');
+    await waitFor(async () => (await top.getJobState(tree.job.id)) === 'completed', 'upkeep to relay the record and the parent to complete', 20000);
+    expect(parentRuns).to.deep.equal([{ [side.keys.job(tree.children![0].job.id)]: { echoed: { v: 5 } } }]);
     expect(await c.hlen(side.keys.flowOutbox)).to.equal(0);
   });
 

@@ -54,7 +54,8 @@ export class Upkeep {
     const serverNow = Number(r[3]);
     const result: UpkeepResult = { metricsTrimmed: Number(r[0]), dedupRemoved: Number(r[1]), fired: [], nextDueIn: Number(r[2]), nextDue: -1 };
     const triples: (string | number)[] = [];
-    for (let i = 4; i + 1 < r.length; i += 2) {
+    const outbox = Number(r[4]);
+    for (let i = 5; i + 1 < r.length; i += 2) {
       try {
         const rec = parseRecord(String(r[i + 1]));
         // An interval's next slot is the server's to compute (0); a cron pattern's is its first
@@ -75,11 +76,14 @@ export class Upkeep {
       }
     }
     result.nextDue = result.nextDueIn < 0 ? -1 : Date.now() + result.nextDueIn;
-    // flow outbox records a crash left between a finish and its relay (producing/flow-outbox.ts)
-    try {
-      result.outboxRelayed = await relayOutbox(this.client(), this.keys.meta, OUTBOX_GRACE_MS);
-    } catch (err) {
-      this.onError(err);
+    // flow outbox records a crash left between a finish and its relay (producing/flow-outbox.ts):
+    // asked for only when the queue holds some
+    if (outbox > 0) {
+      try {
+        result.outboxRelayed = await relayOutbox(this.client(), this.keys.meta, OUTBOX_GRACE_MS);
+      } catch (err) {
+        this.onError(err);
+      }
     }
     // flows a producer left half stored across hash slots, rolled forward (producing/flow-journal-replay.ts;
     // only a cluster stores a flow in parts)

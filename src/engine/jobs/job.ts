@@ -128,6 +128,19 @@ export class Job<D = any, R = any> {
     return c.manual ? c.consumer : `${c.consumer}:${c.fence}`;
   }
 
+  /** The name of the job's queue (BullMQ's job.queueName), when this handle knows its queue. */
+  get queueName(): string | undefined {
+    return (this.claim?.keys ?? this.queue?.keys)?.queue;
+  }
+
+  /**
+   * The job's queue key, `<prefix>:{<queue>}` (BullMQ's job.queueQualifiedName, `<prefix>:<queue>`):
+   * what a child's `parent: { id, queue }` option names.
+   */
+  get queueQualifiedName(): string | undefined {
+    return (this.claim?.keys ?? this.queue?.keys)?.base;
+  }
+
   /** The job's deduplication id (job option `deduplication.id` or `dedup.id`), else undefined. */
   get deduplicationId(): string | undefined {
     return this.opts.deduplication?.id ?? this.opts.dedup?.id;
