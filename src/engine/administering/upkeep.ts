@@ -7,7 +7,7 @@
  * the next scheduler is (a relative time, waited out on this process's timer), computes interval
  * slots itself, and gives its own now, after which this side computes a cron pattern's next slot.
  */
-import { isCluster, type Client } from '../connecting/connection.js';
+import type { Client } from '../connecting/connection.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
 import { nextRunAfter, parseRecord } from '../scheduling/schedulers.js';
@@ -55,7 +55,8 @@ export class Upkeep {
     const result: UpkeepResult = { metricsTrimmed: Number(r[0]), dedupRemoved: Number(r[1]), fired: [], nextDueIn: Number(r[2]), nextDue: -1 };
     const triples: (string | number)[] = [];
     const outbox = Number(r[4]);
-    for (let i = 5; i + 1 < r.length; i += 2) {
+    const journals = Number(r[5]);
+    for (let i = 6; i + 1 < r.length; i += 2) {
       try {
         const rec = parseRecord(String(r[i + 1]));
         // An interval's next slot is the server's to compute (0); a cron pattern's is its first
@@ -85,9 +86,9 @@ export class Upkeep {
         this.onError(err);
       }
     }
-    // flows a producer left half stored across hash slots, rolled forward (producing/flow-journal-replay.ts;
-    // only a cluster stores a flow in parts)
-    if (isCluster(this.client())) {
+    // flows a producer left half stored across hash slots (a cluster), rolled forward
+    // (producing/flow-journal-replay.ts): asked for only when the queue holds journals
+    if (journals > 0) {
       try {
         result.flowsRolledForward = await replayFlowJournals(this.client(), this.keys.meta, FLOW_JOURNAL_GRACE_MS);
       } catch (err) {
