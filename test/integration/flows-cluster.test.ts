@@ -284,6 +284,33 @@ describe('flows on a cluster: queues on different nodes', function () {
     expect(failed.failedReason).to.contain(new QueueKeys(c).job(f.children![0].job.id));
   });
 
+  it("heal settles again a child whose settlement a failover of the parent's node lost (the record relayed and gone, the parent still counting the child)", async () => {
+    const [a, b] = await threeQueues('fc-lost');
+    const qa = queue(a);
+    const qb = queue(b);
+    const t = await producer().add({ name: 'p', queueName: a, children: [{ name: 'k', queueName: b, data: {} }] });
+    // the child's worker finishes it (the outbox record written in its slot) ...
+    const manual = new Worker(b, undefined, { connection: connection(cluster()), blockTimeout: 500 });
+    manual.on('error', () => undefined);
+    const child = (await manual.getNextJob('w'))!;
+    await callFunction(qb.client, 'glidemq_finish', qb.keys.meta, [child.id, child.claim!.fence, 'w', 'completed', '7', -1, 0, '', 1, '0', 30000, 1]);
+    await manual.close(true);
+    // ... and the relay's settle was acknowledged by the parent's old primary and the record deleted,
+    // but the promoted replica never had the settle: the state a failover leaves
+    expect(await qb.client.del(qb.keys.flowOutbox)).to.equal(1);
+    expect(await stateOf(qa, t.job.id)).to.equal('waiting-children');
+    const m = upkeep(qa);
+    expect((await m.heal({ check: true })).settlementsRepaired, 'check mode finds it').to.equal(1);
+    expect(await stateOf(qa, t.job.id)).to.equal('waiting-children');
+    expect((await m.heal()).settlementsRepaired).to.equal(1);
+    expect(await stateOf(qa, t.job.id)).to.equal('waiting');
+    expect((await m.heal()).settlementsRepaired, 'once').to.equal(0);
+    const runs: unknown[] = [];
+    worker(a, async (job: Job) => runs.push(await job.getChildrenValues()));
+    await waitFor(async () => (await stateOf(qa, t.job.id)) === 'completed', 'the parent to complete');
+    expect(runs).to.deep.equal([{ [qb.keys.job(child.id)]: 7 }]);
+  });
+
   it('a failover of the node holding the parent in the middle of a flow (a child settled inline, one relay pending, one child still to run) loses nothing acknowledged: the parent runs once with every value', async () => {
     const c = cluster();
     const [a, b, cc] = await threeQueues('fc-failover');
