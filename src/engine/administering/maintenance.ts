@@ -14,6 +14,7 @@ import { acquireClient, closeClient, disconnectClient, isCluster, settleTopology
 import { QueueKeys } from '../shared/keys.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
 import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
+import { resettleFinishedChildren } from './flow-repair.js';
 import { dueFlowJournals, FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 import { encodeRetention, type Retention } from '../producing/options.js';
 
@@ -132,6 +133,8 @@ export interface HealReport {
   outboxRelayed?: number;
   /** Flows rolled forward (check mode: found) from a journal past its grace period: a producer died storing them in parts across hash slots (producing/flow-journal-replay.ts). */
   flowsRolledForward?: number;
+  /** Children of other queues that finished but still held a waiting parent (a settlement a failover lost), settled again (check mode: found; flow-repair.ts). */
+  settlementsRepaired?: number;
 }
 
 /** The failed jobs of a reclaim reply: a flat field/value list per job. */
@@ -365,6 +368,8 @@ export class Maintenance {
     report.flowsRolledForward = check
       ? await dueFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS)
       : await replayFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS);
+    // settlements of children in other queues a failover of the parent's node lost (flow-repair.ts)
+    report.settlementsRepaired = await resettleFinishedChildren(this.client, this.keys, check);
     report.drift =
       report.reseeded ||
       report.counterBefore !== report.counterAfter ||
