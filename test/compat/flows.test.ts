@@ -108,6 +108,17 @@ describe('BullMQ compatibility: flows', function () {
     release();
   });
 
+  it('obliterate leaves none of a flow\'s keys (waiting-children, deps, processed, outbox)', async () => {
+    const q = queue();
+    const other = queue();
+    const tree = await flowProducer().add({ name: 'p', queueName: q.name, children: [{ name: 'c', queueName: q.name }, { name: 'o', queueName: other.name }] });
+    const w = worker(q, async () => 'ok');
+    await waitFor(async () => (await tree.job.getDependenciesCount({ processed: true })).processed === 1, 'the child in the same queue to complete');
+    await w.close(); // (a running worker writes its registry entry again)
+    await q.obliterate({ force: true });
+    expect(await redis().keys(`${q.keys.base}:*`)).to.deep.equal([]);
+  });
+
   it('getFlow reads the tree back, with depth and maxChildren', async () => {
     const q = queue();
     const flow = flowProducer();
