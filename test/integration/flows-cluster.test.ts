@@ -359,4 +359,27 @@ describe('flows on a cluster: queues on different nodes', function () {
     });
     await waitFor(async () => (await qc.client.hlen(qc.keys.flowOutbox)) === 0, 'the outbox of the third queue to be relayed', 20000);
   });
+
+  it('a failover of the node holding the journal while a flow is half stored: the promoted replica has the journal, and upkeep rolls the flow forward there', async () => {
+    const c = cluster();
+    const [a, b, cc] = await threeQueues('fc-journal-failover');
+    const victim = ports[0];
+    const replica = (await c.replicaOf(victim))!;
+    const qa = queue(a);
+    await qa.waitUntilReady();
+    const nodes = treeToNodes(tree(a, b, cc, 'j'));
+    const plan = partsOf(nodes, encodeNodes(nodes), DEFAULT_MAX_PAYLOAD);
+    // the producer's first call was acknowledged (and copied), then the producer and the node died
+    await callFunction(qa.client, 'glidemq_addFlowPart', plan.first.keys, plan.first.args);
+    await replicated(c, victim);
+    killed.push(victim);
+    await c.kill(victim);
+    await c.waitPromoted(replica);
+    expect(await qa.client.hexists(qa.keys.flows, plan.flowId), 'the journal on the promoted replica').to.equal(1);
+    const log = runFlowWorkers([a, b, cc]);
+    await waitFor(async () => (await stateOf(qa, 'j-parent')) === 'completed', 'the flow to be rolled forward and run after the failover', 60000);
+    expect(log.filter((r) => r.id === 'j-parent')).to.have.length(1);
+    expect((await qa.getJob('j-parent'))!.returnvalue).to.equal(90);
+    expect(await qa.client.exists(qa.keys.flows, qa.keys.flowsDue)).to.equal(0);
+  });
 });
