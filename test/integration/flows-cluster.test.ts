@@ -216,6 +216,21 @@ describe('flows on a cluster: queues on different nodes', function () {
     expect(await qa.client.exists(qa.keys.flows)).to.equal(0);
   });
 
+  it('a flow across slots one of whose job ids is taken in another slot is refused before anything is written, as one call refuses it', async () => {
+    const [a, b] = await threeQueues('fc-taken');
+    const qa = queue(a);
+    const qb = queue(b);
+    await qb.add('other', {}, { jobId: 'x-taken' });
+    const err = await producer()
+      .add({ name: 'p', queueName: a, opts: { jobId: 'x-parent' }, children: [{ name: 'k', queueName: b, opts: { jobId: 'x-taken' } }] })
+      .then(() => undefined, (e: Error) => e);
+    expect(err?.name).to.equal('InvalidArgumentError');
+    expect(err?.message).to.match(/exists already, and other jobs of the flow do not/);
+    expect(await qa.getJob('x-parent')).to.equal(undefined);
+    expect(await qa.client.exists(qa.keys.flows, qa.keys.flowsDue)).to.equal(0);
+    expect((await qb.getJob('x-taken'))!.name).to.equal('other');
+  });
+
   it('a running parent adds children in other slots, waits for them (moveToWaitingChildren) and runs again with their values', async () => {
     const [a, b, c] = await threeQueues('fc-wait');
     const qa = queue(a);
