@@ -11,7 +11,8 @@
  */
 import { isCluster, keySlot, type Client } from '../connecting/connection.js';
 import { callFunction } from '../connecting/library.js';
-import { NotSupportedError } from '../shared/errors.js';
+import { invalid, NotSupportedError } from '../shared/errors.js';
+import { QueueKeys } from '../shared/keys.js';
 import { flowJournalDone, runFlowParts, type FlowPart } from '../producing/flow-journal-replay.js';
 import type { Producer } from '../producing/producer.js';
 import { nodeKey, nodeKeys, type EncodedFlow, type FlowNode } from './flow-nodes.js';
@@ -32,6 +33,12 @@ interface PlannedPart {
 }
 
 const metaOfJobKey = (key: string) => `${/^(.+):job:[^:\s]+$/.exec(key)![1]}:meta`;
+
+/** The keys of the queue of meta key `meta` (`<prefix>:{<queue>}:meta`). */
+function queueOfMeta(meta: string): QueueKeys {
+  const m = /^(.+):\{([^{}]+)\}:meta$/.exec(meta)!;
+  return new QueueKeys(m[2], m[1]);
+}
 
 /** Whether `nodes` must be stored in parts: a cluster client, and queues (the flow's and its existing parents') in more than one slot. */
 export function needsParts(client: Client, enc: EncodedFlow): boolean {
@@ -131,12 +138,29 @@ export function partsOf(nodes: FlowNode[], enc: EncodedFlow, maxPayload: number)
 }
 
 /**
+ * Refuses, before the first part is sent, a flow some of whose jobs exist while others do not (ids
+ * given again for other jobs): each part's call checks only its own slot, so a later part would be
+ * refused after the first was stored. A flow whose journal exists is being stored (a producer's
+ * resend after it died): its parts go on. Reads only; a job taken between this check and its part
+ * is still refused by that part (its journal then stays, and maintenance reports it).
+ */
+async function refuseTakenIds(client: Client, nodes: FlowNode[], plan: PartsPlan): Promise<void> {
+  const keys = nodes.map((n) => nodeKey(n));
+  const exists = await Promise.all(keys.map((k) => client.exists(k)));
+  const taken = exists.filter((e) => e === 1).length;
+  if (taken === 0 || taken === keys.length) return;
+  if ((await client.hexists(queueOfMeta(plan.journalMeta).flows, plan.flowId)) === 1) return;
+  throw invalid(`flow: job ${keys[exists.indexOf(1)]} exists already, and other jobs of the flow do not: a flow is stored whole with new jobs (give its jobs other ids)`);
+}
+
+/**
  * Stores `nodes` (encoded as `enc`) in parts: the first with the journal (numbered for once-only
  * adds), then the others in order, then the journal is deleted. Returns the first part's server
  * ts, and whether this call stored the flow's jobs (false: a resend of a flow stored before).
  */
 export async function addInParts(t: PartsTarget, nodes: FlowNode[], enc: EncodedFlow): Promise<{ ts: number; created: boolean }> {
   const plan = partsOf(nodes, enc, t.maxPayload);
+  await refuseTakenIds(t.client, nodes, plan);
   const call = t.producer.next();
   let reply: number[];
   try {
