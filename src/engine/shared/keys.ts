@@ -117,7 +117,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
     ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
     ['workers', 'hash'], ['workers-expiry', 'zset'], ['removed-finishes', 'hash'],
-    ['waiting-children', 'zset'], ['flow-outbox', 'hash'],
+    ['waiting-children', 'zset'], ['flow-outbox', 'hash'], ['flows', 'hash'], ['flows-due', 'zset'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }
