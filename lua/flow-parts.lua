@@ -23,6 +23,9 @@ local JOURNAL_TYPES = { 'flows', 'hash', 'flowsDue', 'zset' }
 
 -- Whether the first part's journal exists (the part was stored: a resend); false for a later part.
 FLOW_PART.checkJournal = function(k, a)
+  if a.flowId == '' or string.find(a.flowId, '%s') then
+    refuse('ERR_INVALID', 'glidemq_addFlowPart: flowId must be one job key (the flow\'s first node\'s), got ' .. showArg(a.flowId))
+  end
   if a.journal == '' then return false end
   requireTypes(k, JOURNAL_TYPES)
   return redis.call('HEXISTS', k.flows, a.flowId) == 1

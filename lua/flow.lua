@@ -43,7 +43,7 @@
            type). All checked before the first write: a refused flow writes nothing.
 
   glidemq_addFlowPart — stores one part of a flow whose queues span several hash slots (a Valkey
-  Cluster, lua/flow-journal.lua): the nodes of one slot, as glidemq_addFlow stores them, except that
+  Cluster, lua/flow-parts.lua): the nodes of one slot, as glidemq_addFlow stores them, except that
   a link to a node outside the part is taken as the journal's promise (the part in that node's
   slot stores it, parents' parts before their children's). The first part also stores the journal
   (the remaining parts' full arguments) in the queue of KEYS[1], and registers the flow's children
@@ -55,7 +55,7 @@
   ARGV[2]  producer: as glidemq_addFlow's ('' for a part after the first).
   ARGV[3]  seq: as glidemq_addFlow's.
   ARGV[4]  answeredBelow: as glidemq_addFlow's.
-  ARGV[5]  flowId: the flow's id, the job key of its first node (the journal's field).
+  ARGV[5]  flowId: the flow's id, one job key: its first node's (the journal's field).
   ARGV[6]  journal: '' (a part after the first) or the journal, a JSON object {parts: [{keys, args}]}.
   ARGV[7]  links: '' or pairs of job keys joined by spaces, '<parentKey> <childKey> ...': an existing
            parent (not finished) of a queue in KEYS and a child of the flow, registered in the
