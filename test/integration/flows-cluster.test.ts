@@ -297,6 +297,14 @@ describe('flows on a cluster: queues on different nodes', function () {
     await waitFor(async () => (await stateOf(qa, f.job.id)) === 'failed', 'the parent to fail', 30000);
     const failed = (await qa.getJob(f.job.id))!;
     expect(failed.failedReason).to.contain(new QueueKeys(c).job(f.children![0].job.id));
+
+    // on up a chain across three slots: the leaf (c) fails its parent (a), which fails its own parent (b)
+    const chain = await flow.add({
+      name: 'top', queueName: b,
+      children: [{ name: 'mid', queueName: a, opts: { failParentOnFailure: true }, children: [{ name: 'bad', queueName: c, opts: { failParentOnFailure: true } }] }],
+    });
+    await waitFor(async () => (await stateOf(qb, chain.job.id)) === 'failed', 'the top of the chain to fail', 30000);
+    expect(await stateOf(qa, chain.children![0].job.id)).to.equal('failed');
   });
 
   it("heal settles again a child whose settlement a failover of the parent's node lost (the record relayed and gone, the parent still counting the child)", async () => {
