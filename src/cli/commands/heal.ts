@@ -44,6 +44,8 @@ export function register(program: Command): void {
       `
 Runs glidemq_healListActive (what each worker runs every 10th promotion tick), carried through to
 the end of a re-seed, and removes consumers that hold nothing and have been idle for 5 minutes.
+On a cluster it also rolls forward flows a producer left half stored across hash slots, and settles
+again finished children a failover of their parent's node left counted as unsettled.
 Silent when nothing changed, so it fits cron; --json prints one object per queue per line.
 
 Examples:

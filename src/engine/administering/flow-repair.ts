@@ -8,7 +8,9 @@
  * settles the parent again from it, as the relay would have (glidemq_settle is idempotent: a child
  * no longer among the dependencies changes nothing, so a parent settled already, or a record
  * relayed meanwhile, counts once). A child whose hash was removed (removeOnComplete) cannot be
- * told from one not stored yet and is left.
+ * told from one not stored yet and is left. Only a cluster needs this: on one server the record's
+ * deletion follows the settle in the one replication stream, so a replica lacking the settle still
+ * has the record, which is relayed again.
  */
 import type { Client } from '../connecting/connection.js';
 import { callFunction } from '../connecting/library.js';

@@ -364,12 +364,16 @@ export class Maintenance {
     report.outboxRelayed = check
       ? ((await callFunction(this.client, 'glidemq_outboxList', this.keys.meta, [OUTBOX_GRACE_MS, 10000])) as unknown[]).length / 2
       : await relayOutbox(this.client, this.keys.meta, OUTBOX_GRACE_MS);
-    // flows a producer left half stored across hash slots (a cluster), rolled forward from their journal
-    report.flowsRolledForward = check
-      ? await dueFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS)
-      : await replayFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS);
-    // settlements of children in other queues a failover of the parent's node lost (flow-repair.ts)
-    report.settlementsRepaired = await resettleFinishedChildren(this.client, this.keys, check);
+    // Only a cluster stores a flow in parts, and only there are a child's record and its parent's
+    // settle on two primaries (one server's replica has both or neither): no calls elsewhere.
+    if (isCluster(this.client)) {
+      // flows a producer left half stored across hash slots, rolled forward from their journal
+      report.flowsRolledForward = check
+        ? await dueFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS)
+        : await replayFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS);
+      // settlements of children in other queues a failover of the parent's node lost (flow-repair.ts)
+      report.settlementsRepaired = await resettleFinishedChildren(this.client, this.keys, check);
+    }
     report.drift =
       report.reseeded ||
       report.counterBefore !== report.counterAfter ||
