@@ -336,8 +336,12 @@ describe('flows on a cluster: queues on different nodes', function () {
 
   it('a failover of the node holding the parent in the middle of a flow (a child settled inline, one relay pending, one child still to run) loses nothing acknowledged: the parent runs once with every value', async () => {
     const c = cluster();
+    // the node to kill serves the first queue; it is not the node the clients' URL names (a client
+    // made after the kill, as the workers below are, reaches the cluster through that URL)
+    ports.sort((x, y) => Number(x === c.seedPort) - Number(y === c.seedPort));
     const [a, b, cc] = await threeQueues('fc-failover');
     const victim = ports[0];
+    expect(victim).to.not.equal(c.seedPort);
     const replica = (await c.replicaOf(victim))!;
     expect(replica, 'the victim has a replica').to.be.a('number');
     const qa = queue(a);
@@ -371,7 +375,18 @@ describe('flows on a cluster: queues on different nodes', function () {
     // after the promotion: the child in the second queue runs and is relayed to the promoted node;
     // the record the dead worker left is relayed by the upkeep of its queue's worker (past the grace period)
     runFlowWorkers([b, cc]);
-    await waitFor(async () => (await stateOf(qa, 'f-parent')) === 'completed', 'the parent to complete after the failover', 60000);
+    await waitFor(async () => (await stateOf(qa, 'f-parent')) === 'completed', 'the parent to complete after the failover', 30000).catch(async (err: Error) => {
+      const qb = queue(b);
+      const seen = {
+        parent: await qa.client.hgetall(qa.keys.job('f-parent')),
+        deps: await qa.client.smembers(qa.keys.deps('f-parent')),
+        b: await qb.client.hgetall(qb.keys.job('f-b')),
+        outboxB: await qb.client.hgetall(qb.keys.flowOutbox),
+        outboxC: await qc.client.hgetall(qc.keys.flowOutbox),
+        log: parentLog.map((r) => r.id),
+      };
+      throw new Error(`${err.message}: ${JSON.stringify(seen)}`);
+    });
     const parent = (await qa.getJob('f-parent'))!;
     expect(parent.returnvalue, 'every child value reached the parent').to.equal(70);
     expect(parentLog.filter((r) => r.id === 'f-parent'), 'the parent ran once, on the worker that lived through the failover').to.have.length(1);
@@ -385,8 +400,12 @@ describe('flows on a cluster: queues on different nodes', function () {
 
   it('a failover of the node holding the journal while a flow is half stored: the promoted replica has the journal, and upkeep rolls the flow forward there', async () => {
     const c = cluster();
+    // the node to kill serves the first queue; it is not the node the clients' URL names (a client
+    // made after the kill, as the workers below are, reaches the cluster through that URL)
+    ports.sort((x, y) => Number(x === c.seedPort) - Number(y === c.seedPort));
     const [a, b, cc] = await threeQueues('fc-journal-failover');
     const victim = ports[0];
+    expect(victim).to.not.equal(c.seedPort);
     const replica = (await c.replicaOf(victim))!;
     const qa = queue(a);
     await qa.waitUntilReady();
