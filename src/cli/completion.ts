@@ -4,7 +4,8 @@
  * completes without anyone editing a list. Each script works the same way: it walks the words typed
  * so far, skipping flags and the values of flags that take one, to find the command being typed
  * (`schedulers add`), then offers that command's sub-commands, its flags and the global ones after
- * a `-`, the choices of its argument, or else file names (a worker's script, a --tls-ca file).
+ * a `-`, the choices of its argument, the values of a flag that has a few (`jobs --state`), or else
+ * file names (a worker's script, a --tls-ca file, a --flow file).
  */
 import type { Command, Help, Option } from 'commander';
 
@@ -28,6 +29,18 @@ interface CompletionNode {
   valued: string[];
   /** What the command's first argument may be, when it is one of a few words. */
   choices: string[];
+  /** The values of the flags that take one of a few words, by flag (short and long name alike). */
+  values: Record<string, string[]>;
+}
+
+/**
+ * Makes `option`'s values complete in the shells (and its help say "choices: ..."), leaving the
+ * check of a value to the command: its own message names what a value may be better than
+ * commander's (`jobs --state`). Returns the option.
+ */
+export function completeWith(option: Option, values: readonly string[]): Option {
+  option.argChoices = [...values];
+  return option;
 }
 
 function flagsOf(option: Option): string[] {
@@ -54,6 +67,7 @@ export function completionTree(program: Command): CompletionNode[] {
       options: options.map((o) => ({ short: o.short, long: o.long, description: firstLine(o.description), valued: o.required || o.optional })),
       valued: options.filter((o) => o.required || o.optional).flatMap(flagsOf),
       choices: arg?.argChoices ? [...arg.argChoices] : [],
+      values: Object.fromEntries(options.filter((o) => o.argChoices).flatMap((o) => flagsOf(o).map((f) => [f, [...o.argChoices!]]))),
     });
     // options of a command are recognised after its sub-commands too: they are inherited
     const passedOn = [...options.filter((o) => !o.long || !['--help', '--version'].includes(o.long))];
@@ -61,7 +75,7 @@ export function completionTree(program: Command): CompletionNode[] {
       const subPath = path ? `${path} ${sub.name()}` : sub.name();
       // the implicit `help [command]` is not in cmd.commands: it completes its siblings' names
       if (!cmd.commands.includes(sub)) {
-        nodes.push({ path: subPath, children: [], flags: [], options: [], valued: [], choices: subcommands.filter((c) => c !== sub).map((c) => c.name()) });
+        nodes.push({ path: subPath, children: [], flags: [], options: [], valued: [], choices: subcommands.filter((c) => c !== sub).map((c) => c.name()), values: {} });
         continue;
       }
       visit(sub, subPath, passedOn);
@@ -97,6 +111,9 @@ function bashScript(name: string, nodes: CompletionNode[]): string {
         `      valued=${quote(n.valued.join(' '))}; choices=${quote(n.choices.join(' '))} ;;`,
     )
     .join('\n');
+  const valueCases = nodes
+    .flatMap((n) => Object.entries(n.values).map(([flag, values]) => `    ${quote(`${n.path ? `${n.path} ` : ''}${flag}`)}) values=${quote(values.join(' '))} ;;`))
+    .join('\n');
   return `# ${name} completion for bash. Load it in this shell with
 #   source <(${name} completion bash)
 # or for every shell: add that line to ~/.bashrc.
@@ -107,15 +124,23 @@ ${cases}
   esac
 }
 
+# The values of a flag that takes one of a few words ("$node $flag").
+${fn}_values() {
+  values=''
+  case "$1" in
+${valueCases}
+  esac
+}
+
 ${fn}() {
-  local cur="\${COMP_WORDS[COMP_CWORD]}" node='' word i expect=0 children flags valued choices
+  local cur="\${COMP_WORDS[COMP_CWORD]}" node='' word i expect=0 flag='' children flags valued choices values
   ${fn}_node ''
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="\${COMP_WORDS[i]}"
     if ((expect)); then expect=0; continue; fi
     case "$word" in
       --*=*) continue ;;
-      -*) [[ " $valued " == *" $word "* ]] && expect=1; continue ;;
+      -*) [[ " $valued " == *" $word "* ]] && expect=1 && flag="$word"; continue ;;
     esac
     if [[ " $children " == *" $word "* ]]; then
       node="\${node:+$node }$word"
@@ -123,7 +148,12 @@ ${fn}() {
     fi
   done
   COMPREPLY=()
-  ((expect)) && return 0 # the value of a flag: the shell's own completion (file names)
+  if ((expect)); then
+    # the value of a flag: one of its few words, else the shell's own completion (file names)
+    ${fn}_values "\${node:+$node }$flag"
+    [[ -n "$values" ]] && COMPREPLY=($(compgen -W "$values" -- "$cur"))
+    return 0
+  fi
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
   elif [[ -n "$children" ]]; then
@@ -148,6 +178,9 @@ function zshScript(name: string, nodes: CompletionNode[]): string {
         `      valued=(${n.valued.map((v) => quote(v)).join(' ')}); choices=(${n.choices.map((c) => quote(c)).join(' ')}) ;;`,
     )
     .join('\n');
+  const valueCases = nodes
+    .flatMap((n) => Object.entries(n.values).map(([flag, values]) => `    ${quote(`${n.path ? `${n.path} ` : ''}${flag}`)}) values=(${values.map((v) => quote(v)).join(' ')}) ;;`))
+    .join('\n');
   return `#compdef ${name}
 # ${name} completion for zsh (after compinit). Load it in this shell with
 #   source <(${name} completion zsh)
@@ -159,9 +192,17 @@ ${cases}
   esac
 }
 
+# The values of a flag that takes one of a few words ("$node $flag").
+${fn}_values() {
+  values=()
+  case "$1" in
+${valueCases}
+  esac
+}
+
 ${fn}() {
-  local -a children flags valued choices commands
-  local node='' word
+  local -a children flags valued choices commands values
+  local node='' word flag=''
   local -i i expect=0
   ${fn}_node ''
   for ((i = 2; i < CURRENT; i++)); do
@@ -169,7 +210,7 @@ ${fn}() {
     if ((expect)); then expect=0; continue; fi
     case $word in
       --*=*) continue ;;
-      -*) (( \${valued[(Ie)$word]} )) && expect=1; continue ;;
+      -*) (( \${valued[(Ie)$word]} )) && expect=1 && flag=$word; continue ;;
     esac
     commands=(\${children%%:*})
     if (( \${commands[(Ie)$word]} )); then
@@ -177,7 +218,11 @@ ${fn}() {
       ${fn}_node "$node"
     fi
   done
-  if ((expect)); then _files; return; fi
+  if ((expect)); then
+    ${fn}_values "\${node:+$node }$flag"
+    if (( \${#values} )); then compadd -a values; else _files; fi
+    return
+  fi
   if [[ $PREFIX == -* ]]; then _describe -t options option flags; return; fi
   if (( \${#children} )); then _describe -t commands command children; return; fi
   if (( \${#choices} )); then compadd -a choices; return; fi
@@ -202,7 +247,12 @@ function fishScript(name: string, nodes: CompletionNode[]): string {
     for (const c of n.children) lines.push(`complete -c ${name} ${at} -f -a ${q(c.name)} -d ${q(c.description)}`);
     if (n.choices.length) lines.push(`complete -c ${name} ${at} -f -a ${q(n.choices.join(' '))}`);
     for (const o of n.options) {
-      const parts = [o.long ? `-l ${q(o.long.replace(/^--/, ''))}` : '', o.short ? `-s ${q(o.short.replace(/^-/, ''))}` : '', o.valued ? '-r' : ''].filter(Boolean);
+      const values = n.values[o.long ?? o.short ?? ''];
+      const parts = [
+        o.long ? `-l ${q(o.long.replace(/^--/, ''))}` : '',
+        o.short ? `-s ${q(o.short.replace(/^-/, ''))}` : '',
+        values ? `-x -a ${q(values.join(' '))}` : o.valued ? '-r' : '',
+      ].filter(Boolean);
       lines.push(`complete -c ${name} ${at} ${parts.join(' ')} -d ${q(o.description)}`);
     }
   }

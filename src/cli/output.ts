@@ -348,3 +348,32 @@ export function padCell(text: string, width: number, right = false): string {
   const pad = ' '.repeat(width - chars.length);
   return right ? pad + text : text + pad;
 }
+
+/** A node of a tree drawn by treeLines: its text (plain, to measure and cut; `styled`, with colour, when it fits) and its children. */
+export interface TreeNode {
+  text: string;
+  styled?: string;
+  children: TreeNode[];
+}
+
+/**
+ * A tree as lines, each child under its parent behind `├─ `, the last one behind `└─ `, every
+ * line fitted to `width` (a line too long is cut with `…`, its colour dropped).
+ */
+export function treeLines(root: TreeNode, width = outputWidth()): string[] {
+  const out: string[] = [];
+  const fit = (lead: string, n: TreeNode) => {
+    const room = width - Array.from(lead).length;
+    out.push(Array.from(n.text).length <= room ? lead + (n.styled ?? n.text) : lead + ellipsis(n.text, room));
+  };
+  const walk = (n: TreeNode, lead: string) => {
+    n.children.forEach((c, i) => {
+      const last = i === n.children.length - 1;
+      fit(`${lead}${last ? '└─ ' : '├─ '}`, c);
+      walk(c, `${lead}${last ? '   ' : '│  '}`);
+    });
+  };
+  fit('', root);
+  walk(root, '');
+  return out;
+}

@@ -26,6 +26,9 @@ export const ROWS: Row[] = [
   // Delays of 100–1000 ms while a worker waits; due and start both read from the server's TIME.
   { key: 'delay.p50', label: 'delayed job start, lateness p50 (100–1000 ms delays)', unit: 'ms', better: 'lower', digits: 1 },
   { key: 'delay.p99', label: 'delayed job start, lateness p99 (100–1000 ms delays)', unit: 'ms', better: 'lower', target: { max: 50, text: '<= 50 ms' }, digits: 1 },
+  { key: 'flow.add', label: 'flows added, a parent and 10 children (8 in flight)', unit: 'flows/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'flow.e2e', label: 'a parent and 100 children, add -> parent done', unit: 'ms', better: 'lower', target: { ratio: 0.5, text: '<= 0.5x (2x faster)' } },
+  { key: 'flow.cpu', label: 'server CPU per flow of 10 children, add -> done', unit: 'µs', better: 'lower', target: { ratio: 0.5, text: '<= 0.5x' } },
   { key: 'cost.cmds', label: 'client commands per job (c=10)', unit: 'cmds', better: 'lower', target: { max: 1.05, text: '~1 (glidemq)' }, digits: 2 },
   { key: 'cost.cpu', label: 'server CPU per job (c=10, INFO cpu)', unit: 'µs', better: 'lower', target: { ratio: 0.45, text: '<= 0.45x' }, digits: 1 },
   { key: 'cost.client', label: 'client CPU per job (c=10, worker process)', unit: 'µs', better: 'lower', digits: 1 },

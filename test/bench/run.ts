@@ -14,6 +14,7 @@ import { hasOpenssl, makeCerts, TlsServer, type TestCerts } from '../helpers/tls
 import { TestServer } from '../helpers/valkey.js';
 import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue, nodeStartMs } from './cli-figures.js';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
+import { FLOW_SIDES, flowAdds, flowEndToEnd, type FlowSizes } from './flow-figures.js';
 import { bulkAdds, delayLateness, memoryPerJob, preload, processBacklog, processListened, serialAdds, steadyLatency, type Sizes } from './figures.js';
 import { median, sentCommands } from './measure.js';
 import { calibrateProxy, describeCalibration, measureProxy, type ProxyCalibration } from './net-probe.js';
@@ -30,6 +31,11 @@ const QUICK: Sizes = {
   serialMs: 600, bulkJobs: 10_000, backlog: 5_000, processMaxMs: 1500, sideBacklog: 3_000, sideMaxMs: 1000,
   latencyMs: 1500, latencyRate: 500, delayJobs: 50,
   memJobs: 5_000, ndjsonLines: 20_000, cliRuns: 3,
+};
+/** The flow rows' sizes (test/bench/flow-figures.ts). */
+const FLOW_SIZES: Record<'full' | 'quick', FlowSizes> = {
+  full: { flows: 2000, flowAddMaxMs: 3000, e2eRuns: 5 },
+  quick: { flows: 500, flowAddMaxMs: 1000, e2eRuns: 3 },
 };
 /** A whole run stops starting rounds once another round would pass this (ms). */
 const BUDGET_MS = { full: 9 * 60_000, quick: 2 * 60_000 };
@@ -190,6 +196,13 @@ async function main(): Promise<void> {
         put('delay.p99', sys, r.p99, 'ms late');
       });
       await each('mem.job', main, async (sys) => put('mem.job', sys, await memoryPerJob(sys, main.s.url, main.admin, sizes), 'bytes/job'));
+      const flowSizes = FLOW_SIZES[args.quick ? 'quick' : 'full'];
+      await each('flow.add', main, async (sys) => {
+        const r = await flowAdds(FLOW_SIDES[sys.name], main.s.url, main.admin, flowSizes);
+        put('flow.add', sys, r.rate, 'flows/s (a parent and 10 children)');
+        put('flow.cpu', sys, r.cpuUsPerFlow, 'server CPU µs/flow');
+      });
+      await each('flow.e2e', main, async (sys) => put('flow.e2e', sys, await flowEndToEnd(FLOW_SIDES[sys.name], main.s.url, flowSizes), 'ms add -> parent done (100 children)'));
       for (const [key, srv] of [['dur.always', always], ['dur.everysec', everysec], ['dur.off', main]] as const) {
         if (!srv) continue;
         await each(key, srv, async (sys) => {

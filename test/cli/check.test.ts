@@ -123,6 +123,32 @@ describe('CLI: check (health checks)', function () {
     }
   });
 
+  it('stuck: a flow parent still in waiting-children although its children all finished (what a crash between the two could leave)', async () => {
+    await q.add('child', {}, { jobId: 'kid' });
+    const w = harness.worker(name, async () => 'ok');
+    await waitFor(async () => (await q.getJobState('kid')) === 'completed', 'the child completed');
+    await w.close();
+    // the parent waits for a child that completed: its settlement never reached the parent (written
+    // by hand: the engine settles and moves a parent in one step, so only a crash could leave this)
+    await q.add('parent', {}, { jobId: 'boss', delay: 3_600_000 });
+    await q.client.zrem(q.keys.scheduled, 'boss');
+    await q.client.hset(q.keys.job('boss'), 'state', 'waiting-children');
+    await q.client.zadd(q.keys.waitingChildren, (await q.serverTime()) - 5000, 'boss');
+    await q.client.sadd(q.keys.deps('boss'), q.keys.job('kid'));
+    const young = await cli(['check', 'stuck', name]); // the default --older (30s) is longer than both
+    expect(young.code, young.stderr).to.equal(0);
+    oneLine(young, /^pass  stuck .*: 0 claims idle over 30s without a live worker \(max 0\)$/);
+    await waitFor(async () => (await q.serverTime()) - Number(await q.client.hget(q.keys.job('kid'), 'finishedOn')) > 60, 'the child finished over 60 ms ago');
+    const r = await json(['check', 'stuck', name, '--older', '50ms']);
+    expect(r).to.deep.include({ ok: false, actual: 1, threshold: 0 });
+    expect(r.details).to.deep.include({ stuckClaims: 0, stuckParents: 1, parentsWaiting: 1, parentsUnchecked: 0 });
+    expect(r.details.parents).to.have.length(1);
+    expect(r.details.parents[0]).to.deep.include({ jobId: 'boss', reason: 'children-finished', children: [q.keys.job('kid')] });
+    const text = await cli(['check', 'stuck', name, '--older', '50ms']);
+    expect(text.code).to.equal(1);
+    oneLine(text, /^FAIL  stuck .*: 0 claims idle over 50ms without a live worker \(max 0\); 1 parent still waiting for children that all settled \(max 0\): boss \(\d+(\.\d)?s\)$/);
+  });
+
   it('failed: failed attempts in the --since window against --max', async () => {
     harness.worker(name, async () => {
       throw new Error('boom');

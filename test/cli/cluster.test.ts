@@ -154,6 +154,44 @@ describe('glidemq CLI on a cluster', function () {
     });
   });
 
+  describe('flows', function () {
+    this.timeout(120000);
+
+    it('enqueue --flow, flow, jobs --state waiting-children and check stuck on a flow in one queue; a flow across slots is stored in parts and shown whole', async () => {
+      const c = cluster();
+      const prefix = 'clif';
+      const [q, other] = await queuePerPrimary(c, prefix);
+      const g = ['--cluster', '-u', c.url, '--prefix', prefix];
+      const tree = { name: 'report', opts: { jobId: 'r1' }, children: [{ name: 'part', opts: { jobId: 'p1' } }, { name: 'part', opts: { jobId: 'p2' } }] };
+      const added = await runCli([...g, '--json', 'enqueue', q, '--flow', '-'], { input: JSON.stringify(tree) });
+      expect(added.code, added.stderr).to.equal(0);
+      expect(JSON.parse(added.stdout)).to.deep.include({ id: 'r1', queue: q });
+      const waiting = await runCli([...g, '--json', 'jobs', q, '--state', 'waiting-children']);
+      expect(waiting.code, waiting.stderr).to.equal(0);
+      expect(JSON.parse(waiting.stdout)).to.deep.include({ id: 'r1', unprocessed: 2 });
+      const shown = await runCli([...g, 'flow', q, 'r1']);
+      expect(shown.code, shown.stderr).to.equal(0);
+      expect(shown.stdout.trim().split('\n')).to.deep.equal(['report #r1  waiting-children (2 unprocessed)', '├─ part #p1  waiting', '└─ part #p2  waiting']);
+      const stuck = await runCli([...g, '--json', 'check', 'stuck', q, '--older', '0']);
+      expect(stuck.code, stuck.stderr).to.equal(0);
+      expect(JSON.parse(stuck.stdout).queues[0].details).to.deep.include({ parentsWaiting: 1, stuckParents: 0 });
+      const run = await runCli([...g, 'worker', fixturePath('processors', 'echo.mjs'), '--queue', q, '--exit-when-idle', '--block-timeout', '200ms'], { timeoutMs: 60000 });
+      expect(run.code, run.stderr).to.equal(0);
+      const done = JSON.parse((await runCli([...g, '--json', 'flow', q, 'r1'])).stdout);
+      expect(done).to.deep.include({ state: 'completed' });
+      expect(done.dependencies).to.deep.equal({ processed: 2, unprocessed: 0, ignored: 0, failed: 0 });
+
+      const across = { name: 'top', opts: { jobId: 't1' }, children: [{ name: 'away', queueName: other, opts: { jobId: 'a1' } }] };
+      const stored = await runCli([...g, 'enqueue', q, '--flow', '-'], { input: JSON.stringify(across) });
+      expect(stored.code, stored.stderr).to.equal(0);
+      const whole = await runCli([...g, 'flow', q, 't1']);
+      expect(whole.code, whole.stderr).to.equal(0);
+      expect(whole.stdout.trim().split('\n')).to.deep.equal(['top #t1  waiting-children (1 unprocessed)', `└─ away #a1 @${other}  waiting`]);
+      const port = await c.primaryForSlot(keySlot(new QueueKeys(other, prefix).meta));
+      expect(await c.call(port, 'EXISTS', new QueueKeys(other, prefix).job('a1')), 'the child, in the other slot').to.equal(1);
+    });
+  });
+
   describe('audit', () => {
     it('reports every primary and replica, and passes the baseline once the library is loaded', async () => {
       const c = cluster();

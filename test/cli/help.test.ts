@@ -124,6 +124,15 @@ describe('CLI: version, help and completion', function () {
       expect(await bashOffers(['help', 'obl'])).to.deep.equal(['obliterate']);
     });
 
+    it('bash completes the values of a flag that takes one of a few words (jobs --state), file names for others', async () => {
+      expect(await bashOffers(['jobs', 'q', '--state', 'waiting-'])).to.deep.equal(['waiting-children']);
+      expect(await bashOffers(['jobs', 'q', '-s', ''])).to.deep.equal(['waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused', 'waiting-children']);
+      expect(await bashOffers(['export', 'q', '--state', 'w'])).to.deep.equal(['waiting'], 'an export takes no waiting parents');
+      expect(await bashOffers(['--json', 'jobs', 'q', '--limit', '5', '--state', 'f'])).to.deep.equal(['failed']);
+      expect(await bashOffers(['enqueue', 'q', '--flow', ''])).to.deep.equal([]); // file names, from the shell
+      expect(await bashOffers(['jobs', 'q', '--state', 'failed', '--'])).to.include('--limit');
+    });
+
     it('the completion follows the command tree: every command and flag is in each script', async () => {
       const program = buildProgram();
       const nodes = completionTree(program);
@@ -140,6 +149,9 @@ describe('CLI: version, help and completion', function () {
       expect(scripts.zsh).to.match(/^#compdef glidemq/);
       expect(scripts.zsh).to.contain('compdef _glidemq glidemq');
       expect(scripts.fish).to.contain("complete -c glidemq -n '__glidemq_at \\'worker\\'' -l 'fail-fast'");
+      // a flag's few values: fish offers them after the flag, zsh through its values case
+      expect(scripts.fish).to.contain("-l 'state' -s 's' -x -a 'waiting active delayed prioritized completed failed paused waiting-children'");
+      expect(scripts.zsh).to.contain("'jobs --state') values=('waiting' 'active' 'delayed' 'prioritized' 'completed' 'failed' 'paused' 'waiting-children') ;;");
       const bad = await runCli(['completion', 'tcsh']);
       expect(bad.code).to.equal(2);
       expect(bad.stderr).to.match(/tcsh.*bash, zsh, fish|Allowed choices are bash, zsh, fish/);

@@ -187,7 +187,7 @@ describe('CLI: jobs, retry, promote, export', function () {
   it('bad usage exits 2 with one line', async () => {
     const cases: [string[], RegExp][] = [
       [['jobs', name], /required option '-s, --state <state>'/],
-      [['jobs', name, '--state', 'done'], /--state must be one of waiting, active, delayed, prioritized, completed, failed, paused, got "done"/],
+      [['jobs', name, '--state', 'done'], /--state must be one of waiting, active, delayed, prioritized, completed, failed, paused, waiting-children, got "done"/],
       [['jobs', name, '--state', 'failed', '--limit', '0'], /--limit must be a whole number from 1/],
       [['jobs', name, '--state', 'failed', '--page', '0'], /--page must be a whole number from 1/],
       [['jobs', name, '--state', 'failed', '--page', '2', '--offset', '3'], /give --page or --offset, not both/],
@@ -201,6 +201,7 @@ describe('CLI: jobs, retry, promote, export', function () {
       [['promote', name, '1', '--name', 'x'], /--name selects jobs for --all/],
       [['export', name], /required option '-s, --state <state>'/],
       [['export', name, '--state', 'nope'], /--state must be one of/],
+      [['export', name, '--state', 'waiting-children'], /--state waiting-children cannot be exported: a flow's parent added back as a plain job would run without its children/],
     ];
     for (const [args, message] of cases) {
       const r = await cli(args);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { REPO_ROOT } from './fixtures.js';
 
-export const ROLES = ['admin', 'producer', 'worker', 'operator'] as const;
+export const ROLES = ['admin', 'producer', 'worker', 'operator', 'monitor'] as const;
 export type Role = (typeof ROLES)[number];
 
 /** The rules after `ACL SETUSER glidemq-<role> on >PASSWORD` under README.md's "### ACL roles". */

@@ -12,6 +12,7 @@ import { encodeNodes, treeToNodes, type FlowJob } from '../../src/engine/flows/f
 import { callFunction } from '../../src/engine/connecting/library.js';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { useServer } from '../helpers/valkey.js';
+import { useFaultProxy } from '../helpers/proxy.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';
 import { rejection } from '../helpers/compat.js';
@@ -19,6 +20,7 @@ import { rejection } from '../helpers/compat.js';
 describe('flows: a flow is stored whole or not at all, and once', function () {
   this.timeout(30000);
   const server = useServer();
+  const { proxy, via } = useFaultProxy(server, 2000);
   const closers: (() => Promise<unknown>)[] = [];
   afterEach(async () => {
     for (const c of closers.splice(0).reverse()) await c();
@@ -97,6 +99,34 @@ describe('flows: a flow is stored whole or not at all, and once', function () {
     err = await rejection(callFunction(c, 'glidemq_addFlow', enc.keys, [0, '', 0, 0, 2, ...cycle.flat()]));
     expect(err.message).to.match(/cycle/);
     expect(await keyspaceFingerprint(c)).to.equal(before);
+  });
+
+  it('FlowProducer.add with replies cut: each flow stored once, every caller has its jobs, and close drops the kept replies', async () => {
+    const top = queue('top');
+    const other = queue('other');
+    const flow = new FlowProducer({ connection: via() });
+    closers.push(() => flow.close());
+    await flow.waitUntilReady();
+    let cuts = 0;
+    const trees = [];
+    for (let round = 0; round < 8; round++) {
+      const cut = proxy().cutOn(/glidemq_addFlow/, { forward: true });
+      trees.push(await flow.add(tree(top, other)));
+      await Promise.race([cut, new Promise((r) => setTimeout(r, 500))]);
+      proxy().disarm();
+      cuts = Math.max(cuts, proxy().stats.cuts);
+    }
+    expect(cuts).to.be.at.least(4);
+    expect((await top.getJobCounts())['waiting-children']).to.equal(8);
+    expect((await other.getJobCounts())['waiting-children']).to.equal(8);
+    expect((await other.getJobCounts()).waiting).to.equal(8);
+    for (const t of trees) expect(await top.getJobState(t.job.id)).to.equal('waiting-children');
+    const c = top.client as Redis;
+    const kept = await c.keys(`${top.keys.producerPrefix}*`);
+    expect(kept).to.have.length(1);
+    await flow.close();
+    await new Promise((r) => setTimeout(r, 50)); // (close sends the DEL without waiting for it)
+    expect(await c.exists(kept[0])).to.equal(0);
   });
 
   it('a call re-sent with the same producer and number gets the first reply and stores the flow once', async () => {

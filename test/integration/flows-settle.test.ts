@@ -59,13 +59,12 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
       const children: FlowJob[] = [];
       const n = rng.int(2, 9);
       for (let i = 0; i < n; i++) {
-        children.push({ name: 'child', queueName: rng.chance(0.5) ? top.name : side.name, data: { f, i, wait: rng.int(0, 30), flaky: rng.chance(0.25) }, opts: { attempts: 2 } });
+        children.push({ name: 'child', queueName: rng.chance(0.5) ? top.name : side.name, data: { f, i, wait: rng.int(0, 30), flaky: rng.chance(0.25) }, opts: { attempts: 2, removeOnComplete: rng.chance(0.3) } });
       }
       trees.push({ name: 'parent', queueName: top.name, data: { f, n }, children });
     }
     const added = await flow.addBulk(trees);
     const parentRuns = new Map<string, number>();
-    const childDone = new Set<string>();
     const early: string[] = [];
     const run = async (job: Job) => {
       if (job.name === 'parent') {
@@ -76,13 +75,23 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
       }
       await new Promise((r) => setTimeout(r, job.data.wait));
       if (job.data.flaky && job.attemptsMade === 0) throw new Error('first attempt fails');
-      childDone.add(job.id);
       return job.data.i;
     };
-    worker(top, run, { concurrency: 8 });
-    worker(top, run, { concurrency: 3 });
-    worker(side, run, { concurrency: 8 });
-    await waitFor(async () => (await top.getJobCounts('completed')).completed === FLOWS + added.flatMap((t) => t.children!).filter((c) => c.job.queue!.keys.queue === top.name).length, `every job to complete (seed ${seed})`, 40000);
+    const errors: string[] = [];
+    for (const w of [worker(top, run, { concurrency: 8 }), worker(top, run, { concurrency: 3 }), worker(side, run, { concurrency: 8 })]) {
+      w.on('error', (e: Error) => errors.push(e.message));
+    }
+    const parentsDone = async () => (await Promise.all(added.map((t) => top.getJobState(t.job.id)))).every((st) => st === 'completed');
+    try {
+      await waitFor(parentsDone, `every parent to complete (seed ${seed})`, 40000);
+    } catch (err) {
+      // what is left: each unsettled child's state, and the workers' errors
+      for (const t of added) {
+        for (const d of await top.client.smembers(top.keys.deps(t.job.id))) console.log(`      unsettled ${d}: ${JSON.stringify(await top.client.hgetall(d))}`);
+      }
+      console.log(`      worker errors: ${JSON.stringify(errors)}`);
+      throw err;
+    }
     expect(early, `seed ${seed}`).to.deep.equal([]);
     expect([...parentRuns.values()].every((n) => n === 1), `seed ${seed}: ${JSON.stringify([...parentRuns])}`).to.equal(true);
     expect(parentRuns.size).to.equal(FLOWS);

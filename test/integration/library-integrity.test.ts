@@ -19,14 +19,14 @@ import {
 import { MaintenanceSession } from '../../src/engine/administering/maintenance.js';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { Worker } from '../../src/engine/consuming/worker.js';
-import { createRoleUser, documentedClusterRules, documentedRoleRules, isNoPerm, libraryCommands, rulesAllow, type Role } from '../helpers/acl.js';
+import { createRoleUser, ROLES, documentedClusterRules, documentedRoleRules, isNoPerm, libraryCommands, rulesAllow, type Role } from '../helpers/acl.js';
 import { readyCheckWithoutKeyspace } from '../../src/engine/connecting/connection.js';
 import { useCluster } from '../helpers/cluster.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 
 const PASSWORD = 'Role-s3cret';
-const USER: Record<Role, string> = { admin: 'glidemq-admin', producer: 'glidemq-producer', worker: 'glidemq-worker', operator: 'glidemq-operator' };
+const USER: Record<Role, string> = { admin: 'glidemq-admin', producer: 'glidemq-producer', worker: 'glidemq-worker', operator: 'glidemq-operator', monitor: 'glidemq-monitor' };
 /** The old README's single application user: it may FUNCTION LOAD, which is what the attack needs. */
 const LOADER_RULES = '~glide:* resetchannels -@all +@read +@write -@dangerous +fcall +fcall_ro +function|load +function|list +time +info +client|setinfo'.split(' ');
 
@@ -81,7 +81,7 @@ describe('library integrity and ACL roles', function () {
 
   before(async () => {
     admin = server().client();
-    for (const role of ['admin', 'producer', 'worker', 'operator'] as const) await createRoleUser(admin, role, USER[role], PASSWORD);
+    for (const role of ROLES) await createRoleUser(admin, role, USER[role], PASSWORD);
     await admin.call('ACL', 'SETUSER', 'loader', 'reset', 'on', `>${PASSWORD}`, ...LOADER_RULES);
   });
   beforeEach(async () => {
@@ -226,6 +226,35 @@ describe('library integrity and ACL roles', function () {
       } finally {
         await session.close();
       }
+    });
+
+    it('a monitor reads counts, listings, jobs and metrics, and cannot change a queue, not even through the functions', async () => {
+      await installLibrary(admin);
+      const name = uniqueQueue('monitor');
+      const owner = queue(undefined, name);
+      const waiting = await owner.add('plain', { n: 1 });
+      await owner.add('later', {}, { delay: 60_000 });
+      await owner.add('grouped', {}, { group: { id: 'g1' } });
+      const monitor = queue(USER.monitor, name);
+      const counts = await monitor.getJobCounts('waiting', 'delayed');
+      expect(counts).to.deep.include({ waiting: 2, delayed: 1 });
+      expect((await monitor.getJobs(['waiting', 'delayed'])).map((j) => j.name).sort()).to.deep.equal(['grouped', 'later', 'plain']);
+      expect((await monitor.getJob(waiting.id))?.data).to.deep.equal({ n: 1 });
+      expect((await monitor.getMetrics()).completed).to.equal(0);
+      expect(await monitor.getJobState(waiting.id)).to.equal('waiting');
+
+      expect(isNoPerm(await caught(monitor.add('x', {}))), 'add').to.equal(true);
+      expect(isNoPerm(await caught(monitor.pause())), 'pause').to.equal(true);
+      const c = connect(USER.monitor);
+      try {
+        // A function that writes is refused under FCALL_RO by the server itself, whatever its arguments.
+        const drain = await caught(c.call('FCALL_RO', 'glidemq_drain', 1, new QueueKeys(name, 'glide').meta, '1'));
+        expect(String(drain)).to.match(/write flag|no-writes|not allowed|_ro/i);
+        expect(isNoPerm(await caught(c.call('FCALL', 'glidemq_getCounts', 1, new QueueKeys(name, 'glide').meta)))).to.equal(true);
+      } finally {
+        c.disconnect();
+      }
+      expect((await owner.getJobCounts('waiting', 'delayed'))).to.deep.include({ waiting: 2, delayed: 1 });
     });
 
     it('each role is refused what it does not need', async () => {

@@ -24,6 +24,7 @@
  * When this test cannot find what it looks for, it says so and fails rather than passing on nothing.
  */
 import { expect } from 'chai';
+import { READ_ONLY_FUNCTIONS } from '../../src/engine/connecting/library.js';
 import { LUA_ERRORS } from '../../src/engine/shared/errors.js';
 import { BroadcastKeys, MAX_GROUP_ID, QueueKeys, validateGroupId } from '../../src/engine/shared/keys.js';
 import { METRICS_RETENTION_MINUTES } from '../../src/engine/inspecting/metrics.js';
@@ -248,6 +249,11 @@ describe('lua/ contract (read as text, no server)', () => {
       const dupes = names.filter((n, i) => names.indexOf(n) !== i);
       expect(dupes, 'registered twice (FUNCTION LOAD refuses the library)').to.deep.equal([]);
       expect(names.filter((n) => !n.startsWith('glidemq_')), 'not glidemq_-prefixed').to.deep.equal([]);
+    });
+
+    it("the client calls exactly the 'no-writes' functions with FCALL_RO (READ_ONLY_FUNCTIONS)", () => {
+      const flagged = registrations.filter((r) => r.readOnly).map((r) => r.name).sort();
+      expect([...READ_ONLY_FUNCTIONS].sort(), "library.ts READ_ONLY_FUNCTIONS differs from the functions registered with { 'no-writes' }").to.deep.equal(flagged);
     });
   });
 

@@ -11,6 +11,7 @@ import type { Maintenance } from '../../src/engine/administering/maintenance.js'
 import { resolveSettings } from '../../src/engine/consuming/worker-options.js';
 import { LockKeeper } from '../../src/engine/consuming/worker-lock-keeper.js';
 import { Runner, type Run, type RunFinisher } from '../../src/engine/consuming/worker-runner.js';
+import { Finisher } from '../../src/engine/consuming/worker-finisher.js';
 import type { WorkerPart } from '../../src/engine/consuming/worker-part.js';
 
 const job = (id: string, fence: string) => ({ id, claim: { fence }, moved: false }) as unknown as Job;
@@ -112,5 +113,24 @@ describe('Worker claim rules (no server)', () => {
     expect(runner.holds('b', '6')).to.equal(true);
     expect(runner.holds('b', '4')).to.equal(false);
     expect(runner.holds('c', '1')).to.equal(undefined);
+  });
+
+  it('the finisher: a newer claim that reached a finishing run after its finish took `next` is dispatched with the next jobs, not lost', () => {
+    // (a batch's replies resolve in order: an earlier request's share may hold this job's retry
+    // claim, and that request's run applies it while this run's finish already looked at `next`)
+    const { part } = fakePart(async () => []);
+    const dispatched: string[] = [];
+    const finisher = new Finisher({
+      ...part,
+      ledger: { startBuffered: () => undefined, nextFetchCount: () => 0, prefetchNow: () => 0, inbound: 0 },
+      dispatch: (claim) => void dispatched.push(`${String(claim[0])}:${String(claim[1])}`),
+      afterSlotFreed: () => undefined,
+    });
+    const run: Run = { job: Object.assign(job('a', '1'), { opts: {}, stacktrace: [], attemptsMade: 0 }), finishing: true };
+    const request = finisher.request(run, 'failed', 'boom', 0, new Error('boom'), 1);
+    run.next = ['a', '2'] as unknown as ClaimReply;
+    finisher.apply(run, request, { reply: ['retried'], next: [['n', '1'] as unknown as ClaimReply] }, new Error('boom'));
+    expect(dispatched).to.deep.equal(['n:1', 'a:2']);
+    expect(run.next).to.equal(undefined);
   });
 });

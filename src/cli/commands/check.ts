@@ -13,6 +13,7 @@ import { DEFAULT_MAINTENANCE } from '../../engine/administering/maintenance.js';
 import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../../engine/inspecting/metrics.js';
 import type { Queue } from '../../engine/queue/queue.js';
 import { QueueSet } from '../../engine/operating/queue-set.js';
+import { DEPS_READ, type StuckParent } from '../../engine/flows/stuck-parents.js';
 import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { colour, ellipsis, formatDuration, plural, print, printJson } from '../output.js';
 
@@ -66,17 +67,24 @@ Examples:
   },
   {
     name: 'stuck',
-    summary: 'fail when a claim is idle longer than --older and its worker is not alive',
-    options: [['--older <d>', 'idle time that makes a claim count, e.g. 1m', formatDuration(DEFAULT_MAINTENANCE.lockDuration)]],
+    summary: 'fail when a claim is idle longer than --older and its worker is not alive, or a parent whose children all settled still waits',
+    options: [['--older <d>', 'idle time that makes a claim or a waiting parent count, e.g. 1m', formatDuration(DEFAULT_MAINTENANCE.lockDuration)]],
     help: `A claim is a job a worker took and has not finished. A live worker renews the claims of its
 running jobs, so a claim idle past the lock duration whose worker is not in the registry (see
 glidemq workers) belongs to a dead worker: stalled recovery takes it back when some worker of
 the queue runs it, or \`glidemq reclaim\` does now.
 
+A parent of a flow waits in waiting-children until its last child settles, and leaves it in the
+same step: one that has waited past --older although its children all finished (completed, or
+failed under a failure policy, or removed) is stuck, something a crash between a child's
+settlement and its parent's move could leave. The oldest 1000 waiting parents are looked at;
+\`glidemq flow <queue> <id>\` shows one's tree.
+
 Examples:
   $ glidemq check stuck emails
   $ glidemq check stuck
-  $ glidemq check stuck emails --older 5m --json | jq '.queues[].details.claims[].jobId'`,
+  $ glidemq check stuck emails --older 5m --json | jq '.queues[].details.claims[].jobId'
+  $ glidemq check stuck reports --json | jq -r '.queues[].details.parents[].jobId'`,
     parse: (f) => {
       const older = parseDuration(f.older, '--older');
       return (q) => checkStuck(q, older);
@@ -122,7 +130,7 @@ Examples:
 export function register(program: Command): void {
   const check = program
     .command('check')
-    .description('health checks for cron and Kubernetes: backlog, latency, stuck, failed, workers (exit 0 pass, 1 fail)')
+    .description('health checks for cron and Kubernetes: backlog, latency, stuck (claims and flow parents), failed, workers (exit 0 pass, 1 fail)')
     .addHelpText(
       'after',
       `${EXIT_CODES}
@@ -133,7 +141,7 @@ Examples:
   $ glidemq check stuck emails
   $ glidemq check failed emails --max 10 --since 15m
   $ glidemq check workers emails --min 1
-  $ glidemq check stuck                    every queue under the prefix`,
+  $ glidemq check stuck                    every queue under the prefix (claims and parents)`,
     );
   for (const spec of CHECKS) {
     const sub = check.command(`${spec.name} [queues...]`).description(spec.summary);
@@ -175,6 +183,12 @@ async function checkAll(ctx: CommandContext, name: CheckName, named: string[], r
   }
 }
 
+/** Parents stuck in waiting-children, in words: how many, and the first ones by id and wait. */
+function describeParents(count: number, parents: StuckParent[]): string {
+  const ids = ellipsis(parents.map((p) => `${p.jobId} (${formatDuration(p.waitingMs)})`).join(', '), 120);
+  return `${plural(count, 'parent')} still waiting for children that all settled (max 0): ${ids}`;
+}
+
 /** actual vs threshold in words. */
 function describe(r: CheckResult): string {
   const d = r.details;
@@ -186,7 +200,10 @@ function describe(r: CheckResult): string {
     case 'stuck': {
       const claims = d.claims as StuckClaim[];
       const jobs = claims.length ? `: ${ellipsis(claims.map((c) => `${c.jobId} (${formatDuration(c.idleMs)}, ${c.consumer})`).join(', '), 120)}` : '';
-      return `${plural(r.actual, 'claim')} idle over ${formatDuration(Number(d.olderMs))} without a live worker (max 0)${jobs}`;
+      const said = `${plural(Number(d.stuckClaims ?? r.actual), 'claim')} idle over ${formatDuration(Number(d.olderMs))} without a live worker (max 0)${jobs}`;
+      const parents = Number(d.stuckParents) > 0 ? `; ${describeParents(Number(d.stuckParents), d.parents as StuckParent[])}` : '';
+      const unchecked = Number(d.parentsUnchecked) > 0 ? `; ${plural(Number(d.parentsUnchecked), 'parent')} with over ${DEPS_READ} children not looked at` : '';
+      return `${said}${parents}${unchecked}`;
     }
     case 'failed':
       return `${plural(r.actual, 'failed attempt')} in the last ${plural(Number(d.minutes), 'minute')} (max ${r.threshold})`;

@@ -3,9 +3,12 @@ import type { Command } from 'commander';
 import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { invalid } from '../../engine/shared/errors.js';
 import { MAX_PRIORITY, type DedupMode, type JobOptions } from '../../engine/producing/options.js';
-import { action, withQueue } from '../context.js';
+import { FlowProducer, type JobNode } from '../../engine/flows/flow-producer.js';
+import type { FlowJob } from '../../engine/flows/flow-nodes.js';
+import { action, type CommandContext, withQueue } from '../context.js';
+import { parseFlow, readFlowFile } from '../flow-file.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
-import { info, notice, print, printJsonLine, printLines, plural } from '../output.js';
+import { info, notice, print, printJsonLine, printLines, plural, treeLines, type TreeNode } from '../output.js';
 
 interface EnqueueFlags {
   name: string;
@@ -20,6 +23,7 @@ interface EnqueueFlags {
   dedupMode?: string;
   ndjson?: boolean;
   envelope?: boolean;
+  flow?: string;
 }
 
 export function jobOptionsFromFlags(f: EnqueueFlags): JobOptions {
@@ -48,7 +52,7 @@ export function jobOptionsFromFlags(f: EnqueueFlags): JobOptions {
 export function register(program: Command): void {
   program
     .command('enqueue <queue> [data]')
-    .description('add one job (data: JSON text; default: {}), or many from stdin with --ndjson')
+    .description('add one job (data: JSON text; default: {}), many from stdin with --ndjson, or a flow from a JSON file with --flow')
     .option('-n, --name <name>', 'job name', 'default')
     .option('--delay <duration>', 'run after this long (ms, or 250ms, 5s, 2m, 1h)')
     .option('--priority <n>', `1 is served first, up to ${MAX_PRIORITY}`)
@@ -61,6 +65,7 @@ export function register(program: Command): void {
     .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job) (default: throttle with --dedup-ttl, else simple)')
     .option('--ndjson', 'read jobs from stdin, one JSON document per line')
     .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
+    .option('--flow <file.json>', 'add a flow described in a JSON file (- reads stdin): a tree {"name", "queueName", "data", "opts", "children"} or a DAG {"nodes": [...]}, checked whole first')
     .addHelpText(
       'after',
       `
@@ -72,13 +77,37 @@ Examples:
   $ glidemq enqueue reindex '{"doc":3}' --delay 10s --dedup-id doc-3 --dedup-mode debounce
   $ cat jobs.ndjson | glidemq enqueue imports --ndjson
   $ printf '{"name":"resize","data":{"w":64},"opts":{"priority":2}}\\n' | glidemq enqueue images --ndjson --envelope
+  $ glidemq enqueue reports --flow flow.json          a parent and its children
 
 Every line of --ndjson input is checked before anything is written: a bad line exits 2 naming
-its number, and nothing is enqueued.`,
+its number, and nothing is enqueued.
+
+--flow adds a flow described in a JSON file, as BullMQ's FlowProducer.add takes it: a job
+{"name", "queueName", "data", "opts", "children": [jobs]}, where a job's queueName defaults to
+<queue> and its children run before it (in any queue). The file is checked whole before anything
+is written (unknown fields, names, options, ids used twice): a problem exits 2 in one line naming
+its place in the file, and nothing is added. The flow is stored whole or not at all. Output: one
+line per job, "<id>  <name>", indented as in the file (the top job's id first); --json: the
+tree of {"id", "queue", "name", "children"}. The file may instead be a DAG, as glide-mq's addDAG
+takes it: {"nodes": [{"name", "queueName", "data", "opts", "deps": [names]}]}, where a node runs
+after the nodes its deps name and may be a dep of several; names are unique, and an unknown dep or
+a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
+{"nodes": {"<name>": {"id", "queue"}}}.
+
+  $ cat flow.json
+  {"name": "report", "children": [
+    {"name": "fetch", "queueName": "sources", "data": "sales"},
+    {"name": "fetch", "queueName": "sources", "data": "costs",
+     "opts": {"failParentOnFailure": true}}]}
+  $ glidemq enqueue reports --flow flow.json --json | jq -r .id
+  $ generate-flow | glidemq enqueue reports --flow -
+  $ echo '{"nodes": [{"name": "a"}, {"name": "b"}, {"name": "c", "deps": ["a", "b"]}]}' |
+      glidemq enqueue etl --flow - --json`,
     )
     .action(
       action(async (ctx, queue: string, data: string | undefined, flags: EnqueueFlags) => {
         const opts = jobOptionsFromFlags(flags);
+        if (flags.flow !== undefined) return enqueueFlow(ctx, queue, flags.flow, { data, opts, flags });
         if (flags.envelope && !flags.ndjson) throw invalid('--envelope only applies with --ndjson');
         if (flags.ndjson) {
           if (data !== undefined) throw invalid('give either data or --ndjson input on stdin, not both');
@@ -117,6 +146,69 @@ its number, and nothing is enqueued.`,
       }),
     );
 }
+
+/**
+ * `--flow <file>`: the file read and checked whole (flow-file.ts), then added in one call. The
+ * flags of one job (data, --name, job options) and --ndjson do not go with it: each job of the file
+ * has its own.
+ */
+async function enqueueFlow(ctx: CommandContext, queue: string, file: string, given: { data?: string; opts: JobOptions; flags: EnqueueFlags }): Promise<number> {
+  if (given.data !== undefined) throw invalid('give either data or --flow, not both: each job of the flow file has its own data');
+  if (given.flags.ndjson || given.flags.envelope) throw invalid(`give either --${given.flags.ndjson ? 'ndjson' : 'envelope'} or --flow, not both`);
+  const flag = Object.keys(given.opts)[0];
+  if (flag !== undefined || given.flags.name !== 'default') {
+    throw invalid(`--${flag === undefined ? 'name' : OPTION_FLAGS[flag] ?? flag} is for one job: with --flow, each job of the file has its own name and "opts"`);
+  }
+  const flow = file === '-' ? parseFlow(await readStdin(), queue, 'stdin') : readFlowFile(file, queue);
+  const added = await withQueue(
+    ctx,
+    queue,
+    async (q) => {
+      const flows = new FlowProducer({ connection: q.client, prefix: ctx.prefix });
+      try {
+        return flow.kind === 'tree' ? await flows.add(flow.tree as FlowJob) : await flows.addDAG({ nodes: flow.nodes });
+      } finally {
+        await flows.close();
+      }
+    },
+    { creates: true },
+  );
+  if (added instanceof Map) {
+    // a DAG: each node's job by the node's name, in the file's order
+    const nodes = [...added].map(([node, job]) => ({ node, id: job.id, queue: job.queueName ?? queue }));
+    if (ctx.json) printJsonLine({ nodes: Object.fromEntries(nodes.map((n) => [n.node, { id: n.id, queue: n.queue }])) });
+    else printLines(nodes.map((n) => `${n.id}  ${n.node}${n.queue === queue ? '' : `  @${n.queue}`}`));
+    info(`enqueued a DAG of ${plural(flow.jobs, 'job')}`);
+    return 0;
+  }
+  const tree = addedTree(added, queue);
+  if (ctx.json) printJsonLine(tree);
+  else printLines(treeLines(idTree(tree)));
+  info(`enqueued a flow of ${plural(flow.jobs, 'job')} (top job ${tree.id} in ${tree.queue})`);
+  return 0;
+}
+
+/** A flow as added: each job's id, queue and name, children nested (--json). */
+interface AddedJob {
+  id: string;
+  queue: string;
+  name: string;
+  children: AddedJob[];
+}
+
+function addedTree(node: JobNode, queue: string): AddedJob {
+  const here = node.job.queueName ?? queue;
+  return { id: node.job.id, queue: here, name: node.job.name, children: (node.children ?? []).map((c) => addedTree(c, here)) };
+}
+
+/** The lines of an added flow: `<id>  <name>`, and `@queue` when not its parent's. */
+function idTree(job: AddedJob, parentQueue?: string): TreeNode {
+  const where = job.queue === parentQueue ? '' : `  @${job.queue}`;
+  return { text: `${job.id}  ${job.name}${where}`, children: job.children.map((c) => idTree(c, job.queue)) };
+}
+
+/** The flag that sets each job option (the refusal of one with --flow names the flag). */
+const OPTION_FLAGS: Record<string, string> = { jobId: 'job-id', dedup: 'dedup-id' };
 
 const DEDUP_CODES: Record<number, string | undefined> = { 2: 'blocked', 3: 'debounced' };
 

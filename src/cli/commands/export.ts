@@ -1,6 +1,8 @@
 /** `glidemq export <queue> --state s`: jobs as NDJSON envelopes that `enqueue --ndjson --envelope` reads back. */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { completeWith } from '../completion.js';
 import { checkState, exportEnvelopes, LISTABLE_STATES } from '../../engine/operating/job-listing.js';
+import { invalid } from '../../engine/shared/errors.js';
 import { action, withQueue } from '../context.js';
 import { info, printLines, plural } from '../output.js';
 import { describeFilter, filterFrom } from './jobs.js';
@@ -12,6 +14,9 @@ interface ExportFlags {
   keepIds?: boolean;
 }
 
+/** The states an export takes: a listing's, less a flow's waiting parents. */
+const EXPORTABLE_STATES = LISTABLE_STATES.filter((s) => s !== 'waiting-children');
+
 /** Lines written at once. */
 const BATCH = 500;
 
@@ -19,7 +24,7 @@ export function register(program: Command): void {
   program
     .command('export <queue>')
     .description('print jobs as NDJSON {"name", "data", "opts"} lines that `enqueue --ndjson --envelope` adds again')
-    .requiredOption('-s, --state <state>', LISTABLE_STATES.join(' | '))
+    .addOption(completeWith(new Option('-s, --state <state>', 'the state to export').makeOptionMandatory(), EXPORTABLE_STATES))
     .option('-n, --name <name>', 'only jobs of this name')
     .option('--since <duration>', 'only jobs added within this long (completed, failed: finished within it)')
     .option('--keep-ids', 'carry custom job ids (not the numbers the queue handed out)')
@@ -44,7 +49,11 @@ Examples:
     )
     .action(
       action(async (ctx, queue: string, f: ExportFlags) => {
-        const filter = filterFrom(checkState(f.state), f);
+        const state = checkState(f.state);
+        if (!(EXPORTABLE_STATES as string[]).includes(state)) {
+          throw invalid(`--state ${state} cannot be exported: a flow's parent added back as a plain job would run without its children (glidemq flow <queue> <id> shows a flow)`);
+        }
+        const filter = filterFrom(state, f);
         const count = await withQueue(ctx, queue, async (q) => {
           let n = 0;
           let lines: string[] = [];

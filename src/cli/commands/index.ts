@@ -6,6 +6,7 @@ import { register as worker } from './worker.js';
 import { register as stats } from './stats.js';
 import { register as job } from './job.js';
 import { register as jobs } from './jobs.js';
+import { register as flow } from './flow.js';
 import { register as retry } from './retry.js';
 import { register as promote } from './promote.js';
 import { register as exportJobs } from './export.js';
@@ -31,4 +32,4 @@ import { register as workers } from './workers.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, jobs, retry, promote, exportJobs, queues, workers, top, pause, limit, pel, reclaim, heal, cleanup, metrics, events, check, exporter, schedulers, publish, subscriptions, audit, library, completion];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, jobs, flow, retry, promote, exportJobs, queues, workers, top, pause, limit, pel, reclaim, heal, cleanup, metrics, events, check, exporter, schedulers, publish, subscriptions, audit, library, completion];

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { JobNotFoundError } from '../../engine/shared/errors.js';
 import { action, withQueue } from '../context.js';
+import { dependencyCounts, describeCounts, parentOf, totalOf } from '../flow-view.js';
 import { colour, ellipsis, formatDuration, formatTime, jobJson, outputWidth, print, printJson, status, table, wrapText } from '../output.js';
 
 function show(value: unknown): string {
@@ -29,25 +30,36 @@ function lastStack(job: { stacktrace?: unknown }): string[] {
 export function register(program: Command): void {
   program
     .command('job <queue> <id>')
-    .description("one job's full state: data, attempts, stalls, return value, failure reason, logs")
+    .description("one job's full state: data, attempts, stalls, return value, failure reason, logs, and its parent and children in a flow")
     .addHelpText(
       'after',
       `
+A job of a flow shows its parent (its id and queue) and, when it has children, how they
+settled: processed, unprocessed, failed, ignored (glidemq flow shows the tree). --json has
+them as "parent" ({id, queue}, or null) and "dependencies" ({processed, unprocessed, ignored,
+failed}, or null for a job without children).
+
 Examples:
   $ glidemq job emails 42
-  $ glidemq job emails 42 --json | jq .returnvalue`,
+  $ glidemq job emails 42 --json | jq .returnvalue
+  $ glidemq job reports renovate-1 --json | jq .dependencies`,
     )
     .action(
       action(async (ctx, queue: string, id: string) => {
         const found = await withQueue(ctx, queue, async (q) => {
           const job = await q.getJob(id);
-          return job ? { job, logs: (await q.getJobLogs(id)).logs } : undefined;
+          if (!job) return undefined;
+          const [logs, dependencies] = await Promise.all([q.getJobLogs(id), dependencyCounts(job)]);
+          return { job, logs: logs.logs, dependencies };
         });
         if (!found) throw new JobNotFoundError('ERR_JOB_NOT_FOUND', `job ${id} not found in queue ${queue} (finished jobs may have been removed by retention)`, true);
-        const { job, logs } = found;
+        const { job, logs, dependencies } = found;
+        const parent = parentOf(job);
+        const isParent = totalOf(dependencies) > 0;
         if (ctx.json) {
           const { stacktrace } = job as { stacktrace?: unknown };
-          printJson({ ...jobJson(job), ...(Array.isArray(stacktrace) ? { stacktrace } : {}), logs });
+          // a flow's links: null for a job that is no child, and for one that has no children
+          printJson({ ...jobJson(job), ...(Array.isArray(stacktrace) ? { stacktrace } : {}), parent, dependencies: isParent ? dependencies : null, logs });
           return 0;
         }
         const rows: [string, string][] = [
@@ -67,6 +79,8 @@ Examples:
         if (job.opts.delay) rows.push(['delay', formatDuration(job.opts.delay)]);
         if (job.returnvalue !== null) rows.push(['returnvalue', show(job.returnvalue)]);
         if (job.failedReason) rows.push(['failedReason', job.failedReason]);
+        if (parent) rows.push(['parent', `${parent.id} in queue ${parent.queue}`]);
+        if (isParent) rows.push(['children', describeCounts(dependencies)]);
         print(table({ head: ['field', 'value'], rows, wrap: 1 }));
         const width = outputWidth();
         const stack = lastStack(job as { stacktrace?: unknown });

@@ -1,10 +1,11 @@
 /** `glidemq jobs <queue> --state s`: one state's jobs, newest first, a page at a time. */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { completeWith } from '../completion.js';
 import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { invalid } from '../../engine/shared/errors.js';
 import { checkState, LISTABLE_STATES, listJobPage, type JobFilter, type ListableState, type ListedJob } from '../../engine/operating/job-listing.js';
 import { action, withQueue } from '../context.js';
-import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, jobJson, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
+import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, jobJson, plural, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
 
 interface JobsFlags {
   state?: string;
@@ -16,7 +17,7 @@ interface JobsFlags {
 }
 
 /** The column each state adds after id, name, age, attempts. */
-const EXTRA: Partial<Record<ListableState, string>> = { failed: 'reason', completed: 'finished', active: 'started' };
+const EXTRA: Partial<Record<ListableState, string>> = { failed: 'reason', completed: 'finished', active: 'started', 'waiting-children': 'waits for' };
 
 /** Filter flags shared by jobs, retry, promote and export: --name and --since. */
 export function filterFrom(state: ListableState, f: { name?: string; since?: string }): JobFilter {
@@ -34,8 +35,10 @@ export function describeFilter(filter: JobFilter, since?: string): string {
   return `${filter.state} jobs${filter.name !== undefined ? ` named ${filter.name}` : ''}${since !== undefined ? ` ${when} in the last ${since}` : ''}`;
 }
 
-function extraCell(state: ListableState, { job, runAt }: ListedJob, now: number): string {
+function extraCell(state: ListableState, { job, runAt, unprocessed }: ListedJob, now: number): string {
   switch (state) {
+    case 'waiting-children':
+      return unprocessed === undefined ? '' : plural(unprocessed, 'child', 'children');
     case 'failed':
       return job.failedReason ?? '';
     case 'delayed':
@@ -52,8 +55,8 @@ function extraCell(state: ListableState, { job, runAt }: ListedJob, now: number)
 export function register(program: Command): void {
   program
     .command('jobs <queue>')
-    .description("one state's jobs, newest first: id, name, age, attempts, and the failure reason or the time a delayed job runs")
-    .requiredOption('-s, --state <state>', LISTABLE_STATES.join(' | '))
+    .description("one state's jobs, newest first: id, name, age, attempts, and the failure reason, the time a delayed job runs or what a parent waits for")
+    .addOption(completeWith(new Option('-s, --state <state>', 'the state to list').makeOptionMandatory(), LISTABLE_STATES))
     .option('-n, --name <name>', 'only jobs of this name')
     .option('--since <duration>', 'only jobs added within this long (completed, failed: finished within it), e.g. 30m, 1h, 2d')
     .option('--limit <n>', 'jobs per page', '20')
@@ -63,7 +66,9 @@ export function register(program: Command): void {
       'after',
       `
 Newest first means: the last added (waiting, prioritized, paused), the last started (active), the
-last to run (delayed), the last finished (completed, failed). The age is the time since the job
+last to run (delayed), the last finished (completed, failed), the last to begin waiting for its
+children (waiting-children: parents of a flow, with how many dependencies they still wait for;
+glidemq flow <queue> <id> shows one's tree). The age is the time since the job
 was added. --since counts back from the server's clock: a failed or completed job passes when it
 finished within the span, any other job when it was added within it. --name and --since are
 applied while the queue is read page by page, so a large queue is never loaded whole. With --json
@@ -73,6 +78,7 @@ Examples:
   $ glidemq jobs emails --state failed
   $ glidemq jobs emails --state failed --since 1h --name welcome
   $ glidemq jobs emails --state delayed --limit 50 --page 2
+  $ glidemq jobs reports --state waiting-children
   $ glidemq jobs emails -s failed --json | jq -r .failedReason | sort | uniq -c`,
     )
     .action(
@@ -86,7 +92,7 @@ Examples:
         const result = await withQueue(ctx, queue, (q) => listJobPage(q, filter, { offset, limit }));
         const { jobs, now } = result;
         if (ctx.json) {
-          printLines(jobs.map(({ job, runAt }) => JSON.stringify({ ...jobJson(job), ...(runAt === undefined ? {} : { runAt }) })));
+          printLines(jobs.map(({ job, runAt, unprocessed }) => JSON.stringify({ ...jobJson(job), ...(runAt === undefined ? {} : { runAt }), ...(unprocessed === undefined ? {} : { unprocessed }) })));
           return 0;
         }
         const what = describeFilter(filter, f.since);

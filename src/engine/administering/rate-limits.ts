@@ -1,10 +1,12 @@
 /**
  * BullMQ's queue-level rate limit calls over glidemq's limiter (lua/rate-window.lua): the limiter
  * set on the queue itself (setGlobalRateLimit: the meta fields rateMax/rateDuration every claim
- * path reads) and how long the queue stays limited (getRateLimitTtl), judged on the server's TIME.
+ * path reads), a hold of the whole queue (worker.rateLimit) and how long the queue stays limited
+ * (getRateLimitTtl), judged on the server's TIME.
  */
 import type { Client } from '../connecting/connection.js';
 import { invalid } from '../shared/errors.js';
+import { callFunction } from '../connecting/library.js';
 import type { QueueKeys } from '../shared/keys.js';
 
 function checkWhole(value: number, what: string, min: number): void {
@@ -25,6 +27,18 @@ export async function setGlobalRateLimit(client: Client, keys: QueueKeys, max: n
 export async function storeWorkerLimits(client: Client, keys: QueueKeys, globalConcurrency: number, limiter?: { max: number; duration: number }): Promise<void> {
   if (globalConcurrency > 0) await client.hset(keys.meta, 'globalConcurrency', String(globalConcurrency));
   if (limiter) await client.hset(keys.meta, 'rateMax', String(limiter.max), 'rateDuration', String(limiter.duration));
+}
+
+/**
+ * Holds the whole queue: no worker of it starts a job for `ms` from the server's now (BullMQ's
+ * worker.rateLimit, glidemq_rateLimit). A hold never shortens one already in place.
+ */
+export async function holdQueue(client: Client, keys: QueueKeys, ms: number): Promise<void> {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+    throw invalid(`worker.rateLimit(ms): ms must be a number of ms >= 0, got ${String(ms)}`);
+  }
+  const whole = Math.min(Math.ceil(ms), Number.MAX_SAFE_INTEGER);
+  await callFunction(client, 'glidemq_rateLimit', keys.meta, [whole]);
 }
 
 /** Ends the queue's limiter (a worker started with a `limiter` option sets it again). */

@@ -362,6 +362,20 @@ function ensureNewPrimaries(cluster: Cluster): Promise<void> {
 }
 
 /**
+ * The functions lua/ registers with the 'no-writes' flag. They are called with FCALL_RO, which a
+ * user whose ACL allows only `+fcall_ro` (a dashboard, a monitor) may send, and which a replica
+ * serves. test/unit/lua-contract.test.ts checks this list against lua/.
+ */
+export const READ_ONLY_FUNCTIONS: ReadonlySet<string> = new Set([
+  'glidemq_version', 'glidemq_getCounts', 'glidemq_listJobs', 'glidemq_getMetrics', 'glidemq_listClaims',
+  'glidemq_ownClaims', 'glidemq_oldestWaiting', 'glidemq_bcSubscriptions', 'glidemq_outboxList',
+]);
+
+function send(client: Client, fn: string, keys: string[], args: (string | number)[]): Promise<unknown> {
+  return READ_ONLY_FUNCTIONS.has(fn) ? client.fcall_ro(fn, keys.length, ...keys, ...args) : client.fcall(fn, keys.length, ...keys, ...args);
+}
+
+/**
  * Calls a library function on the queue whose meta key is given. A reply saying the function is
  * missing (a flushed server, a promoted replica without it) triggers one ensure and one retry; on
  * a cluster the ensure includes the very node that serves the key's slot.
@@ -371,7 +385,7 @@ export async function callFunction(client: Client, fn: string, metaKeys: string 
   const keys = typeof metaKeys === 'string' ? [metaKeys] : metaKeys;
   const metaKey = keys[0];
   try {
-    return await client.fcall(fn, keys.length, ...keys, ...args);
+    return await send(client, fn, keys, args);
   } catch (err) {
     if (isMovedError(err) && !isCluster(client)) throw notAClusterClient(client, err);
     if (isRawWrongType(err)) throw await nameWrongTypeKey(client, metaKey, err);
@@ -382,7 +396,7 @@ export async function callFunction(client: Client, fn: string, metaKeys: string 
       if (node) await ensureOnNode(node, true);
     }
     try {
-      return await client.fcall(fn, keys.length, ...keys, ...args);
+      return await send(client, fn, keys, args);
     } catch (err2) {
       throw fromServerError(err2);
     }

@@ -21,7 +21,7 @@ export interface AdvancedSettings {
   backoffStrategy?: BackoffStrategy;
 }
 
-/** A backoff strategy that failed (threw, answered no delay, or did not answer); code ERR_BACKOFF. */
+/** A backoff strategy that failed (threw, gave no delay, or did not answer); code ERR_BACKOFF. */
 export class BackoffStrategyError extends GlideMQError {}
 
 /** glidemq_finish's retryDelay meaning "do not retry". */
@@ -40,7 +40,7 @@ export function checkAdvancedSettings(s: AdvancedSettings | undefined): BackoffS
 export interface RetryPlan {
   /** ms from the server's now until the retry (0 = at once), or -1: no retry. */
   delay: number;
-  /** Set when the strategy failed: the job fails now, with this in its reason; the worker emits it. */
+  /** Set when the strategy failed: the job fails now, this in its reason; the worker emits it. */
   problem?: BackoffStrategyError;
 }
 
@@ -86,7 +86,7 @@ export async function planRetry(job: Job, err: Error, strategy: BackoffStrategy 
   return { delay: Math.min(Math.floor(answer), Number.MAX_SAFE_INTEGER) };
 }
 
-/** The failure reason stored for a job whose strategy failed: the processor's, then why no retry. */
+/** The reason stored for a job whose strategy failed: the processor's, then why no retry. */
 export function reasonWithProblem(reason: string, problem: BackoffStrategyError): string {
   return `${reason} (${problem.message.replace(/^job \S+: /, '')})`;
 }

@@ -12,7 +12,7 @@ export interface Delivery {
   streamPairs: string[];
   /** Entry ids from the wake stream. */
   wakeIds: string[];
-  /** The least ms until a delayed job is due, from wake entries that carried one (lua scheduleDue). */
+  /** The least ms until a delayed job is due, from wake entries that carry one (scheduleDue). */
   dueIn?: number;
 }
 

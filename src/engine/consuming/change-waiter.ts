@@ -1,11 +1,11 @@
 /**
- * How a worker on a queue with a globalConcurrency limit waits without spinning. Such a worker takes
- * jobs only through glidemq_fetch / glidemq_finish (which check the limit in the same call), so when
- * a fetch brings nothing it must learn when trying again is worthwhile: a job finished (a slot may
- * be free), a job was added, promoted, redispatched or handed back, or the queue was resumed. It
- * marks the tails of the events, job and wake streams BEFORE the fetch, then blocks on a plain XREAD
- * (no consumer group: it claims nothing) from those marks, so nothing that happens after the fetch
- * is missed and nothing that happened before it wakes it.
+ * How a worker on a queue with a globalConcurrency limit waits without spinning. Such a worker
+ * takes jobs only through glidemq_fetch / glidemq_finish (which check the limit in the same call),
+ * so when a fetch brings nothing it must learn when trying again is worthwhile: a job finished (a
+ * slot may be free), a job was added, promoted, redispatched or handed back, or the queue was
+ * resumed. It marks the tails of the events, job and wake streams BEFORE the fetch, then blocks on
+ * a plain XREAD (no consumer group: it claims nothing) from those marks, so nothing that happens
+ * after the fetch is missed and nothing that happened before it wakes it.
  */
 import type { Redis } from 'ioredis';
 import type { Client } from '../connecting/connection.js';
@@ -16,7 +16,7 @@ export class ChangeWaiter {
 
   constructor(private readonly keys: QueueKeys) {}
 
-  /** Records where the streams end now (kept until reset, so repeated waits continue from there). */
+  /** Records where the streams end now (kept until reset: repeated waits continue from there). */
   async mark(client: Client): Promise<void> {
     if (this.marks) return;
     const k = this.keys;

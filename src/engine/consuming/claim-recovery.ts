@@ -40,7 +40,7 @@ export class ClaimRecovery {
   private readonly detach: (() => void)[] = [];
   private busy = false;
   private again = false;
-  /** Recoveries run, active claims adopted and delivered entries activated (for tests and stats). */
+  /** Recoveries run, active claims adopted, delivered entries activated (for tests and stats). */
   readonly stats = { runs: 0, adopted: 0, activated: 0 };
 
   constructor(private readonly host: RecoveryHost) {}

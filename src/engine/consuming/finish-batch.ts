@@ -50,7 +50,10 @@ export interface FinishRequest {
   fence: string;
   outcome: 'completed' | 'failed';
   value: string;
-  /** A failure's error stack, cut (stacktrace.ts): sent as the outcome 'failed:<stack>' (lua/finish.lua). */
+  /**
+   * A failure's error stack, cut (stacktrace.ts): sent as the outcome 'failed:<stack>'
+   * (lua/finish.lua).
+   */
   stack?: string;
   /** -1: do not retry; else ms from the server's now until the retry may run (lua/finish.lua). */
   retryDelay: number;
@@ -85,14 +88,17 @@ export class FinishBatcher {
   private inFlight = 0;
   /** Marked claims whose start is not reported yet: job id to fence. */
   private started = new Map<string, string>();
-  /** The round trip of a finish call, ms (an average weighted to the recent; 0 until one returned). */
+  /** A finish call's round trip, ms (an average weighted to the recent; 0 until one returned). */
   rttMs = 0;
 
   constructor(
     private readonly client: () => Client,
     private readonly metaKey: string,
     private readonly consumer: string,
-    /** The worker's lockDuration and maxStalledCount: the terms of the claims its finishes make (lua/activate.lua). */
+    /**
+     * The worker's lockDuration and maxStalledCount: the terms of the claims its finishes make
+     * (lua/activate.lua).
+     */
     private readonly terms: [number, number],
     /** Told when a reply reports a flow outbox record to relay (lua/finish.lua '{relay}'). */
     private readonly onRelay?: () => void,
@@ -116,7 +122,7 @@ export class FinishBatcher {
     });
   }
 
-  /** A processor took the marked claim `fence` of job `id`: the server hears it with the next call. */
+  /** A processor took the marked claim `fence` of job `id`: the next call tells the server. */
   report(id: string, fence: string): void {
     this.started.set(id, fence);
     this.schedule();
@@ -214,7 +220,10 @@ export class FinishBatcher {
   }
 }
 
-/** The outcome argument: a failure with a stack carries it ('failed:<stack>'); a completion is just 'completed'. */
+/**
+ * The outcome argument: a failure with a stack carries it ('failed:<stack>'); a completion is just
+ * 'completed'.
+ */
 function outcomeArg(r: FinishRequest): string {
   return r.stack === undefined || r.outcome !== 'failed' ? r.outcome : `failed:${r.stack}`;
 }

@@ -2,7 +2,9 @@
  * Manual processing, BullMQ's "manually fetching jobs" pattern: a Worker made without a processor
  * runs no loop of its own; the application takes jobs with worker.getNextJob(token) and ends each
  * with job.moveToCompleted / job.moveToFailed(..., token), and keeps a long one alive with
- * job.extendLock(token, duration).
+ * job.extendLock(token, duration). The Worker makes this part when it has no processor; as such a
+ * worker never calls run(), its start-up (the connection settled, the library loaded) runs here,
+ * once, on the first getNextJob or startStalledCheckTimer.
  *
  * The token is the claim's owner on the server: jobs are claimed with it as the consumer name
  * (glidemq_fetch, and glidemq_finish's next jobs), so only a call that names the same token (and
@@ -38,7 +40,7 @@ import { planRetry, reasonWithProblem } from './backoff.js';
 import { boundedStack } from '../shared/stacktrace.js';
 import type { Settings } from './worker-options.js';
 
-/** Delayed jobs made waiting per glidemq_promote call when a fetch found nothing (as the Worker's). */
+/** Delayed jobs made waiting per glidemq_promote call when a fetch found none (as the Worker's). */
 const PROMOTE_BATCH = 250;
 
 /** What the Worker lends its manual part. */
@@ -48,12 +50,19 @@ export interface ManualContext {
   acquired: Acquired;
   keys: QueueKeys;
   settings: Settings;
+  /** The worker's start-up (its connection settled, the library loaded): run once on first use. */
+  settle(): Promise<void>;
+  /** The worker's close() began. */
+  closing(): boolean;
 }
 
-/** One fetch's answer: the job claimed, if any, and how long at most to wait before trying again. */
+/** One fetch's answer: the job claimed, if any, and how long at most to wait before a retry. */
 interface Take {
   job?: Job;
-  /** ms until a retry may find something the streams do not announce (a delayed job, the rate window). */
+  /**
+   * ms until a retry may find something the streams do not announce (a delayed job, the rate
+   * window).
+   */
   retryIn: number;
 }
 
@@ -62,14 +71,18 @@ export class ManualFetch {
   /** Blocking waits take turns on the one blocking connection. */
   private turns: Promise<unknown> = Promise.resolve();
   private closed = false;
+  /** The worker's start-up, made on first use (a worker without a processor never runs run()). */
+  private settled: Promise<void> | undefined;
 
   constructor(private readonly ctx: ManualContext) {}
 
   /**
-   * Claims the next job for `token`, or undefined. With `block`, waits up to the worker's
-   * blockTimeout (from this call) for one to arrive.
+   * Claims the next job for `token`, or undefined (also once the worker closes). With `block`,
+   * waits up to the worker's blockTimeout (from this call) for one to arrive.
    */
   async next(token: string, block: boolean): Promise<Job | undefined> {
+    if (this.ctx.closing()) return undefined;
+    await this.ready();
     checkToken(token, 'getNextJob');
     if (this.closed) return undefined;
     if (!block) return (await this.take(token)).job;
@@ -150,6 +163,24 @@ export class ManualFetch {
     return extendClaimLock(this.ctx.client(), this.ctx.keys, claimed, token, token, duration, this.ctx.settings.maxStalledCount);
   }
 
+  /**
+   * Runs `start` (the worker's stalled check) once the worker's start-up is done, unless the
+   * worker closed meanwhile.
+   */
+  async whenReady(start: () => void): Promise<void> {
+    await this.ready();
+    if (!this.ctx.closing()) start();
+  }
+
+  /** The worker's start-up, once; a failed one is tried again on the next call. */
+  private ready(): Promise<void> {
+    this.settled ??= this.ctx.settle().catch((err) => {
+      this.settled = undefined;
+      throw err;
+    });
+    return this.settled;
+  }
+
   /** Ends a blocking wait in progress and closes the blocking connection. */
   async close(): Promise<void> {
     this.closed = true;
@@ -160,7 +191,7 @@ export class ManualFetch {
     blocker.close();
   }
 
-  /** The terms each claim records: the worker's lockDuration and maxStalledCount (lua/activate.lua). */
+  /** The terms each claim records: the worker's lockDuration and maxStalledCount (activate.lua). */
   private get terms(): [number, number] {
     return [this.ctx.settings.lockDuration, this.ctx.settings.maxStalledCount];
   }
@@ -219,7 +250,9 @@ export class ManualFetch {
     return this.blocker;
   }
 
-  /** Releases claims a refused finish made anyway (its next jobs), so they do not wait for a stall. */
+  /**
+   * Releases claims a refused finish made anyway (its next jobs), so they do not wait for a stall.
+   */
   private async giveBack(token: string, replies: ClaimReply[]): Promise<void> {
     if (replies.length === 0) return;
     const pairs = replies.flatMap((r) => [String(r[0]), String(r[1])]);
@@ -234,7 +267,10 @@ function checkToken(token: unknown, op: string): asserts token is string {
   }
 }
 
-/** The stored return value (JSON text); a value JSON cannot hold is refused before anything is stored. */
+/**
+ * The stored return value (JSON text); a value JSON cannot hold is refused before anything is
+ * stored.
+ */
 function resultText(id: string, result: unknown, op: string): string {
   let text: string | undefined;
   try {

@@ -48,7 +48,7 @@ export class Finisher implements RunFinisher {
     return this.batcher.rttMs;
   }
 
-  /** A processor took the marked claim `fence` of job `id`: the server hears it with the next call. */
+  /** A processor took the marked claim `fence` of job `id`: the next call tells the server. */
   report(id: string, fence: string): void {
     this.batcher.report(id, fence);
   }
@@ -91,11 +91,18 @@ export class Finisher implements RunFinisher {
     const job = run.job;
     let value = request.value;
     const { retryDelay, durationMs } = request;
+    // A newer claim of this job may reach the run after finishRun took `next` (a batch's replies
+    // resolve in order, and an earlier request's share may hold this job's retry): it is
+    // dispatched with the reply's next jobs, never left on the finished run.
+    const late = run.next;
+    run.next = undefined;
     if (!finished) {
       // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
+      if (late) queueMicrotask(() => host.dispatch(late));
       host.afterSlotFreed();
       return;
     }
+    if (late) finished.next.push(late);
     const { reply, next, refused } = finished;
     if (refused) {
       // the server refused to store this run's outcome: the job failed with the reason instead
@@ -116,7 +123,8 @@ export class Finisher implements RunFinisher {
     } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
       if (status === 'failed') this.finished.failed++;
       job.state = status === 'failed' ? 'failed' : status === 'delayed' ? 'delayed' : 'waiting';
-      if (status === 'delayed') job.delay = retryDelay; // as the server stored it (job.delay is live)
+      // job.delay is live: as the server stored it
+      if (status === 'delayed') job.delay = retryDelay;
       job.failedReason = value;
       // (the claim carried no earlier stacks: getJob shows every kept one)
       job.stacktrace = appendStack(job.stacktrace, request.stack);
@@ -172,8 +180,8 @@ export class Finisher implements RunFinisher {
         continue;
       }
       if (newer) next.push(newer);
-      // a finish sent again after its reply was lost gets what its first run stored (lua/finish.lua):
-      // 'stale' and 'missing' mean that this run's result was not stored
+      // a finish sent again after its reply was lost gets what its first run stored
+      // (lua/finish.lua): 'stale' and 'missing' mean that this run's result was not stored
       return { reply, next, refused };
     }
   }

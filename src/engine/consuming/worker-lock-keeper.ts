@@ -12,7 +12,10 @@ import type { WorkerPart } from './worker-part.js';
 export interface LockKeeperHost extends WorkerPart {
   /** Read on each check: the worker replaces it once the server proves to be a cluster. */
   maintenance(): Maintenance;
-  /** Adds the claims whose locks to renew to `into`: runs whose finish is not on its way, and prefetched claims. */
+  /**
+   * Adds the claims whose locks to renew to `into`: runs whose finish is not on its way, and
+   * prefetched claims.
+   */
   held(into: Job[]): void;
   /**
    * The server says claim `fence` of job `id` was lost: aborts its run or drops it from the

@@ -1,4 +1,7 @@
-/** Worker options as users give them, and the settings the worker runs with (defaults applied, checked). */
+/**
+ * Worker options as users give them, and the settings the worker runs with (defaults applied,
+ * checked).
+ */
 import type { ConnectionInput } from '../connecting/connection.js';
 import type { MaintenanceSettings } from '../administering/maintenance.js';
 import { checkRetention, type Retention } from '../producing/options.js';

@@ -7,13 +7,16 @@ import type { QueueKeys } from '../shared/keys.js';
 import type { Settings } from './worker-options.js';
 
 export interface WorkerPart {
-  /** The command connection (a Cluster client once the worker found the server is a cluster node). */
+  /** The command connection (a Cluster client once the worker found a cluster node). */
   client(): Client;
   keys: QueueKeys;
   /** This worker's consumer name: the owner of its claims. */
   consumer: string;
   settings: Settings;
-  /** The terms every claim this worker makes records on the server: lockDuration and maxStalledCount (lua/activate.lua). */
+  /**
+   * The terms every claim this worker makes records on the server: lockDuration and maxStalledCount
+   * (lua/activate.lua).
+   */
   claimTerms: [number, number];
   /** The worker runs and is not closing. */
   live(): boolean;

@@ -6,6 +6,7 @@
 import type { Job } from '../jobs/job.js';
 import { callFunction } from '../connecting/library.js';
 import type { WorkerPart } from './worker-part.js';
+import { newerFence } from './worker-runner.js';
 
 /**
  * The adaptive prefetch holds at most this many jobs per slot. A slot's next job starts when its
@@ -50,13 +51,13 @@ export class PrefetchBuffer<J extends Job = Job> {
    * running jobs, given back at close). A Map: hundreds may wait, and every claim looks itself up.
    */
   readonly jobs = new Map<string, J>();
-  /** Claims that came marked not started (lua/activate.lua): their start is reported when it runs. */
+  /** Claims that came marked not started (lua/activate.lua): each start is reported as it runs. */
   readonly marked = new WeakSet<J>();
   /** Next jobs asked for by finishes whose replies have not come back yet. */
   inbound = 0;
   /** How long a processor run takes, ms (an average weighted to the recent; sizes the prefetch). */
   private runMs = 0;
-  /** Bytes of data a claimed job carries (an average weighted to the recent; bounds the prefetch). */
+  /** Data bytes a claimed job carries (an average weighted to the recent; bounds the prefetch). */
   private jobBytes = 0;
 
   constructor(private readonly host: PrefetchHost) {}
@@ -73,11 +74,11 @@ export class PrefetchBuffer<J extends Job = Job> {
 
   /**
    * Jobs claimed ahead of the slots. The `prefetch` option fixes it; by default it is as many as
-   * the slots run during one round trip of a finish call (concurrency x round trip / run time),
-   * at most PREFETCH_CAP x concurrency: across a network a slot then starts its next job when its
-   * result leaves, not when the reply comes back. Jobs that run longer than a round trip per slot get none, so
-   * nothing is held back from other workers, and neither does a queue with a global limit or a
-   * rate limiter (a claim held ahead would count against them).
+   * the slots run during one round trip of a finish call (concurrency x round trip / run time), at
+   * most PREFETCH_CAP x concurrency: across a network a slot then starts its next job when its
+   * result leaves, not when the reply comes back. Jobs that run longer than a round trip per slot
+   * get none, so nothing is held back from other workers, and neither does a queue with a global
+   * limit or a rate limiter (a claim held ahead would count against them).
    */
   prefetchNow(): number {
     const host = this.host;
@@ -112,7 +113,10 @@ export class PrefetchBuffer<J extends Job = Job> {
     return host.settings.concurrency + ahead - host.processing() - this.jobs.size - this.inbound - host.reserved();
   }
 
-  /** How many jobs a finish asks for: what fills the slots and the prefetch room, less what is on its way. */
+  /**
+   * How many jobs a finish asks for: what fills the slots and the prefetch room, less what is on
+   * its way.
+   */
   nextFetchCount(): number {
     if (!this.host.live() || this.host.paused()) return 0;
     return Math.max(0, this.freeSlots());
@@ -126,6 +130,15 @@ export class PrefetchBuffer<J extends Job = Job> {
       this.jobs.delete(id);
       host.start(job);
     }
+  }
+
+  /**
+   * Keeps a claim for a free slot. A prefetched job claimed again has not started: it waits under
+   * its newest claim, in its place.
+   */
+  keep(job: J): void {
+    const waiting = this.jobs.get(job.id);
+    if (!waiting || newerFence(job.claim?.fence, waiting.claim?.fence)) this.jobs.set(job.id, job);
   }
 
   /** Whether claim `fence` of job `id` waits here. */

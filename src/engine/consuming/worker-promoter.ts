@@ -27,7 +27,7 @@ export class Promoter {
   /** When the armed timer fires, on this process's monotonic clock (performance.now). */
   private at = 0;
   private promoting = false;
-  /** The earliest due time a wake entry reported while a promotion was in flight (performance.now). */
+  /** The earliest due time a wake entry told while a promotion was in flight (performance.now). */
   private dueWhilePromoting = Infinity;
   private ticks = 0;
 
@@ -51,7 +51,8 @@ export class Promoter {
    */
   promoteBy(inMs: number): void {
     const at = performance.now() + inMs;
-    // a promotion in flight read the scheduled set maybe before this job: it ends by arming for this
+    // a promotion in flight read the scheduled set maybe before this job: it ends by arming for
+    // this
     if (this.promoting) this.dueWhilePromoting = Math.min(this.dueWhilePromoting, at);
     else if (this.timer === undefined || at < this.at) this.schedule(inMs);
   }

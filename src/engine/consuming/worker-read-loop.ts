@@ -11,10 +11,10 @@ import { callFunction, nameWrongTypeKey } from '../connecting/library.js';
 import { ChangeWaiter } from './change-waiter.js';
 import { BlockingReader } from './blocking-reader.js';
 import { IdleWaiters } from '../shared/idle-waiters.js';
-import { delay } from '../shared/waiting.js';
+import { CLOSE_CALL_MS, delay, within } from '../shared/waiting.js';
 import type { WorkerPart } from './worker-part.js';
 
-/** What a fetch or an activation delivered: its status ('ok', 'paused', 'limited') and the claims. */
+/** What a fetch or an activation delivered: its status ('ok', 'paused', 'limited'), the claims. */
 export interface Delivered {
   status: string;
   jobs: ClaimReply[];
@@ -33,15 +33,26 @@ export interface ReadLoopHost extends WorkerPart {
   promoteBy(ms: number): void;
 }
 
+/** The blocking connection as the read loop uses it (a BlockingReader). */
+export type Reader = Pick<BlockingReader, 'client' | 'start' | 'read' | 'waitForEvent' | 'unblock' | 'close'>;
+
+/** The read loop's blocking connection, made by open(). */
+function blockingReader(host: ReadLoopHost): Reader {
+  return new BlockingReader(host.acquired, host.keys, host.consumer, host.settings.blockTimeout);
+}
+
 export class ReadLoop {
-  private reader: BlockingReader | undefined;
+  private reader: Reader | undefined;
   /** The loop runs (one at a time). */
   running = false;
   /** Claims the blocking read in flight may deliver (counted by the slot ledger). */
   reserved = 0;
   /** A job arrived since the last `drained` (set by the worker's dispatch). */
   hadWork = false;
-  /** The queue has a globalConcurrency limit or a rate limiter: take jobs only through glidemq_fetch/finish (see limitedStep). */
+  /**
+   * The queue has a globalConcurrency limit or a rate limiter: take jobs only through
+   * glidemq_fetch/finish (see limitedStep).
+   */
   limited = false;
   private pausedSince = '$';
   /**
@@ -58,18 +69,24 @@ export class ReadLoop {
   /** Consecutive failed rounds of the read loop (the backoff grows with it). */
   private readFailures = 0;
 
-  /** Calls on their way that may bring claims (fetches, a blocking read and its activation): close() waits for them. */
+  /**
+   * Calls on their way that may bring claims (fetches, a blocking read and its activation): close()
+   * waits for them.
+   */
   private claimCalls = 0;
   private readonly claimsSettled = new IdleWaiters(() => this.claimCalls);
 
-  constructor(private readonly host: ReadLoopHost) {
+  constructor(
+    private readonly host: ReadLoopHost,
+    /** Makes the blocking connection (a test gives a reader of its own). */
+    private readonly makeReader: (host: ReadLoopHost) => Reader = blockingReader,
+  ) {
     this.changes = new ChangeWaiter(host.keys);
   }
 
   /** Opens the blocking connection; resolves to its client. */
   async open(): Promise<Client> {
-    const host = this.host;
-    this.reader = new BlockingReader(host.acquired, host.keys, host.consumer, host.settings.blockTimeout);
+    this.reader = this.makeReader(this.host);
     await this.reader.start();
     return this.reader.client;
   }
@@ -139,7 +156,7 @@ export class ReadLoop {
     await this.fetch(1);
   }
 
-  /** glidemq_fetch for up to `count` jobs; the claims it brings are dispatched before it resolves. */
+  /** glidemq_fetch for up to `count` jobs; what it brings is dispatched before it resolves. */
   fetch(count: number): Promise<Delivered> {
     return this.claiming(async () => {
       const host = this.host;
@@ -166,9 +183,17 @@ export class ReadLoop {
     }
   }
 
-  /** Resolves once no call that may bring claims is on its way. */
-  claimsDone(): Promise<void> {
-    return this.claimsSettled.wait();
+  /**
+   * For close(), on a live connection: ends a blocking read in flight, then waits (a short while
+   * each) until no read, fetch or activation is on its way. The claims they bring are kept, not
+   * started (the Worker's dispatch): they go back with the prefetched ones (started, a run could
+   * outlive the close, its finish lost with the connection, and the job run again by stalled
+   * recovery).
+   */
+  async stopForClose(): Promise<void> {
+    const live = () => this.host.client().status === 'ready';
+    if (live()) await within(this.unblock(), CLOSE_CALL_MS);
+    if (live()) await within(this.claimsSettled.wait(), CLOSE_CALL_MS);
   }
 
   /**
@@ -239,7 +264,10 @@ export class ReadLoop {
     if (host.live() && (failed || (host.room() > 0 && !paused))) this.kick();
   }
 
-  /** One blocking read for up to `want` jobs and the activation of what it delivered (undefined: nothing came). */
+  /**
+   * One blocking read for up to `want` jobs and the activation of what it delivered (undefined:
+   * nothing came).
+   */
   private async readAndActivate(want: number): Promise<Delivered | undefined> {
     this.reserved = want;
     let delivered;

@@ -11,8 +11,9 @@ import { invalid } from '../shared/errors.js';
 import { listQueues } from '../connecting/discovery.js';
 import { QueueKeys } from '../shared/keys.js';
 import { callFunction, LIBRARY_PACKAGE_VERSION } from '../connecting/library.js';
+import { CLOSE_CALL_MS, within } from '../shared/waiting.js';
 
-/** One live worker, as it registered itself (Queue.getWorkers). Times are the server's clock (ms). */
+/** One live worker as it registered itself (Queue.getWorkers); times are the server's (ms). */
 export interface WorkerInfo {
   /** The worker's consumer name: the owner its claims carry (stream PEL, list claims). */
   id: string;
@@ -44,7 +45,7 @@ export function checkRegistryTtl(ttl: unknown): number {
   return ttl;
 }
 
-/** How often a worker refreshes its entry: three times per ttl, so one lost refresh is no expiry. */
+/** A worker refreshes its entry three times per ttl, so one lost refresh is no expiry. */
 export function refreshInterval(ttl: number): number {
   return Math.max(10, Math.floor(ttl / 3));
 }
@@ -105,6 +106,15 @@ export class WorkerRegistration {
     this.gone = true;
   }
 
+  /**
+   * The worker closes: the entry is removed on a reachable server (waited for a short while), else
+   * nothing more is written (it expires by itself after registryTtl).
+   */
+  async leave(reachable: boolean): Promise<void> {
+    if (!reachable) return this.stop();
+    await within(this.unregister().catch(() => undefined), CLOSE_CALL_MS);
+  }
+
   /** Removes the entry (after any refresh on its way). */
   async unregister(): Promise<void> {
     clearInterval(this.timer);
@@ -119,7 +129,10 @@ export async function listWorkers(client: Client, keys: QueueKeys): Promise<Work
   return (await readWorkers(client, keys)).workers;
 }
 
-/** The live workers and the server's now (ms) when they were read, to show ages by the server's clock. */
+/**
+ * The live workers and the server's now (ms) when they were read, to show ages by the server's
+ * clock.
+ */
 export interface WorkersReading {
   now: number;
   workers: WorkerInfo[];
@@ -166,7 +179,8 @@ function decodeInfo(text: string, queue: string): WorkerInfo | undefined {
     concurrency: n(o.concurrency),
     running: n(o.running),
     startedAt: n(o.startedAt),
-    lastSeen: n(o.lastSeen ?? o.lastBeat), // lastBeat: an entry an older library wrote (a rolling upgrade)
+    // lastBeat: an entry an older library wrote (a rolling upgrade)
+    lastSeen: n(o.lastSeen ?? o.lastBeat),
     expiresAt: n(o.expiresAt),
     version: s(o.version),
   };
@@ -175,7 +189,8 @@ function decodeInfo(text: string, queue: string): WorkerInfo | undefined {
 /**
  * Ms since the oldest waiting job became waiting, by the server's clock; null when none waits.
  * Exact for the job stream and the LIFO list; sampled for prioritized jobs and groups (see
- * lua/workers.lua glidemq_oldestWaiting for what is looked at). A paused queue's jobs count: they wait.
+ * lua/workers.lua glidemq_oldestWaiting for what is looked at). A paused queue's jobs count: they
+ * wait.
  */
 export async function oldestWaitingAge(client: Client, keys: QueueKeys): Promise<number | null> {
   const age = Number(await callFunction(client, 'glidemq_oldestWaiting', keys.meta, []));

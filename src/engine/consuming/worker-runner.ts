@@ -1,10 +1,11 @@
 /**
  * The Worker's runner: runs the processor over each job it is given, one run per job id, with the
  * job's AbortSignal (cancelJob, cancelAllJobs, a lost claim), and hands each outcome to the
- * finisher. A processor that throws is a failed job (its retry planned here), never a wedged worker.
+ * finisher. A processor that throws is a failed job (its retry planned here), never a wedged
+ * worker.
  */
 import { isUnrecoverable, RateLimitError, UnrecoverableError } from '../shared/errors.js';
-import type { Claim, ClaimReply, Job } from '../jobs/job.js';
+import { Job, type Claim, type ClaimReply } from '../jobs/job.js';
 import { callFunction } from '../connecting/library.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
 import type { FinishRequest } from './finish-batch.js';
@@ -35,7 +36,10 @@ export interface Run<D = any, R = any> {
   abort?: AbortController;
 }
 
-/** What a finish brought back: the reply (status first), the claims to dispatch, the failure stored in place of a refused outcome. */
+/**
+ * What a finish brought back: the reply (status first), the claims to dispatch, the failure stored
+ * in place of a refused outcome.
+ */
 export interface Finished {
   reply: unknown[];
   next: ClaimReply[];
@@ -49,7 +53,10 @@ export interface Finished {
 export interface RunFinisher {
   /** Tells the server, with the next call, that the marked claim `fence` of job `id` started. */
   report(id: string, fence: string): void;
-  /** The finish request of a run whose processor is done (its slot runs the next job while it is on its way). */
+  /**
+   * The finish request of a run whose processor is done (its slot runs the next job while it is on
+   * its way).
+   */
   request(run: Run, outcome: 'completed' | 'failed', value: string, retryDelay: number, error: Error | undefined, durationMs: number): FinishRequest;
   /** Stores the outcome under the run's current claim; undefined when the finish failed. */
   finishRun(run: Run, request: FinishRequest): Promise<Finished | undefined>;
@@ -98,30 +105,40 @@ export class Runner<D = any, R = any> {
     this.takesSignal = typeof processor === 'function' && (processor.length >= 3 || (processor.length === 0 && readsArgumentsFreely(processor)));
   }
 
-  /** Runs whose processor runs now (a run whose result is on its way to the server is done here). */
+  /** Runs whose processor runs now (a run whose result is on its way to the server is done). */
   processing(): number {
     return this.active.size - this.finishingRuns;
   }
 
-  /** The claim a job taken by this worker is made with. */
-  claimFor(): Claim {
+  /**
+   * The job a claim this worker took hands it; its processedOn is when this process saw the claim
+   * start (the stored one is the server's time).
+   */
+  jobOf(reply: ClaimReply): Job<D, R> {
     const host = this.host;
-    return { client: host.client(), keys: host.keys, consumer: host.consumer, fence: '', onProgress: this.onProgress };
+    const claim: Claim = { client: host.client(), keys: host.keys, consumer: host.consumer, fence: '', onProgress: this.onProgress };
+    return Job.fromClaim(reply, claim, Date.now()) as Job<D, R>;
   }
 
-  /** job.updateProgress, as the processor calls it, also emits `progress` once the value is stored. */
+  /** job.updateProgress, as the processor calls it, emits `progress` once the value is stored. */
   private readonly onProgress = (job: Job, progress: unknown): void => {
     this.host.emit('progress', job, progress);
   };
 
-  /** Whether this claim (job id and fence) runs here, or waits as the newer claim of a finishing run; undefined when the job does not run here. */
+  /**
+   * Whether this claim (job id and fence) runs here, or waits as the newer claim of a finishing
+   * run; undefined when the job does not run here.
+   */
   holds(id: string, fence: string): boolean | undefined {
     const run = this.active.get(id);
     if (!run) return undefined;
     return run.job.claim?.fence === fence || (run.next !== undefined && String(run.next[1]) === fence);
   }
 
-  /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */
+  /**
+   * Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an
+   * abort means.
+   */
   cancel(id: string, reason: string): boolean {
     const run = this.active.get(id);
     if (!run) return false;
@@ -144,7 +161,8 @@ export class Runner<D = any, R = any> {
 
   /**
    * A claim the server says was lost: true while job `id` runs under it (its signal is aborted),
-   * false when it runs under another claim or its finish is on its way, undefined when it does not run here.
+   * false when it runs under another claim or its finish is on its way, undefined when it does not
+   * run here.
    */
   lose(id: string, fence: string): boolean | undefined {
     const run = this.active.get(id);
@@ -198,7 +216,8 @@ export class Runner<D = any, R = any> {
       value = error.message || error.name || 'processor failed';
       // a delay relative to the server's now: the server adds it to its own clock (lua/finish.lua)
       if (!isUnrecoverable(error)) {
-        // a custom backoff type asks settings.backoffStrategy; one that fails fails the job (backoff.ts)
+        // a custom backoff type asks settings.backoffStrategy; one that fails fails the job
+        // (backoff.ts)
         const plan = await planRetry(job, error, host.settings.backoffStrategy, host.settings.lockDuration);
         retryDelay = plan.delay;
         if (plan.problem) {
@@ -256,7 +275,10 @@ export class Runner<D = any, R = any> {
   }
 }
 
-/** A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we cannot see. */
+/**
+ * A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we
+ * cannot see.
+ */
 function readsArgumentsFreely(fn: Function): boolean {
   return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
 }

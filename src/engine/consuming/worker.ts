@@ -1,27 +1,24 @@
 /**
- * The consumer side: runs a processor over a queue's jobs with a fixed concurrency. The Worker is
- * a coordinator of parts, each in its own file and given a small view of it (worker-part.ts), never
- * the Worker itself: the read loop (worker-read-loop.ts: one blocking XREADGROUP while slots are
- * free, fetches on a queue with a globalConcurrency limit or a rate limiter, rate waits), the
- * prefetch buffer and slot ledger (worker-prefetch.ts), the runner (worker-runner.ts: processors
- * and their AbortSignals), the finisher (worker-finisher.ts: glidemq_finish stores an outcome and
- * hands back the next jobs, one function call per job in steady state), the lock keeper
- * (worker-lock-keeper.ts: heartbeats, stalled recovery, lost claims) and the promoter
- * (worker-promoter.ts: delayed jobs and upkeep). The Worker routes each claim (dispatch) and
- * emits every public event.
+ * The consumer side: runs a processor over a queue's jobs with a fixed concurrency. The Worker is a
+ * coordinator of parts, each in its own file (whose header says what it does) and given a small
+ * view of it (worker-part.ts), never the Worker itself: the read loop (worker-read-loop.ts), the
+ * prefetch buffer and slot ledger (worker-prefetch.ts), the runner (worker-runner.ts), the finisher
+ * (worker-finisher.ts: one function call per job in steady state), the lock keeper
+ * (worker-lock-keeper.ts) and the promoter (worker-promoter.ts). The Worker wires them, routes each
+ * claim (dispatch) and emits every public event.
  *
  * Events, with BullMQ's arguments: ready, active (job, 'waiting'), progress (job, progress: after
  * job.updateProgress stored it), completed (job, result, 'active'), failed (job, error, 'active'),
  * stalled (id, 'active', 'failed' | 'redispatched'), drained (the queue had no job for a free
  * slot), paused, resumed, closing (message), closed, error. glidemq's own: lost (job, status: the
- * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id),
- * connectionLost (why) and connectionRestored (ms down): the command connection closed while running
- * and is back (connection-watch.ts), queuePaused and queueResumed: a fetch found the queue paused
- * (Queue.pause wakes an idle worker, which hears of it at once) or running again. After
- * `completed` and `failed` the job is up to date: attemptsMade counts the attempt just made,
- * finishedOn - processedOn is its run time (this process's clock), and after a failure `state` says
- * whether it runs again ('waiting' or 'delayed') or not ('failed'). A listener that throws never
- * stops the worker: the throw arrives as an `error` event (see SafeEmitter).
+ * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id), connectionLost
+ * (why) and connectionRestored (ms down): the command connection closed while running and is back
+ * (connection-watch.ts), queuePaused and queueResumed: a fetch found the queue paused (Queue.pause
+ * wakes an idle worker, which hears of it at once) or running again. After `completed` and `failed`
+ * the job is up to date: attemptsMade counts the attempt just made, finishedOn - processedOn is its
+ * run time (this process's clock), and after a failure `state` says whether it runs again
+ * ('waiting' or 'delayed') or not ('failed'). A listener that throws never stops the worker: the
+ * throw arrives as an `error` event (see SafeEmitter).
  *
  * A worker made without a processor runs none of this: the application takes jobs by hand with
  * getNextJob(token) (BullMQ's manual processing, src/engine/consuming/manual-fetch.ts).
@@ -31,13 +28,13 @@ import { randomBytes } from 'node:crypto';
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client } from '../connecting/connection.js';
 import { ClaimRecovery } from './claim-recovery.js';
 import { invalid, RateLimitError } from '../shared/errors.js';
-import { Job, type ClaimReply } from '../jobs/job.js';
+import type { ClaimReply, Job } from '../jobs/job.js';
 import { QueueKeys, DEFAULT_PREFIX } from '../shared/keys.js';
-import { callFunction, ensureLibrary } from '../connecting/library.js';
+import { ensureLibrary } from '../connecting/library.js';
 import { Maintenance } from '../administering/maintenance.js';
 import { resolveSettings, type Settings, type WorkerOptions } from './worker-options.js';
 import { Upkeep } from '../administering/upkeep.js';
-import { storeWorkerLimits } from '../administering/rate-limits.js';
+import { holdQueue, storeWorkerLimits } from '../administering/rate-limits.js';
 import { IdleWaiters } from '../shared/idle-waiters.js';
 import { CLOSE_CALL_MS, within } from '../shared/waiting.js';
 import { SafeEmitter } from '../shared/safe-emitter.js';
@@ -46,7 +43,7 @@ import { watchConnection } from '../connecting/connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
 import { Promoter } from './worker-promoter.js';
 import { LockKeeper } from './worker-lock-keeper.js';
-import { newerFence, Runner, type Processor } from './worker-runner.js';
+import { Runner, type Processor } from './worker-runner.js';
 import { Finisher } from './worker-finisher.js';
 import { FlowRelay } from './flow-relay.js';
 import { relayOutbox } from '../producing/flow-outbox.js';
@@ -78,16 +75,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private readonly finisher: Finisher;
   private readonly buffer: PrefetchBuffer<Job<D, R>>;
   private readonly readLoop: ReadLoop;
-  private readonly upkeep: Upkeep;
   private readonly flowRelay: FlowRelay;
   private readonly promoter: Promoter;
   private readonly lockKeeper: LockKeeper;
   /** Takes back claims whose reply a broken connection lost (see claim-recovery.ts). */
   readonly recovery: ClaimRecovery;
-  /** Made for a worker without a processor: getNextJob and the jobs it hands out (manual-fetch.ts). */
-  private manual: ManualFetch | undefined;
-  /** Such a worker's connection settled (a cluster found) and the library loaded: once, on first use. */
-  private manualReady: Promise<void> | undefined;
+  /** A worker without a processor's: getNextJob and the jobs it hands out (manual-fetch.ts). */
+  private readonly manual: ManualFetch | undefined;
 
   /**
    * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
@@ -148,29 +142,27 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       afterSlotFreed: () => this.afterSlotFreed(),
     }, processor);
     this.flowRelay = new FlowRelay(part, relayOutbox);
-    this.upkeep = new Upkeep(part.client, this.keys, part.emitError);
-    this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep: this.upkeep });
+    const upkeep = new Upkeep(part.client, this.keys, part.emitError);
+    this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep });
     this.lockKeeper = new LockKeeper({
       ...part,
       maintenance: () => this.maintenance,
-      held: (into) => {
-        this.runner.collectHeld(into);
-        this.buffer.collectHeld(into);
-      },
+      held: (into) => [this.runner, this.buffer].forEach((holder) => holder.collectHeld(into)),
       lose: (id, fence) => this.runner.lose(id, fence) ?? this.buffer.lose(id, fence),
     });
-    this.registration = new WorkerRegistration(() => this.client, this.keys, this.consumer, this.settings.registryTtl, () => ({
-      concurrency: this.settings.concurrency,
-      running: this.runner.processing(),
-    }));
+    const load = () => ({ concurrency: this.settings.concurrency, running: this.runner.processing() });
+    this.registration = new WorkerRegistration(part.client, this.keys, this.consumer, this.settings.registryTtl, load);
     this.recovery = new ClaimRecovery({
       ...part,
-      knows: (id, fence) => this.holds(id, fence),
+      // whether this claim is running, finishing or prefetched here
+      knows: (id, fence) => this.runner.holds(id, fence) ?? this.buffer.holds(id, fence),
       dispatch: (replies) => replies.forEach((r) => this.dispatch(r)),
       activate: (pairs) => this.readLoop.claiming(async () => void (await this.readLoop.activateDelivered(pairs, []))),
       running: this.live,
     });
-    if (typeof processor === 'function' && opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
+    if (typeof processor !== 'function') {
+      this.manual = new ManualFetch({ ...part, acquired: this.acquired, settle: () => this.settle(), closing: () => this.closing !== undefined });
+    } else if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
 
   /** The worker runs and is not closing. */
@@ -181,7 +173,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     return this.acquired.client;
   }
 
-  /** Jobs whose processor runs now (a run whose result is on its way to the server is done here). */
+  /** Jobs whose processor runs now (a run whose result is on its way to the server is done). */
   get activeCount(): number {
     return this.runner.processing();
   }
@@ -204,14 +196,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /**
    * Holds the whole queue: no worker of it starts a job for `ms` from the server's now (BullMQ's
    * worker.rateLimit). A hold never shortens one already in place. A processor that calls it then
-   * throws Worker.RateLimitError() gives its job back with no attempt counted; it runs after the hold.
+   * throws Worker.RateLimitError() gives its job back with no attempt counted; it runs after the
+   * hold.
    */
-  async rateLimit(ms: number): Promise<void> {
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
-      throw invalid(`worker.rateLimit(ms): ms must be a number of ms >= 0, got ${String(ms)}`);
-    }
-    const whole = Math.min(Math.ceil(ms), Number.MAX_SAFE_INTEGER);
-    await callFunction(this.client, 'glidemq_rateLimit', this.keys.meta, [whole]);
+  rateLimit(ms: number): Promise<void> {
+    return holdQueue(this.client, this.keys, ms);
   }
 
   /**
@@ -295,12 +284,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * false answers at once. Only for a worker made without a processor; nothing is prefetched.
    */
   async getNextJob(token: string, opts: { block?: boolean } = {}): Promise<Job<D, R> | undefined> {
-    if (typeof this.processor === 'function') {
-      throw invalid(`getNextJob is for a worker made without a processor; the worker of queue ${this.name} runs its processor`);
-    }
-    if (this.closing) return undefined;
-    await this.prepareManual();
-    this.manual ??= new ManualFetch({ client: () => this.client, acquired: this.acquired, keys: this.keys, settings: this.settings });
+    if (!this.manual) throw invalid(`getNextJob is for a worker made without a processor; the worker of queue ${this.name} runs its processor`);
     return (await this.manual.next(token, opts.block ?? true)) as Job<D, R> | undefined;
   }
 
@@ -310,13 +294,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * its own lock, whoever made it.
    */
   async startStalledCheckTimer(): Promise<void> {
-    if (typeof this.processor === 'function' || this.lockKeeper.checking || this.closing) return;
-    await this.prepareManual();
-    if (this.closing) return;
-    this.lockKeeper.startStalledCheck();
+    if (!this.manual || this.lockKeeper.checking || this.closing) return;
+    await this.manual.whenReady(() => this.lockKeeper.startStalledCheck());
   }
 
-  /** The connection settled (a Cluster client when the server is a cluster node; maintenance follows) and the library loaded. */
+  /** Settles the connection (a cluster node: a Cluster client and its maintenance), loads Lua. */
   private async settle(): Promise<void> {
     const standalone = this.client;
     if ((await settleTopology(this.acquired)) !== standalone) {
@@ -325,16 +307,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     await ensureLibrary(this.client);
   }
 
-  /** What start() does first, for a worker without a processor (which never starts): once, retried after a failure. */
-  private prepareManual(): Promise<void> {
-    this.manualReady ??= this.settle().catch((err) => {
-      this.manualReady = undefined;
-      throw err;
-    });
-    return this.manualReady;
-  }
-
-  /** Aborts the signal of job `id`'s run here; false when no such run. The processor decides what an abort means. */
+  /** Aborts the signal of job `id`'s run here (false: none); the processor says what it means. */
   cancelJob(id: string, reason = 'cancelled'): boolean {
     return this.runner.cancel(id, reason);
   }
@@ -344,33 +317,24 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.runner.cancelAll(reason);
   }
 
-  /** Whether this claim (job id and fence) is running, finishing or prefetched here. */
-  private holds(id: string, fence: string): boolean {
-    return this.runner.holds(id, fence) ?? this.buffer.holds(id, fence);
-  }
-
   /**
-   * Runs a claim, or keeps it for a free slot. (On the per-job path: a lookup in `active` and
-   * one in `buffered`.)
+   * Runs a claim, or keeps it for a free slot. (On the per-job path: a lookup in the runs, and one
+   * in the prefetch buffer when the claim waits there.)
    */
   private dispatch(reply: ClaimReply, marked = false): void {
-    const id = String(reply[0]);
     const runner = this.runner;
-    const run = runner.active.get(id);
+    const buffer = this.buffer;
+    const run = runner.active.get(String(reply[0]));
     if (run) return runner.claimAgain(run, reply);
-    const buffered = this.buffer.jobs;
-    const waiting = buffered.get(id);
-    // processedOn as this process saw the claim start (the stored one is the server's time)
-    const job = Job.fromClaim(reply, runner.claimFor(), Date.now()) as Job<D, R>;
-    if (marked) this.buffer.marked.add(job);
+    const job = runner.jobOf(reply);
+    if (marked) buffer.marked.add(job);
     const data = reply[3];
-    this.buffer.noteBytes(typeof data === 'string' ? data.length : 0);
+    buffer.noteBytes(typeof data === 'string' ? data.length : 0);
     this.readLoop.hadWork = true;
-    if (waiting) {
-      // a prefetched job claimed again has not started: it waits under its newest claim (in its place)
-      if (newerFence(job.claim?.fence, waiting.claim?.fence)) buffered.set(id, job);
-    } else if (buffered.size === 0 && runner.processing() < this.settings.concurrency && !this.localPaused && !this.closing) runner.start(job);
-    else buffered.set(id, job);
+    // (a claim of a job that waits here already: the buffer is not empty, and it keeps the newest)
+    const free = buffer.jobs.size === 0 && runner.processing() < this.settings.concurrency;
+    if (free && !this.localPaused && !this.closing) runner.start(job);
+    else buffer.keep(job);
   }
 
   private afterSlotFreed(): void {
@@ -394,11 +358,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // and waited for a short while (what it would have done is left to recovery: a prefetched
       // claim not given back is a stall, a consumer not removed is removed as stale).
       const live = () => this.client.status === 'ready';
-      if (live()) await within(this.readLoop.unblock(), CLOSE_CALL_MS);
-      // claims a read, fetch or activation on its way brings are kept, not started (dispatch):
-      // they go back with the prefetched ones (started, a run could outlive the close, its finish
-      // lost with the connection, and the job run again by stalled recovery)
-      if (live()) await within(this.readLoop.claimsDone(), CLOSE_CALL_MS);
+      // what a read, fetch or activation on its way brings is kept, and goes back with the rest
+      await this.readLoop.stopForClose();
       if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
       if (!force && this.runner.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       // a finish sent before the close began may have brought claims after the release above
@@ -407,9 +368,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       // a flow relay in flight finishes (what it leaves, maintenance relays after its grace period)
       if (live()) await within(this.flowRelay.settled(), CLOSE_CALL_MS);
       this.lockKeeper.stopHeartbeat();
-      // out of the registry (unreachable server: the entry expires by itself after registryTtl)
-      if (live()) await within(this.registration.unregister().catch(() => undefined), CLOSE_CALL_MS);
-      else this.registration.stop();
+      await this.registration.leave(live());
       this.recovery.stop();
       this.unwatchConnection?.();
       this.running = false;

@@ -17,6 +17,7 @@ import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
 import { addInParts, needsParts } from './flow-journal.js';
 import { encodeNodes, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
+import { addDAG, type DAGFlow } from './dag-nodes.js';
 
 export interface FlowProducerOptions {
   connection?: ConnectionInput;
@@ -88,6 +89,8 @@ export class FlowProducer extends SafeEmitter {
   private readonly producer = new Producer();
   private readonly maxPayload: number;
   private closing: Promise<void> | undefined;
+  /** The producer hashes this producer's calls wrote (one per flow top queue), dropped at close. */
+  private readonly producerKeys = new Set<string>();
 
   constructor(opts: FlowProducerOptions = {}) {
     super();
@@ -124,6 +127,7 @@ export class FlowProducer extends SafeEmitter {
   private async store(lists: FlowNode[][]): Promise<JobNode[]> {
     await this.waitUntilReady();
     const all = lists.flat();
+    this.producerKeys.add(nodeKeys(all[0]).producer(this.producer.id));
     const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, all);
     const jobs = new Map<FlowNode, Job>();
     all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
@@ -133,10 +137,16 @@ export class FlowProducer extends SafeEmitter {
   /** Adds a node list whose links were made by the caller (the DAG helpers): a Map of each node to its Job. */
   async addNodes(nodes: FlowNode[]): Promise<Map<FlowNode, Job>> {
     await this.waitUntilReady();
+    if (nodes.length) this.producerKeys.add(nodeKeys(nodes[0]).producer(this.producer.id));
     const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, nodes);
     const jobs = new Map<FlowNode, Job>();
     nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
     return jobs;
+  }
+
+  /** glide-mq's addDAG: adds a DAG (a node may wait for several) whole or not at all; a Map of node name to Job. */
+  addDAG(dag: DAGFlow): Promise<Map<string, Job>> {
+    return addDAG(this, dag);
   }
 
   /**
@@ -193,6 +203,10 @@ export class FlowProducer extends SafeEmitter {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.ready.settled();
+      // as Queue.close: the replies kept for calls that all settled are never asked for again
+      if (this.producer.used && this.producer.settled && this.client.status === 'ready') {
+        for (const key of this.producerKeys) this.client.del(key).catch(() => undefined);
+      }
       if (this.acquired.owned) await closeClient(this.client);
     })();
     return this.closing;

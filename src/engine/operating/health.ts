@@ -6,7 +6,9 @@
  *   backlog  jobs ready to run and waiting for a worker (waiting, paused, prioritized) <= max
  *   latency  age of the oldest waiting job <= max
  *   stuck    no claim idle longer than `older` (default: the lock duration) whose worker is not
- *            alive in the worker registry (a claim stalled recovery has not taken back yet)
+ *            alive in the worker registry (a claim stalled recovery has not taken back yet), and
+ *            no parent waiting for children longer than `older` whose dependencies are all
+ *            settled (stuck-parents.ts)
  *   failed   failed attempts in the last `since` (per-minute metrics, whole minutes) <= max
  *   workers  live workers in the registry >= min
  *
@@ -18,6 +20,7 @@ import { DEFAULT_MAINTENANCE, Maintenance } from '../administering/maintenance.j
 import { METRICS_RETENTION_MINUTES, MINUTE_MS } from '../inspecting/metrics.js';
 import type { Queue } from '../queue/queue.js';
 import type { QueueSet } from './queue-set.js';
+import { findStuckParents } from '../flows/stuck-parents.js';
 
 export type CheckName = 'backlog' | 'latency' | 'stuck' | 'failed' | 'workers';
 
@@ -99,7 +102,9 @@ export async function checkLatency(queue: Queue, maxMs: number): Promise<CheckRe
 /**
  * Claims idle at least `olderMs` (default the lock duration, 30 s) held by a consumer that is not
  * a live worker in the registry. A live worker's long job renews its claim, so it is not idle; a
- * claim of a dead worker is what stalled recovery takes back once a worker runs it.
+ * claim of a dead worker is what stalled recovery takes back once a worker runs it. And parents
+ * waiting for children at least `olderMs` whose dependencies are all settled (findStuckParents):
+ * the actual figure counts both.
  */
 export async function checkStuck(queue: Queue, olderMs: number = DEFAULT_MAINTENANCE.lockDuration): Promise<CheckResult> {
   wholeAtLeast(olderMs, 0, 'stuck older');
@@ -111,12 +116,18 @@ export async function checkStuck(queue: Queue, olderMs: number = DEFAULT_MAINTEN
     ...claims.list.map((c) => ({ jobId: c.jobId, consumer: c.consumer, idleMs: c.idleMs, kind: c.kind })),
   ];
   const stuck = all.filter((c) => !live.has(c.consumer)).sort((a, b) => b.idleMs - a.idleMs);
-  return result(queue, 'stuck', stuck.length, 0, '<=', {
+  const parents = await findStuckParents(queue, olderMs, STUCK_LISTED);
+  return result(queue, 'stuck', stuck.length + parents.count, 0, '<=', {
     olderMs,
     claims: stuck.slice(0, STUCK_LISTED),
     claimsOlder: all.length,
     liveWorkers: live.size,
     listTrusted: claims.listTrusted,
+    stuckClaims: stuck.length,
+    stuckParents: parents.count,
+    parents: parents.parents,
+    parentsWaiting: parents.waiting,
+    parentsUnchecked: parents.unchecked,
   });
 }
 

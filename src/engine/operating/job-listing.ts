@@ -16,8 +16,8 @@ import type { JobType } from '../inspecting/job-queries.js';
 import type { JobOptions } from '../producing/options.js';
 import type { Queue } from '../queue/queue.js';
 
-/** The states a listing takes ('paused': the waiting jobs of a paused queue). */
-export const LISTABLE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused'] as const;
+/** The states a listing takes ('paused': the waiting jobs of a paused queue; 'waiting-children': flow parents waiting for their dependencies). */
+export const LISTABLE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused', 'waiting-children'] as const;
 export type ListableState = (typeof LISTABLE_STATES)[number];
 
 export interface JobFilter {
@@ -77,10 +77,11 @@ export async function* matchingJobs(q: Queue, filter: JobFilter, now: number, as
   }
 }
 
-/** A job of a listing, with the time a delayed one is due (the delayed set's score). */
+/** A job of a listing, with the time a delayed one is due (the delayed set's score), and how many dependencies a waiting parent still waits for. */
 export interface ListedJob {
   job: Job;
   runAt?: number;
+  unprocessed?: number;
 }
 
 export interface JobPage {
@@ -115,8 +116,12 @@ export async function listJobPage(q: Queue, filter: JobFilter, opts: { offset: n
   return { jobs: await withRunAt(q, filter.state, jobs), now, more, ...(total === undefined ? {} : { total }) };
 }
 
-/** The jobs with the time each delayed one is due (none for other states). */
+/** The jobs with the time each delayed one is due, or the dependencies each waiting parent waits for (nothing for other states). */
 async function withRunAt(q: Queue, state: ListableState, jobs: Job[]): Promise<ListedJob[]> {
+  if (state === 'waiting-children') {
+    const counts = await Promise.all(jobs.map((j) => q.client.scard(q.keys.deps(j.id))));
+    return jobs.map((job, i) => ({ job, unprocessed: counts[i] }));
+  }
   if (state !== 'delayed') return jobs.map((job) => ({ job }));
   const scores = await Promise.all(jobs.map((j) => q.client.zscore(q.keys.scheduled, j.id)));
   return jobs.map((job, i) => (scores[i] === null ? { job } : { job, runAt: Number(scores[i]) }));

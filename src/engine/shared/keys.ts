@@ -23,6 +23,12 @@ export function validatePrefix(prefix: string): string {
   return prefix;
 }
 
+/** The prefix and queue name of a queue key, `<prefix>:{<queue>}` (a flow job's parent.queueKey), or undefined for a text that is not one. */
+export function parseQueueKey(queueKey: string): { prefix: string; queue: string } | undefined {
+  const m = /^(.+):\{([^{}]+)\}$/.exec(queueKey);
+  return m ? { prefix: m[1], queue: m[2] } : undefined;
+}
+
 export class QueueKeys {
   readonly base: string;
   constructor(

@@ -16,6 +16,13 @@ export interface Registration {
   /** Token range of the registration's argument list or table (its callback's body is inside). */
   open: number;
   close: number;
+  /** Registered with the 'no-writes' flag (a read-only function). */
+  readOnly: boolean;
+}
+
+/** register(name, fn, { 'no-writes' }): the flags table is the last thing before the closing paren. */
+function flaggedNoWrites(toks: Tok[], close: number): boolean {
+  return isOp(toks[close - 1], '}') && toks[close - 2]?.kind === 'string' && toks[close - 2].text === 'no-writes';
 }
 
 /** The file that implements register() (it alone may call redis.register_function). */
@@ -38,12 +45,13 @@ export function findRegistrations(file: LuaFile): Registration[] {
   for (let i = 0; i < toks.length; i++) {
     const t = toks[i];
     if (isName(t, 'register') && !isMember(toks, i) && isOp(toks[i + 1], '(') && toks[i + 2]?.kind === 'string') {
-      out.push({ name: toks[i + 2].text, file, direct: false, line: t.line, open: i + 1, close: matchClose(toks, i + 1) });
+      const close = matchClose(toks, i + 1);
+      out.push({ name: toks[i + 2].text, file, direct: false, line: t.line, open: i + 1, close, readOnly: flaggedNoWrites(toks, close) });
     } else if (isName(t, 'register_function') && isOp(toks[i - 1], '.') && isName(toks[i - 2], 'redis') && !implementsRegister) {
       const open = i + 1;
       const close = matchClose(toks, open);
       const name = isOp(toks[open], '(') && toks[open + 1]?.kind === 'string' ? toks[open + 1].text : tableFunctionName(toks, open, close);
-      out.push({ name, file, direct: true, line: t.line, open, close });
+      out.push({ name, file, direct: true, line: t.line, open, close, readOnly: false });
     }
   }
   return out;

@@ -1,0 +1,177 @@
+/**
+ * The Worker's finisher without a server: how the results ready together are batched, how the
+ * next claims a reply carries are handed on, and what a finish answered 'stale' does. A fake
+ * client holds each function call until the test answers it.
+ */
+import { expect } from 'chai';
+import type { Client } from '../../src/engine/connecting/connection.js';
+import { Job, type ClaimReply } from '../../src/engine/jobs/job.js';
+import { QueueKeys } from '../../src/engine/shared/keys.js';
+import { resolveSettings } from '../../src/engine/consuming/worker-options.js';
+import { Finisher } from '../../src/engine/consuming/worker-finisher.js';
+import type { Run } from '../../src/engine/consuming/worker-runner.js';
+import { waitFor } from '../helpers/valkey.js';
+
+const keys = new QueueKeys('finisher-unit', 'glide');
+const claim = (id: string, fence = '1') => [id, fence, 'job', '{}', '1000', '{}'] as unknown as ClaimReply;
+
+interface Call {
+  fn: string;
+  args: unknown[];
+  answer: (reply: unknown[]) => void;
+  fail: (err: Error) => void;
+}
+
+/**
+ * A finisher over a fake client and ledger. `log` holds what it tells its worker, in order:
+ * events ('completed a'), claims dispatched ('dispatch n1 ahead') and freed slots ('freed').
+ */
+function fakeFinisher() {
+  const calls: Call[] = [];
+  const log: string[] = [];
+  const errors: unknown[] = [];
+  const client = {
+    status: 'ready',
+    fcall: (fn: string, _n: number, _key: string, ...args: unknown[]) =>
+      new Promise<unknown[]>((answer, fail) => calls.push({ fn, args, answer, fail })),
+  } as unknown as Client;
+  // the slot ledger: how many next jobs a finish asks for and the prefetch wanted are set by a test
+  const ledger = {
+    inbound: 0,
+    fetchCount: 0,
+    prefetch: 0,
+    startBuffered: () => undefined,
+    nextFetchCount: () => ledger.fetchCount,
+    prefetchNow: () => ledger.prefetch,
+  };
+  const finisher = new Finisher({
+    client: () => client,
+    keys,
+    consumer: 'me',
+    settings: resolveSettings({}),
+    claimTerms: [30_000, 1],
+    live: () => true,
+    emit: (event, job) => void log.push(`${event} ${(job as Job).id}`),
+    emitError: (err) => void errors.push(err),
+    ledger,
+    dispatch: (reply, ahead) => void log.push(`dispatch ${String(reply[0])}:${String(reply[1])}${ahead ? ' ahead' : ''}`),
+    afterSlotFreed: () => void log.push('freed'),
+  });
+  /** A run of job `id` under claim `fence` whose processor is done. */
+  const run = (id: string, fence = '1'): Run => ({
+    job: Job.fromClaim(claim(id, fence), { client, keys, consumer: 'me', fence: '' }, Date.now()),
+    finishing: true,
+  });
+  /** The finish of `r` as the runner makes it: request, finishRun, settle, apply. */
+  const finish = async (r: Run, outcome: 'completed' | 'failed' = 'completed', value = '"ok"') => {
+    const request = finisher.request(r, outcome, value, -1, outcome === 'failed' ? new Error(value) : undefined, 5);
+    const finished = await finisher.finishRun(r, request);
+    finisher.settle(request);
+    finisher.apply(r, request, finished, undefined);
+    return finished;
+  };
+  return { finisher, calls, log, errors, ledger, run, finish };
+}
+
+/** The job ids of a glidemq_finishMany call (7 arguments before the jobs, 7 per job). */
+const batchIds = (args: unknown[]) => args.slice(7).filter((_, i) => i % 7 === 0);
+
+describe('Worker finisher (no server)', () => {
+  it('results ready together: with no call in flight half go in one glidemq_finishMany; with one in flight, all that is ready goes in the next', async () => {
+    const { finisher, calls, log, ledger, run, finish } = fakeFinisher();
+    ledger.fetchCount = 1;
+    const done = ['a', 'b', 'c', 'd'].map((id) => finish(run(id)));
+    expect(ledger.inbound, 'the next jobs asked for count as on their way').to.equal(4);
+    await waitFor(() => calls.length === 1, 'the first batch');
+    expect(calls[0].fn).to.equal('glidemq_finishMany');
+    expect(calls[0].args.slice(0, 3), 'consumer, jobs, next jobs asked for').to.deep.equal(['me', 2, 2]);
+    expect(batchIds(calls[0].args)).to.deep.equal(['a', 'b']);
+    done.push(finish(run('e')));
+    await waitFor(() => calls.length === 2, 'the second batch, while the first is in flight');
+    expect(calls[1].args.slice(0, 3)).to.deep.equal(['me', 3, 3]);
+    expect(batchIds(calls[1].args)).to.deep.equal(['c', 'd', 'e']);
+    // each job's status in argument order, then the next jobs: each finish gets its share
+    calls[0].answer(['completed', 'completed', claim('n1'), claim('n2')]);
+    calls[1].answer(['completed', 'completed', 'completed', claim('n3')]);
+    const finished = await Promise.all(done);
+    expect(finished.map((f) => f!.next.map((c) => String(c[0])))).to.deep.equal([['n1'], ['n2'], ['n3'], [], []]);
+    expect(log.filter((l) => l.startsWith('dispatch'))).to.deep.equal(['dispatch n1:1', 'dispatch n2:1', 'dispatch n3:1']);
+    expect(finisher.finished).to.deep.equal({ completed: 5, failed: 0 });
+    expect(ledger.inbound).to.equal(0);
+    expect(calls).to.have.length(2);
+  });
+
+  it('the next claims of a reply are handed on after the outcome, marked ahead for a prefetch; a newer claim of the same job comes last', async () => {
+    const { calls, log, ledger, run, finish } = fakeFinisher();
+    ledger.fetchCount = 3;
+    ledger.prefetch = 1;
+    const r = run('a', '1');
+    const done = finish(r);
+    await waitFor(() => calls.length === 1, 'the finish call');
+    expect(calls[0].fn).to.equal('glidemq_finish');
+    const [id, fence, consumer, outcome, value, retryDelay, fetchCount] = calls[0].args;
+    expect([id, fence, consumer, outcome, value, retryDelay, fetchCount]).to.deep.equal(['a', '1', 'me', 'completed', '"ok"', -1, 3]);
+    expect(calls[0].args[9], 'the next jobs come marked not started').to.equal('1');
+    // the reply fetched job a itself again: a reclaim had put it back while it ran
+    calls[0].answer(['completed', claim('n1'), claim('a', '2'), claim('n2')]);
+    await done;
+    expect(log).to.deep.equal(['completed a', 'dispatch n1:1 ahead', 'dispatch n2:1 ahead', 'dispatch a:2 ahead', 'freed']);
+    expect(r.job.state).to.equal('completed');
+    expect(r.job.returnvalue).to.equal('ok');
+    expect(r.job.attemptsMade).to.equal(1);
+  });
+
+  it("'stale' with no newer claim here: a newer fence holds the job elsewhere, so the run is lost and nothing is counted", async () => {
+    const { finisher, calls, log, run, finish } = fakeFinisher();
+    const r = run('a', '4');
+    const done = finish(r);
+    await waitFor(() => calls.length === 1, 'the finish call');
+    calls[0].answer(['stale']);
+    await done;
+    expect(calls).to.have.length(1);
+    expect(log).to.deep.equal(['lost a', 'freed']);
+    expect(finisher.finished).to.deep.equal({ completed: 0, failed: 0 });
+    expect(r.job.attemptsMade).to.equal(0);
+  });
+
+  it("'stale' and the reply brings the job back under a newer fence: the outcome is sent again under it, asking for no next jobs", async () => {
+    const { calls, log, ledger, run, finish } = fakeFinisher();
+    ledger.fetchCount = 1;
+    const r = run('a', '1');
+    const done = finish(r);
+    await waitFor(() => calls.length === 1, 'the first finish');
+    calls[0].answer(['stale', claim('a', '3'), claim('n1')]);
+    await waitFor(() => calls.length === 2, 'the finish under the newer claim');
+    expect(calls[1].args.slice(0, 2)).to.deep.equal(['a', '3']);
+    expect(calls[1].args[6], 'no next jobs: the first reply had them').to.equal(0);
+    calls[1].answer(['completed']);
+    await done;
+    expect(r.job.claim!.fence).to.equal('3');
+    expect(log).to.deep.equal(['completed a', 'dispatch n1:1', 'freed']);
+  });
+
+  it("'stale' while a newer claim of the job waits as the run's next: the outcome goes under that claim", async () => {
+    const { calls, log, run, finish } = fakeFinisher();
+    const r = run('a', '1');
+    r.next = claim('a', '2'); // a reclaim gave the job back here while its finish was on its way
+    const done = finish(r);
+    await waitFor(() => calls.length === 1, 'the first finish');
+    expect(calls[0].args.slice(0, 2)).to.deep.equal(['a', '1']);
+    calls[0].answer(['stale']);
+    await waitFor(() => calls.length === 2, 'the finish under the newer claim');
+    expect(calls[1].args.slice(0, 2)).to.deep.equal(['a', '2']);
+    calls[1].answer(['completed']);
+    await done;
+    expect(log).to.deep.equal(['completed a', 'freed']);
+  });
+
+  it('a failed call: the error is reported, the claim is left to stalled recovery, the slot is freed', async () => {
+    const { calls, log, errors, run, finish } = fakeFinisher();
+    const done = finish(run('a'));
+    await waitFor(() => calls.length === 1, 'the finish call');
+    calls[0].fail(new Error('connection is closed'));
+    expect(await done).to.equal(undefined);
+    expect(errors.map((e) => (e as Error).message)).to.deep.equal(['connection is closed']);
+    expect(log).to.deep.equal(['freed']);
+  });
+});
