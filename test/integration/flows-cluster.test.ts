@@ -165,6 +165,33 @@ describe('flows on a cluster: queues on different nodes', function () {
     expect((await qa.getJob('r-parent'))!.returnvalue).to.equal(90);
   });
 
+  it('a DAG across three slots (a node with two parents in two other slots): the shared node runs once, first, and the last after both, with both values', async () => {
+    const [a, b, c] = await threeQueues('fc-dag');
+    const qa = queue(a);
+    const jobs = await producer().addDAG({
+      nodes: [
+        { name: 'A', queueName: a, data: { v: 1 } },
+        { name: 'B', queueName: b, data: { v: 2 }, deps: ['A'] },
+        { name: 'C', queueName: c, data: { v: 3 }, deps: ['A'] },
+        { name: 'D', queueName: a, data: { v: 4 }, deps: ['B', 'C'] },
+      ],
+    });
+    const runs: { name: string; values: Record<string, unknown> }[] = [];
+    for (const n of [a, b, c]) {
+      worker(n, async (job: Job) => {
+        const values = await job.getChildrenValues();
+        runs.push({ name: job.name, values });
+        return job.name;
+      });
+    }
+    const d = jobs.get('D')!;
+    await waitFor(async () => (await stateOf(qa, d.id)) === 'completed', 'the last node to complete', 30000);
+    expect(runs.map((r) => r.name).filter((n) => n === 'A'), 'A runs once, for both').to.have.length(1);
+    expect(runs[0].name).to.equal('A');
+    expect(runs[runs.length - 1]).to.deep.equal({ name: 'D', values: { [new QueueKeys(b).job(jobs.get('B')!.id)]: 'B', [new QueueKeys(c).job(jobs.get('C')!.id)]: 'C' } });
+    expect(runs.find((r) => r.name === 'B')!.values).to.deep.equal({ [new QueueKeys(a).job(jobs.get('A')!.id)]: 'A' });
+  });
+
   it('a producer that dies after the first part: heal rolls the flow forward once its journal is past the grace period, and a resend stores nothing twice', async () => {
     const [a, b, c] = await threeQueues('fc-heal');
     const qa = queue(a);
