@@ -71,6 +71,16 @@ describe('a flow across cluster slots, cut into parts', () => {
     expect(plan.rest.map((p) => idsOf(p.args))).to.deep.include(['w']);
   });
 
+  it('a node list that starts with a child (a DAG\'s may): the first part is its top\'s, and keeps the journal', () => {
+    const n = (queueName: string, id: string, parents: string[], deps: string[]): FlowNode => ({ queueName, prefix: 'glide', id, name: id, data: {}, opts: {}, parents, deps });
+    const nodes = [n(A, 'leaf', [job(B, 'top')], []), n(B, 'top', [], [job(A, 'leaf')])];
+    const plan = partsOf(nodes, encodeNodes(nodes), 0);
+    expect(plan.journalMeta).to.equal(meta(B));
+    expect(plan.first.keys).to.deep.equal([meta(B)]);
+    expect(idsOf(plan.first.args)).to.deep.equal(['top']);
+    expect(plan.rest.map((p) => idsOf(p.args))).to.deep.equal([['leaf']]);
+  });
+
   it('a child of an existing job in another slot: the first part, in the parent\'s slot, only registers the link; the child follows', () => {
     const child = childNode(B, 'glide', 'kid', {}, { jobId: 'k', parent: { id: 'p', queue: new QueueKeys(A).base } });
     const plan = partsOf([child], encodeNodes([child]), 0);
