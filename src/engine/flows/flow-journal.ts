@@ -65,8 +65,8 @@ function levels(nodes: FlowNode[], slots: number[]): number[] {
   return nodes.map((_, i) => levelOf(i));
 }
 
-/** The parts of a flow (encodeNodes' output), in the order they run; the first keeps the journal. */
-export function planParts(nodes: FlowNode[], enc: EncodedFlow): PlannedPart[] {
+/** The parts of a flow, in the order they run; the first keeps the journal. */
+export function planParts(nodes: FlowNode[]): PlannedPart[] {
   const slots = nodes.map((n) => keySlot(nodeKeys(n).meta));
   const keys = new Set(nodes.map((n) => nodeKey(n)));
   const links: [string, string][] = [];
@@ -75,8 +75,10 @@ export function planParts(nodes: FlowNode[], enc: EncodedFlow): PlannedPart[] {
   if (linkSlots.size > 1) {
     throw new NotSupportedError('ERR_NOT_SUPPORTED', 'flow: on a cluster, the existing parents a flow names must all be in one hash slot; add the children of each parent separately', true);
   }
-  const firstSlot = links.length ? [...linkSlots][0] : slots[0];
   const lv = levels(nodes, slots);
+  // the first part: in the slot of the existing parents, else of the first node that has no parent
+  // in another slot (the top of a tree; a DAG's list may start anywhere)
+  const firstSlot = links.length ? [...linkSlots][0] : slots[lv.indexOf(0)];
   const parts = new Map<string, PlannedPart>();
   const partOf = (slot: number, level: number) => {
     const id = `${level}:${slot}`;
@@ -124,13 +126,13 @@ export interface PartsPlan {
 
 /** The parts of `nodes` (encoded as `enc`) as glidemq_addFlowPart calls. */
 export function partsOf(nodes: FlowNode[], enc: EncodedFlow, maxPayload: number): PartsPlan {
-  const [first, ...others] = planParts(nodes, enc);
+  const [first, ...others] = planParts(nodes);
   const flowId = nodeKey(nodes[0]);
   const rest: FlowPart[] = others.map((p) => {
     const c = partCall(p, nodes, enc, undefined);
     return { keys: c.keys, args: [maxPayload, '', 0, 0, flowId, '', '', c.groups.length, ...c.groups.flat()] };
   });
-  const journalMeta = first.nodes.includes(0) ? nodeKeys(nodes[0]).meta : metaOfJobKey(first.links[0][0]);
+  const journalMeta = first.nodes.length ? nodeKeys(nodes[first.nodes[0]]).meta : metaOfJobKey(first.links[0][0]);
   const head = partCall(first, nodes, enc, journalMeta);
   const journal = JSON.stringify({ parts: rest });
   const args = [maxPayload, '', 0, 0, flowId, journal, first.links.flat().join(' '), head.groups.length, ...head.groups.flat()];
