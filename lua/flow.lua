@@ -77,21 +77,26 @@
            was stored before).
   Errors   as glidemq_addFlow's.
 
-  glidemq_settle — settles a child into its parent (the relay of an outbox record).
-  KEYS[1]  meta key of the parent's queue.
-  ARGV[1]  parentId: the parent's job id.
-  ARGV[2]  childKey: the child's job key.
-  ARGV[3]  kind: completed | fail | ignore | remove | continue (lua/flow-keys.lua).
-  ARGV[4]  value: the child's return value (completed) or failed reason.
-  Returns  {changed, relay}: changed 1 when the child was still among the parent's deps (0: settled
-           before, nothing written); relay 1 when a parent failed in turn wrote an outbox record.
-  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
+  glidemq_settle — settles children into their parents of one queue (the relay of outbox records).
+  KEYS[1]  meta key of the parents' queue.
+  ARGV[1]  count: how many settlements follow (1..10000), each a group of 4 arguments:
+    group.parentId: the parent's job id.
+    group.childKey: the child's job key.
+    group.kind: completed | fail | ignore | remove | continue (lua/flow-keys.lua).
+    group.value: the child's return value (completed) or failed reason.
+  Every settlement is checked before the first write; then each is made in argument order.
+  Returns  {changed, relay}: changed the number of children that were still among their parent's
+           deps (the others settled before: nothing written for them); relay 1 when a parent
+           failed in turn wrote an outbox record.
+  Errors   ERR_INVALID (an argument, named with its group), ERR_WRONG_TYPE (a key it writes holds
+           another type).
 
-  glidemq_outboxDone — forgets an outbox record once it was relayed.
-  KEYS[1]  meta key of the child's queue.
-  ARGV[1]  field: the record's field ('<parentKey> <childKey>').
-  ARGV[2]  value: the record's value as it was relayed (a record written again since stays).
-  Returns  1 when it was deleted, else 0.
+  glidemq_outboxDone — forgets outbox records once they were relayed.
+  KEYS[1]  meta key of the children's queue.
+  ARGV[1]  count: how many records follow (1..10000), each a group of 2 arguments:
+    group.field: the record's field ('<parentKey> <childKey>').
+    group.value: the record's value as it was relayed (a record written again since stays).
+  Returns  the number of records deleted.
   Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (the outbox holds another type).
 
   glidemq_outboxList — outbox records to relay. Read-only.
@@ -158,9 +163,10 @@ local FLOW_NODE = {
   'parents', JOB_KEYS,
   'deps', JOB_KEYS,
 }
-local SETTLE_ARGS = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
+local COUNT_HEAD = { 'count', ARG.int(1, MAX_COUNT) }
+local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
   'kind', ARG.oneOf('completed', 'fail', 'ignore', 'remove', 'continue'), 'value', ARG.any }
-local OUTBOX_DONE_ARGS = { 'field', ARG.any, 'value', ARG.any }
+local OUTBOX_DONE_EACH = { 'field', ARG.any, 'value', ARG.any }
 local OUTBOX_LIST_ARGS = { 'minAgeMs', ARG.ms, 'count', ARG.int(1, MAX_COUNT) }
 local WAIT_CHILDREN_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty }
 local REMOVE_DEP_ARGS = { 'jobId', ARG.jobId }
@@ -399,21 +405,31 @@ end)
 
 register('glidemq_settle', function(keys, args)
   local k = keysFor(keys[1])
-  local a = decodeArgs('glidemq_settle', args, SETTLE_ARGS)
-  if a.childKey == '' or string.find(a.childKey, '%s') then
-    refuse('ERR_INVALID', 'glidemq_settle: childKey must be one job key, got ' .. showArg(a.childKey))
+  local _, records = decodeArgs('glidemq_settle', args, COUNT_HEAD, SETTLE_EACH, 'count')
+  for i, r in ipairs(records) do
+    if r.childKey == '' or string.find(r.childKey, '%s') then
+      refuse('ERR_INVALID', 'glidemq_settle: group #' .. i .. ' childKey must be one job key, got ' .. showArg(r.childKey))
+    end
+    FLOW.checkParent(k, r.parentId, r.kind, 0)
   end
-  FLOW.checkParent(k, a.parentId, a.kind, 0)
-  local changed, relay = FLOW.settleOne(k, a.parentId, a.childKey, a.kind, a.value, serverNow(), 0)
-  return { changed and 1 or 0, relay and 1 or 0 }
+  local now, changed, relay = serverNow(), 0, false
+  for _, r in ipairs(records) do
+    local c, rl = FLOW.settleOne(k, r.parentId, r.childKey, r.kind, r.value, now, 0)
+    if c then changed = changed + 1 end
+    relay = relay or rl
+  end
+  return { changed, relay and 1 or 0 }
 end)
 
 register('glidemq_outboxDone', function(keys, args)
   local k = keysFor(keys[1])
-  local a = decodeArgs('glidemq_outboxDone', args, OUTBOX_DONE_ARGS)
+  local _, records = decodeArgs('glidemq_outboxDone', args, COUNT_HEAD, OUTBOX_DONE_EACH, 'count')
   requireTypes(k, OUTBOX_TYPES)
-  if redis.call('HGET', k.flowOutbox, a.field) ~= a.value then return 0 end
-  return redis.call('HDEL', k.flowOutbox, a.field)
+  local done = 0
+  for _, r in ipairs(records) do
+    if redis.call('HGET', k.flowOutbox, r.field) == r.value then done = done + redis.call('HDEL', k.flowOutbox, r.field) end
+  end
+  return done
 end)
 
 register('glidemq_outboxList', function(keys, args)
@@ -429,8 +445,11 @@ register('glidemq_outboxList', function(keys, args)
     cursor = page[1]
     local kv = page[2]
     for i = 1, #kv, 2 do
-      local ok, r = pcall(cjson.decode, kv[i + 1])
-      local t = ok and type(r) == 'table' and tonumber(r.t) or 0
+      local t = 0 -- with no minimum age every record qualifies: no need to read its time
+      if a.minAgeMs > 0 then
+        local ok, r = pcall(cjson.decode, kv[i + 1])
+        t = ok and type(r) == 'table' and tonumber(r.t) or 0
+      end
       if t <= oldest and #out < 2 * a.count then
         out[#out + 1], out[#out + 2] = kv[i], kv[i + 1]
       end

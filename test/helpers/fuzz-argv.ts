@@ -270,8 +270,8 @@ export const TEMPLATES: Record<string, Template> = {
     if (rng.chance(0.3)) return ['524288', ...producer, '1', ...node(c, f.queue.job(anyJobId(f, rng)), '')];
     return ['524288', ...producer, '2', ...node(p, '', f.queue.job(c)), ...node(c, f.queue.job(p), '')];
   },
-  glidemq_settle: (f, rng) => [anyJobId(f, rng), f.queue.job(anyJobId(f, rng)), rng.pick(['completed', 'fail', 'ignore', 'remove', 'continue']), '{"r":1}'],
-  glidemq_outboxDone: (f, rng) => [`${f.queue.job(anyJobId(f, rng))} ${f.queue.job(anyJobId(f, rng))}`, '{}'],
+  glidemq_settle: (f, rng) => ['1', anyJobId(f, rng), f.queue.job(anyJobId(f, rng)), rng.pick(['completed', 'fail', 'ignore', 'remove', 'continue']), '{"r":1}'],
+  glidemq_outboxDone: (f, rng) => ['1', `${f.queue.job(anyJobId(f, rng))} ${f.queue.job(anyJobId(f, rng))}`, '{}'],
   glidemq_outboxList: (_f, rng) => [rng.pick(['0', '5000']), String(rng.int(1, 100))],
   glidemq_moveToWaitingChildren: (f, rng) => {
     const j = activeJob(f, rng);

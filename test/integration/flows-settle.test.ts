@@ -222,10 +222,32 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     const [field, value] = Object.entries(await c.hgetall(side.keys.flowOutbox))[0];
     await Promise.all([relayOutbox(c, side.keys.meta, 0), relayOutbox(c, side.keys.meta, 0)]);
     const [parentId, childKey] = [tree.job.id, field.split(' ')[1]];
-    const again = (await callFunction(c, 'glidemq_settle', top.keys.meta, [parentId, childKey, 'completed', JSON.parse(value).v])) as number[];
+    const again = (await callFunction(c, 'glidemq_settle', top.keys.meta, [1, parentId, childKey, 'completed', JSON.parse(value).v])) as number[];
     expect(again).to.deep.equal([0, 0]);
     expect(await top.getJobState(tree.job.id)).to.equal('waiting');
     expect((await top.getJobCounts()).waiting).to.equal(1);
     expect(await c.hlen(side.keys.flowOutbox)).to.equal(0);
+  });
+  it('one relay drains an outbox of more records than one read takes (each parent queue settled in one call per read)', async () => {
+    const top = queue('top');
+    const side = queue('side');
+    const flow = producer();
+    const children = Array.from({ length: 620 }, (_, i) => ({ name: 'child', queueName: side.name, data: { i } }));
+    const tree = await flow.add({ name: 'parent', queueName: top.name, children });
+    const c = top.client as Redis;
+    const manual = new Worker(side.name, undefined, { connection: server().url, blockTimeout: 1000 });
+    manual.on('error', () => undefined);
+    closers.push(() => manual.close(true));
+    // finished by hand, so no worker relays: every settlement waits in the outbox
+    for (let i = 0; i < children.length; i++) {
+      const child = (await manual.getNextJob('w'))!;
+      await callFunction(c, 'glidemq_finish', side.keys.meta, [child.id, child.claim!.fence, 'w', 'completed', String(child.data.i), -1, 0, '', 1, '0', 30000, 1]);
+    }
+    expect(await c.hlen(side.keys.flowOutbox)).to.equal(children.length);
+    expect(await relayOutbox(c, side.keys.meta, 0)).to.equal(children.length);
+    expect(await c.hlen(side.keys.flowOutbox)).to.equal(0);
+    expect(await top.getJobState(tree.job.id)).to.equal('waiting');
+    const values = await (await top.getJob(tree.job.id))!.getChildrenValues();
+    expect(Object.keys(values)).to.have.length(children.length);
   });
 });

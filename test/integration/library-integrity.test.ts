@@ -18,6 +18,7 @@ import {
 } from '../../src/engine/connecting/library.js';
 import { MaintenanceSession } from '../../src/engine/administering/maintenance.js';
 import { Queue } from '../../src/engine/queue/queue.js';
+import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
 import { Worker } from '../../src/engine/consuming/worker.js';
 import { createRoleUser, ROLES, documentedClusterRules, documentedRoleRules, isNoPerm, libraryCommands, rulesAllow, type Role } from '../helpers/acl.js';
 import { readyCheckWithoutKeyspace } from '../../src/engine/connecting/connection.js';
@@ -255,6 +256,18 @@ describe('library integrity and ACL roles', function () {
         c.disconnect();
       }
       expect((await owner.getJobCounts('waiting', 'delayed'))).to.deep.include({ waiting: 2, delayed: 1 });
+
+      // a flow, as `glidemq flow` and a dashboard read it
+      const flows = new FlowProducer({ connection: server().url });
+      closing.push(flows);
+      const tree = await flows.add({ name: 'parent', queueName: name, children: [{ name: 'child', queueName: name }] });
+      const reader = new FlowProducer({ connection: url(USER.monitor) });
+      closing.push(reader);
+      const read = await reader.getFlow({ id: tree.job.id, queueName: name });
+      expect(read?.children?.map((c) => c.job.name)).to.deep.equal(['child']);
+      const parent = (await monitor.getJob(tree.job.id))!;
+      expect(await parent.getDependenciesCount()).to.deep.include({ unprocessed: 1 });
+      expect((await parent.getDependencies({ unprocessed: { count: 10 } })).unprocessed).to.have.length(1);
     });
 
     it('each role is refused what it does not need', async () => {

@@ -57,7 +57,7 @@ export async function resettleFinishedChildren(client: Client, keys: QueueKeys, 
         repaired++;
         continue;
       }
-      const r = (await callFunction(client, 'glidemq_settle', keys.meta, [id, childKey, kind, (kind === 'completed' ? value : reason) ?? ''])) as number[];
+      const r = (await callFunction(client, 'glidemq_settle', keys.meta, [1, id, childKey, kind, (kind === 'completed' ? value : reason) ?? ''])) as number[];
       if (Number(r[0]) === 1) repaired++;
       if (Number(r[1]) === 1) await relayOutbox(client, keys.meta, 0);
     }

@@ -13,8 +13,8 @@ import { callFunction } from '../connecting/library.js';
 /** How old (server ms) a record must be before maintenance relays it: a live worker relays at once. */
 export const OUTBOX_GRACE_MS = 5000;
 
-/** Records relayed per call at most; the rest on the next. */
-const RELAY_BATCH = 100;
+/** Records read, settled and forgotten per call at most; a relay goes on until the outbox is drained. */
+const RELAY_BATCH = 500;
 
 /** The parent's job key as its queue's meta key and its job id, or undefined for a text that is not one. */
 export function splitJobKey(key: string): { metaKey: string; id: string } | undefined {
@@ -22,31 +22,56 @@ export function splitJobKey(key: string): { metaKey: string; id: string } | unde
   return m ? { metaKey: `${m[1]}:meta`, id: m[2] } : undefined;
 }
 
+/** One outbox record as read: its field and value, and the settlement it asks for (none when unreadable). */
+interface OutboxRecord {
+  field: string;
+  value: string;
+  settle?: { metaKey: string; args: string[] };
+}
+
+function readRecord(field: string, value: string): OutboxRecord {
+  const [parentKey, childKey] = field.split(' ');
+  const parent = splitJobKey(parentKey ?? '');
+  let rec: { k?: unknown; v?: unknown } = {};
+  try {
+    rec = JSON.parse(value) as typeof rec;
+  } catch {
+    /* an unreadable record is forgotten */
+  }
+  if (!parent || !childKey || typeof rec.k !== 'string') return { field, value };
+  return { field, value, settle: { metaKey: parent.metaKey, args: [parent.id, childKey, rec.k, typeof rec.v === 'string' ? rec.v : ''] } };
+}
+
 /**
  * Relays the outbox records of the queue of `metaKey` written at least `minAgeMs` ms ago (server
- * clock). A parent that fails in turn may write a record in its own queue's outbox: that one is
- * relayed too. Returns how many records were relayed.
+ * clock), until none is left: per round, one read, one glidemq_settle per parents' queue with all
+ * of that queue's settlements, and one glidemq_outboxDone. A record is forgotten only after its
+ * settlement was made (a crash between the two leaves it, and its settling again changes nothing).
+ * A parent that fails in turn may write a record in its own queue's outbox: that one is relayed
+ * too. Returns how many records were relayed.
  */
 export async function relayOutbox(client: Client, metaKey: string, minAgeMs = 0): Promise<number> {
-  const r = (await callFunction(client, 'glidemq_outboxList', metaKey, [minAgeMs, RELAY_BATCH])) as string[];
   let relayed = 0;
-  for (let i = 0; i + 1 < r.length; i += 2) {
-    const field = String(r[i]);
-    const value = String(r[i + 1]);
-    const [parentKey, childKey] = field.split(' ');
-    const parent = splitJobKey(parentKey ?? '');
-    let rec: { k?: unknown; v?: unknown } = {};
-    try {
-      rec = JSON.parse(value) as typeof rec;
-    } catch {
-      /* an unreadable record is forgotten below */
+  for (;;) {
+    const r = (await callFunction(client, 'glidemq_outboxList', metaKey, [minAgeMs, RELAY_BATCH])) as string[];
+    if (r.length === 0) return relayed;
+    const records: OutboxRecord[] = [];
+    for (let i = 0; i + 1 < r.length; i += 2) records.push(readRecord(String(r[i]), String(r[i + 1])));
+    const byQueue = new Map<string, string[]>();
+    for (const rec of records) {
+      if (!rec.settle) continue;
+      const args = byQueue.get(rec.settle.metaKey) ?? [];
+      args.push(...rec.settle.args);
+      byQueue.set(rec.settle.metaKey, args);
     }
-    if (parent && childKey && typeof rec.k === 'string') {
-      const reply = (await callFunction(client, 'glidemq_settle', parent.metaKey, [parent.id, childKey, rec.k, typeof rec.v === 'string' ? rec.v : ''])) as number[];
-      if (Number(reply[1]) === 1) relayed += await relayOutbox(client, parent.metaKey, 0);
-    }
-    await callFunction(client, 'glidemq_outboxDone', metaKey, [field, value]);
-    relayed++;
+    const cascades: string[] = [];
+    await Promise.all([...byQueue].map(async ([parentMeta, args]) => {
+      const reply = (await callFunction(client, 'glidemq_settle', parentMeta, [args.length / 4, ...args])) as number[];
+      if (Number(reply[1]) === 1) cascades.push(parentMeta);
+    }));
+    for (const parentMeta of cascades) relayed += await relayOutbox(client, parentMeta, 0);
+    await callFunction(client, 'glidemq_outboxDone', metaKey, [records.length, ...records.flatMap((rec) => [rec.field, rec.value])]);
+    relayed += records.length;
+    if (records.length < RELAY_BATCH) return relayed;
   }
-  return relayed;
 }
