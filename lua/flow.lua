@@ -42,6 +42,41 @@
            parent outside the call that finished), ERR_WRONG_TYPE (a key it writes holds another
            type). All checked before the first write: a refused flow writes nothing.
 
+  glidemq_addFlowPart — stores one part of a flow whose queues span several hash slots (a Valkey
+  Cluster, lua/flow-parts.lua): the nodes of one slot, as glidemq_addFlow stores them, except that
+  a link to a node outside the part is taken as the journal's promise (the part in that node's
+  slot stores it, parents' parts before their children's). The first part also stores the journal
+  (the remaining parts' full arguments) in the queue of KEYS[1], and registers the flow's children
+  of existing parents (links) in those parents' deps. A part whose nodes exist already answers as
+  stored and writes nothing; a first part whose journal exists likewise.
+  KEYS[1..n]  the meta keys of the part's queues (one slot) and of the queues of the parents named in
+           links; KEYS[1] holds the journal and numbers the call.
+  ARGV[1]  maxPayload: as glidemq_addFlow's.
+  ARGV[2]  producer: as glidemq_addFlow's ('' for a part after the first).
+  ARGV[3]  seq: as glidemq_addFlow's.
+  ARGV[4]  answeredBelow: as glidemq_addFlow's.
+  ARGV[5]  flowId: the flow's id, one job key: its first node's (the journal's field).
+  ARGV[6]  journal: '' (a part after the first) or the journal, a JSON object {parts: [{keys, args}]}.
+  ARGV[7]  links: '' or pairs of job keys joined by spaces, '<parentKey> <childKey> ...': an existing
+           parent (not finished) of a queue in KEYS and a child of the flow, registered in the
+           parent's deps (unless the child settled there already).
+  ARGV[8]  count: how many nodes follow, each a group of 12 arguments as glidemq_addFlow's:
+    group.queue: the node's queue, a position in KEYS.
+    group.jobId: the node's job id.
+    group.name: the job's name.
+    group.data: the job's data.
+    group.delay: ms it waits before it may run.
+    group.priority: 0 = none, else 1..2097152.
+    group.lifo: '1' or '0'.
+    group.attempts: attempts before it fails for good.
+    group.opts: '' or a JSON object of options.
+    group.groupSpec: '' or the job's group.
+    group.parents: '' or its parents' job keys (any slot).
+    group.deps: '' or its children's job keys (any slot).
+  Returns  {ts, created}: as glidemq_addFlow's (created 0: the part, or the first part's journal,
+           was stored before).
+  Errors   as glidemq_addFlow's.
+
   glidemq_settle — settles children into their parents of one queue (the relay of outbox records).
   KEYS[1]  meta key of the parents' queue.
   ARGV[1]  count: how many settlements follow (1..10000), each a group of 4 arguments:
@@ -317,16 +352,25 @@ local function checkProducer(a)
   end
 end
 
-register('glidemq_addFlow', function(keys, args)
+-- glidemq_addFlowPart's head: glidemq_addFlow's, with the part's flow id, journal and links (lua/flow-parts.lua)
+local FLOW_PART_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
+  'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ), 'flowId', JOB_KEYS,
+  'journal', ARG.orEmpty(ARG.jsonObject), 'links', JOB_KEYS, 'count', ARG.count }
+
+--[[ Stores the nodes `nodes` (decoded args `a`) in the queues of `keys`: a whole flow
+  (glidemq_addFlow), or with `part` one part of a flow stored across slots (glidemq_addFlowPart). ]]
+local function storeFlow(keys, a, nodes, part)
   local queues, bases = flowQueues(keys)
-  local a, nodes = decodeArgs('glidemq_addFlow', args, FLOW_HEAD, FLOW_NODE, 'count')
   checkProducer(a)
   local pk, kept, low = producerCall(queues[1], a.producer, a.seq, true)
   if kept then return kept end
   -- check phase: every node, every link, every key, before the first write
   local byKey = checkNodes(a, nodes, queues)
+  local journalStored = part and FLOW_PART.checkJournal(queues[1], a)
+  if part then FLOW_PART.promiseLinks(nodes, byKey) end
   local outside = checkLinks(nodes, byKey, bases)
-  local resent = flowExists(nodes)
+  if part then FLOW_PART.restoreLinks(nodes, outside, FLOW_PART.links(a, bases)) end
+  local resent = journalStored or flowExists(nodes)
   if not resent then checkFlowWrites(nodes, outside) end
   local now = serverNow()
   local out = { now, resent and 0 or 1 }
@@ -340,10 +384,23 @@ register('glidemq_addFlow', function(keys, args)
       end
       if n.parents ~= '' then redis.call('HSET', n.jk, 'parents', n.parents) end
     end
-    for key, o in pairs(outside) do redis.call('SADD', FLOW.depsOf(key), unpack(o.children)) end
+    for key, o in pairs(outside) do
+      if #o.children > 0 then redis.call('SADD', FLOW.depsOf(key), unpack(o.children)) end
+    end
+    if part then FLOW_PART.storeJournal(queues[1], a, now) end
   end
   if pk then rememberReply(pk, a.seq, a.answeredBelow, low, out) end
   return out
+end
+
+register('glidemq_addFlow', function(keys, args)
+  local a, nodes = decodeArgs('glidemq_addFlow', args, FLOW_HEAD, FLOW_NODE, 'count')
+  return storeFlow(keys, a, nodes)
+end)
+
+register('glidemq_addFlowPart', function(keys, args)
+  local a, nodes = decodeArgs('glidemq_addFlowPart', args, FLOW_PART_HEAD, FLOW_NODE, 'count')
+  return storeFlow(keys, a, nodes, true)
 end)
 
 register('glidemq_settle', function(keys, args)

@@ -278,6 +278,19 @@ export const TEMPLATES: Record<string, Template> = {
     return [j.id, rng.chance(0.8) ? j.fence : '99', rng.chance(0.8) ? f.consumer : 'fz-other'];
   },
   glidemq_removeChildDependency: (f, rng) => [anyJobId(f, rng)],
+  // a flow stored in parts across slots (lua/flow-parts.lua): a part with a child in another slot, a journal, links
+  glidemq_addFlowPart: (f, rng) => {
+    const n = rng.int(1, 4);
+    const [p, c] = [`fz-part-p${n}`, `fz-part-c${n}`];
+    const node = (id: string, parents: string, deps: string) => ['1', id, 'fz-part', '{"n":1}', '0', '0', '0', '1', '', '', parents, deps];
+    const producer = rng.chance(0.5) ? ['fz-producer-part', String(rng.int(1, 4)), '1'] : ['', '0', '0'];
+    const journal = rng.pick(['', '{"parts":[]}']);
+    const links = rng.chance(0.3) ? `${f.queue.job(anyJobId(f, rng))} ${f.queue.job(c)}` : '';
+    const elsewhere = 'glide:{fz-elsewhere}:job:o1';
+    return ['524288', ...producer, f.queue.job(p), journal, links, '2', ...node(p, '', `${f.queue.job(c)} ${elsewhere}`), ...node(c, f.queue.job(p), '')];
+  },
+  glidemq_flowJournalDone: (f, rng) => [f.queue.job(`fz-part-p${rng.int(1, 4)}`)],
+  glidemq_flowJournalDue: (_f, rng) => [rng.pick(['0', '5000']), String(rng.int(1, 100))],
 };
 
 /** Functions whose KEYS[1] is a broadcast's meta key (lua/broadcast.lua), not a queue's. */

@@ -26,6 +26,8 @@ function describe(r: HealReport): string {
   if (r.counterBefore !== r.counterAfter) parts.push(`list-active counter ${r.counterBefore} → ${r.counterAfter}${c ? ' needed' : ''}`);
   if (r.membersDropped > 0) parts.push(`${c ? 'would drop' : 'dropped'} ${plural(r.membersDropped, 'member')} that no longer are claims`);
   if (r.consumersRemoved > 0) parts.push(`${c ? 'would remove' : 'removed'} ${plural(r.consumersRemoved, 'idle consumer')}`);
+  if (r.flowsRolledForward) parts.push(`${c ? 'would roll forward' : 'rolled forward'} ${plural(r.flowsRolledForward, 'flow')} a producer left half stored`);
+  if (r.settlementsRepaired) parts.push(`${c ? 'would settle' : 'settled'} ${plural(r.settlementsRepaired, 'finished child', 'finished children')} into a waiting parent again`);
   if (parts.length === 0) return colour.dim(`ok (${plural(r.counterAfter, 'priority/LIFO claim')})`);
   return parts.join('; ');
 }
@@ -42,6 +44,8 @@ export function register(program: Command): void {
       `
 Runs glidemq_healListActive (what each worker runs every 10th promotion tick), carried through to
 the end of a re-seed, and removes consumers that hold nothing and have been idle for 5 minutes.
+On a cluster it also rolls forward flows a producer left half stored across hash slots, and settles
+again finished children a failover of their parent's node left counted as unsettled.
 Silent when nothing changed, so it fits cron; --json prints one object per queue per line.
 
 Examples:
@@ -71,12 +75,14 @@ Examples:
               membersDropped: r.membersDropped,
               membersAdded: r.membersAdded,
               consumersRemoved: r.consumersRemoved,
+              flowsRolledForward: r.flowsRolledForward ?? 0,
+              settlementsRepaired: r.settlementsRepaired ?? 0,
               seeded: r.seeded,
               reseeded: r.reseeded,
               drift: r.drift,
               check: r.check,
             });
-          } else if (flags.verbose || r.drift || r.consumersRemoved > 0) {
+          } else if (flags.verbose || r.drift || r.consumersRemoved > 0 || r.flowsRolledForward || r.settlementsRepaired) {
             print(`${r.queue}: ${describe(r)}`);
           }
         }

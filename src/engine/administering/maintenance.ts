@@ -14,6 +14,8 @@ import { acquireClient, closeClient, disconnectClient, isCluster, settleTopology
 import { QueueKeys } from '../shared/keys.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
 import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
+import { resettleFinishedChildren } from './flow-repair.js';
+import { dueFlowJournals, FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 import { encodeRetention, type Retention } from '../producing/options.js';
 
 export interface MaintenanceSettings {
@@ -129,6 +131,10 @@ export interface HealReport {
   check: boolean;
   /** Flow outbox records past their grace period relayed (check mode: found): a crash left them (producing/flow-outbox.ts). */
   outboxRelayed?: number;
+  /** Flows rolled forward (check mode: found) from a journal past its grace period: a producer died storing them in parts across hash slots (producing/flow-journal-replay.ts). */
+  flowsRolledForward?: number;
+  /** Children of other queues that finished but still held a waiting parent (a settlement a failover lost), settled again (check mode: found; flow-repair.ts). */
+  settlementsRepaired?: number;
 }
 
 /** The failed jobs of a reclaim reply: a flat field/value list per job. */
@@ -358,6 +364,16 @@ export class Maintenance {
     report.outboxRelayed = check
       ? ((await callFunction(this.client, 'glidemq_outboxList', this.keys.meta, [OUTBOX_GRACE_MS, 10000])) as unknown[]).length / 2
       : await relayOutbox(this.client, this.keys.meta, OUTBOX_GRACE_MS);
+    // Only a cluster stores a flow in parts, and only there are a child's record and its parent's
+    // settle on two primaries (one server's replica has both or neither): no calls elsewhere.
+    if (isCluster(this.client)) {
+      // flows a producer left half stored across hash slots, rolled forward from their journal
+      report.flowsRolledForward = check
+        ? await dueFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS)
+        : await replayFlowJournals(this.client, this.keys.meta, FLOW_JOURNAL_GRACE_MS);
+      // settlements of children in other queues a failover of the parent's node lost (flow-repair.ts)
+      report.settlementsRepaired = await resettleFinishedChildren(this.client, this.keys, check);
+    }
     report.drift =
       report.reseeded ||
       report.counterBefore !== report.counterAfter ||

@@ -12,6 +12,7 @@ import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
 import { nextRunAfter, parseRecord } from '../scheduling/schedulers.js';
 import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
+import { FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 
 export interface UpkeepResult {
   metricsTrimmed: number;
@@ -27,6 +28,8 @@ export interface UpkeepResult {
   nextDue: number;
   /** Flow outbox records older than the grace period this tick relayed (a crash left them). */
   outboxRelayed?: number;
+  /** Flows this tick rolled forward from a journal older than the grace period (a producer died storing them in parts). */
+  flowsRolledForward?: number;
 }
 
 type ErrorHandler = (err: unknown) => void;
@@ -52,7 +55,8 @@ export class Upkeep {
     const result: UpkeepResult = { metricsTrimmed: Number(r[0]), dedupRemoved: Number(r[1]), fired: [], nextDueIn: Number(r[2]), nextDue: -1 };
     const triples: (string | number)[] = [];
     const outbox = Number(r[4]);
-    for (let i = 5; i + 1 < r.length; i += 2) {
+    const journals = Number(r[5]);
+    for (let i = 6; i + 1 < r.length; i += 2) {
       try {
         const rec = parseRecord(String(r[i + 1]));
         // An interval's next slot is the server's to compute (0); a cron pattern's is its first
@@ -78,6 +82,15 @@ export class Upkeep {
     if (outbox > 0) {
       try {
         result.outboxRelayed = await relayOutbox(this.client(), this.keys.meta, OUTBOX_GRACE_MS);
+      } catch (err) {
+        this.onError(err);
+      }
+    }
+    // flows a producer left half stored across hash slots (a cluster), rolled forward
+    // (producing/flow-journal-replay.ts): asked for only when the queue holds journals
+    if (journals > 0) {
+      try {
+        result.flowsRolledForward = await replayFlowJournals(this.client(), this.keys.meta, FLOW_JOURNAL_GRACE_MS);
       } catch (err) {
         this.onError(err);
       }

@@ -369,6 +369,7 @@ function ensureNewPrimaries(cluster: Cluster): Promise<void> {
 export const READ_ONLY_FUNCTIONS: ReadonlySet<string> = new Set([
   'glidemq_version', 'glidemq_getCounts', 'glidemq_listJobs', 'glidemq_getMetrics', 'glidemq_listClaims',
   'glidemq_ownClaims', 'glidemq_oldestWaiting', 'glidemq_bcSubscriptions', 'glidemq_outboxList',
+  'glidemq_flowJournalDue',
 ]);
 
 function send(client: Client, fn: string, keys: string[], args: (string | number)[]): Promise<unknown> {

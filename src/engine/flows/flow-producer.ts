@@ -3,19 +3,19 @@
  * one back (getFlow). A flow is one node list (flow-nodes.ts) stored by one glidemq_addFlow call
  * (lua/flow.lua): atomic by Valkey, and numbered by the producer's once-only call numbers, so a
  * call re-sent after a lost reply stores nothing twice. Parents wait in 'waiting-children' and run
- * once, after their last child settled.
+ * once, after their last child settled. On a cluster, a flow whose queues span several hash slots
+ * is stored in parts with a journal that maintenance rolls forward (flow-journal.ts).
  */
 import { acquireClient, closeClient, type Acquired, type Client, type ConnectionInput } from '../connecting/connection.js';
 import { callFunction } from '../connecting/library.js';
 import { ReadyConnection } from '../connecting/ready-connection.js';
 import { DEFAULT_PREFIX, QueueKeys, validatePrefix } from '../shared/keys.js';
 import { SafeEmitter } from '../shared/safe-emitter.js';
-import { invalid, NotSupportedError } from '../shared/errors.js';
-import { isCluster } from '../connecting/client-shape.js';
-import { keySlot } from '../connecting/cluster-nodes.js';
+import { invalid } from '../shared/errors.js';
 import { Job, type JobQueueHandle } from '../jobs/job.js';
 import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
+import { addInParts, needsParts } from './flow-journal.js';
 import { encodeNodes, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
 import { addDAG, type DAGFlow } from './dag-nodes.js';
 
@@ -60,15 +60,8 @@ export interface FlowAdded {
 /** Stores `nodes` in one glidemq_addFlow call, numbered for once-only adds. */
 export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAdded & { shapes: (string | number)[][] }> {
   const enc = encodeNodes(nodes);
-  if (isCluster(t.client) && new Set(enc.keys.map(keySlot)).size > 1) {
-    // one call cannot write several slots; the parts and their journal are not there yet (issue 29)
-    throw new NotSupportedError(
-      'ERR_NOT_SUPPORTED',
-      `a flow across queues in different cluster slots (${enc.keys.map((k) => k.slice(0, -':meta'.length)).join(', ')}) is not supported yet: ` +
-        'put the flow\'s jobs in one queue, or run on a standalone or Sentinel server',
-      true,
-    );
-  }
+  // a flow whose queues span several hash slots of a cluster: stored in parts (flow-journal.ts)
+  if (needsParts(t.client, enc)) return { ...(await addInParts(t, nodes, enc)), shapes: enc.shapes };
   const call = t.producer.next();
   try {
     const keys = enc.keys;

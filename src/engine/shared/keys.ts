@@ -94,6 +94,10 @@ export class QueueKeys {
   get waitingChildren() { return `${this.base}:waiting-children`; }
   /** Settlements this queue's children owe to parents in another queue (hash; lua/flow-keys.lua). */
   get flowOutbox() { return `${this.base}:flow-outbox`; }
+  /** Journals of flows stored in parts across hash slots (hash flow id -> its remaining parts, JSON; lua/flow-journal.lua). */
+  get flows() { return `${this.base}:flows`; }
+  /** The same journals by the server's ms they were written (zset), for the replay of one a producer left. */
+  get flowsDue() { return `${this.base}:flows-due`; }
   /** A parent's children not settled yet (set of job keys). */
   deps(id: string) { return `${this.base}:job:${id}:deps`; }
   /** A parent's completed children: child job key → return value JSON. */
@@ -119,7 +123,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['completed', 'zset'], ['failed', 'zset'], ['events', 'stream'], ['schedulers', 'hash'], ['dedup', 'hash'],
     ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
     ['workers', 'hash'], ['workers-expiry', 'zset'], ['removed-finishes', 'hash'],
-    ['waiting-children', 'zset'], ['flow-outbox', 'hash'],
+    ['waiting-children', 'zset'], ['flow-outbox', 'hash'], ['flows', 'hash'], ['flows-due', 'zset'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }
