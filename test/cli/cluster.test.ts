@@ -171,7 +171,7 @@ describe('glidemq CLI on a cluster', function () {
       expect(JSON.parse(waiting.stdout)).to.deep.include({ id: 'r1', unprocessed: 2 });
       const shown = await runCli([...g, 'flow', q, 'r1']);
       expect(shown.code, shown.stderr).to.equal(0);
-      expect(shown.stdout.trim().split('\n')).to.deep.equal(['report #r1  waiting-children (2 unprocessed)', '├─ part #p1  waiting', '└─ part #p2  waiting']);
+      expect(shown.stdout.trim().split('\n')).to.deep.equal(['report  waiting-children (2 unprocessed)  #r1', '├─ part  waiting  #p1', '└─ part  waiting  #p2']);
       const stuck = await runCli([...g, '--json', 'check', 'stuck', q, '--older', '0']);
       expect(stuck.code, stuck.stderr).to.equal(0);
       expect(JSON.parse(stuck.stdout).queues[0].details).to.deep.include({ parentsWaiting: 1, stuckParents: 0 });
@@ -186,7 +186,7 @@ describe('glidemq CLI on a cluster', function () {
       expect(stored.code, stored.stderr).to.equal(0);
       const whole = await runCli([...g, 'flow', q, 't1']);
       expect(whole.code, whole.stderr).to.equal(0);
-      expect(whole.stdout.trim().split('\n')).to.deep.equal(['top #t1  waiting-children (1 unprocessed)', `└─ away #a1 @${other}  waiting`]);
+      expect(whole.stdout.trim().split('\n')).to.deep.equal(['top  waiting-children (1 unprocessed)  #t1', `└─ away @${other}  waiting  #a1`]);
       const port = await c.primaryForSlot(keySlot(new QueueKeys(other, prefix).meta));
       expect(await c.call(port, 'EXISTS', new QueueKeys(other, prefix).job('a1')), 'the child, in the other slot').to.equal(1);
     });
