@@ -75,9 +75,21 @@ FLOW.reachesEveryQueue = function()
 end
 
 -- The queue keys of base `base`: `k` itself when it is that queue (its checked types are kept).
+-- Another queue's table is made once per call and kept on `k` (rawset: `k` makes key names of
+-- other fields), so its checked types are kept too across the children of one call.
 local function queueOf(k, base)
   if base == k.base then return k end
-  return keysFor(base .. ':meta')
+  local known = rawget(k, '__flowQueues')
+  if not known then
+    known = {}
+    rawset(k, '__flowQueues', known)
+  end
+  local q = known[base]
+  if not q then
+    q = keysFor(base .. ':meta')
+    known[base] = q
+  end
+  return q
 end
 
 local checkParents
@@ -87,6 +99,14 @@ local checkParents
 -- parent's own parents.
 local function checkParent(pk, id, kind, depth)
   local jk = jobKey(pk, id)
+  -- a call's children of one parent (a finish batch) check it once per kind
+  local seen = rawget(pk, '__flowChecked')
+  if not seen then
+    seen = {}
+    rawset(pk, '__flowChecked', seen)
+  end
+  if seen[jk .. ' ' .. kind] then return end
+  seen[jk .. ' ' .. kind] = true
   requireKeyType(jk, 'hash')
   requireKeyType(FLOW.depsOf(jk), 'set')
   requireKeyType(FLOW.processedOf(jk), 'hash')

@@ -285,8 +285,10 @@ end
 local function flowExists(nodes)
   local existing, first = 0, nil
   for _, n in ipairs(nodes) do
-    requireKeyType(n.jk, 'hash')
-    if redis.call('EXISTS', n.jk) == 1 then
+    -- one TYPE answers both: 'none' (new), 'hash' (exists), anything else (another program's key)
+    local t = redis.call('TYPE', n.jk)['ok']
+    if t ~= 'none' then
+      if t ~= 'hash' then requireKeyType(n.jk, 'hash') end
       existing = existing + 1
       first = first or n.jk
     end
@@ -300,9 +302,13 @@ end
 
 -- The types of every key the write phase writes; the state of every parent outside the call.
 local function checkFlowWrites(nodes, outside)
+  local checked = {} -- a queue's keys are checked once, however many of its jobs the flow holds
   for _, n in ipairs(nodes) do
-    requireTypes(n.k, INSERT_JOB_WRITES)
-    requireTypes(n.k, FLOW_QUEUE_TYPES)
+    if not checked[n.k] then
+      checked[n.k] = true
+      requireTypes(n.k, INSERT_JOB_WRITES)
+      requireTypes(n.k, FLOW_QUEUE_TYPES)
+    end
     if n.group then groupRequireTypes(n.k, n.group.id) end
     if #n.depList > 0 then requireKeyType(FLOW.depsOf(n.jk), 'set') end
   end
@@ -375,7 +381,13 @@ local function storeFlow(keys, a, nodes, part)
   local now = serverNow()
   local out = { now, resent and 0 or 1 }
   if not resent then
-    for _, n in ipairs(nodes) do ensureQueue(n.k) end
+    local ensured = {}
+    for _, n in ipairs(nodes) do
+      if not ensured[n.k] then
+        ensured[n.k] = true
+        ensureQueue(n.k)
+      end
+    end
     for _, n in ipairs(nodes) do
       if #n.depList > 0 then
         insertParent(n, now)
