@@ -1,4 +1,4 @@
-/** A job as a processor and an inspector see it: its stored fields, and what a running job may do. */
+/** A job as a processor and an inspector see it: its stored fields (job-record.ts), and what it may do: its claim, its queue, the calls that change it. */
 import type { Client } from '../connecting/connection.js';
 import { invalid, StaleClaimError, UnrecoverableError } from '../shared/errors.js';
 import * as edits from './job-edits.js';
@@ -6,10 +6,8 @@ import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from '../connecting/library.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
-import { readJobState, type JobState, type JobStateName } from '../inspecting/job-queries.js';
-import { pairsToRecord } from '../shared/replies.js';
-import { parseStacktrace } from '../shared/stacktrace.js';
-import { num, parseJson, readData, readOptions, type JobOpts } from './job-fields.js';
+import { readJobState, type JobStateName } from '../inspecting/job-queries.js';
+import { JobRecord } from './job-record.js';
 import { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
 import { relayOutbox } from '../producing/flow-outbox.js';
 import {
@@ -18,7 +16,6 @@ import {
   dependenciesCount,
   failedChildrenValues,
   ignoredChildrenFailures,
-  parentOf,
   type Dependencies,
   type DependenciesCount,
   type DependenciesOptions,
@@ -27,9 +24,6 @@ import {
 
 // Claim replies and their helpers live in claims.ts; their importers still find them here.
 export { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
-
-/** Every job without stacks shares this one (frozen) array: no allocation per job. */
-const NO_STACKS: string[] = Object.freeze([]) as unknown as string[];
 
 export type { JobState } from '../inspecting/job-queries.js';
 
@@ -66,56 +60,9 @@ export interface JobSource extends JobQueueHandle {
   addJobLog(id: string, line: string, keepLogs?: number): Promise<number>;
 }
 
-export class Job<D = any, R = any> {
-  id = '';
-  name = '';
-  data: D = {} as D;
-  opts: JobOpts = {
-    attempts: 1,
-    delay: 0,
-    priority: 0,
-    lifo: false,
-  };
-  state: JobState = 'unknown';
-  /**
-   * The ms the job waits from when it was last scheduled until it is due, as BullMQ keeps it: live,
-   * not the add option. A delayed add, a backoff retry, changeDelay and moveToDelayed store theirs;
-   * promotion stores 0. As stored when this handle read the job (getJob shows it now).
-   */
-  delay = 0;
-  timestamp = 0;
-  attemptsMade = 0;
-  stalledCount = 0;
-  progress: unknown = 0;
-  /** The processor's result once the job completed; null before (BullMQ starts it so too). */
-  returnvalue: R | null = null;
-  // A field the job does not have reads undefined, as in BullMQ: failedReason before a failure,
-  // processedOn before a claim, finishedOn before the job finished, groupId outside a group.
-  /** Why the last attempt failed (kept while a retry waits; cleared by job.retry()). */
-  failedReason?: string;
-  /** The error stacks of its failed attempts, oldest first, the newest 10 kept, each cut to 4 KiB (BullMQ's job.stacktrace; stacktrace.ts). */
-  stacktrace: string[] = NO_STACKS;
-  processedOn?: number;
-  finishedOn?: number;
-  /** The group the job runs in (job option `group.id`). */
-  groupId?: string;
-  /** A flow child's (first) parent: its id and its queue's key (`<prefix>:{<queue>}`), as BullMQ's job.parent. */
-  parent?: { id: string; queueKey: string };
-  /** A flow child's (first) parent's job key (`<prefix>:{<queue>}:job:<id>`), as BullMQ's job.parentKey. */
-  parentKey?: string;
+export class Job<D = any, R = any> extends JobRecord<D, R> {
   /** @internal the claim, set while a worker runs this job */
   claim: Claim | undefined;
-  /** @internal why a worker must not run this job (its hash is corrupt or not glidemq's), if so */
-  unusable: string | undefined;
-  /** @internal the raw hash fields */
-  raw: Record<string, string> = {};
-  /** On a job queue.add returned: whether that call created it (false: an existing job's id). */
-  created?: boolean;
-  /** On a job queue.add returned: 'blocked' when deduplication refused the add (the id is the
-   * earlier job's), 'debounced' when the earlier delayed job took the new data and delay. */
-  deduplicated?: 'blocked' | 'debounced';
-  /** True once moveToDelayed parked this job: the worker then stores no outcome for the run. */
-  moved = false;
 
   /**
    * The running claim's token (BullMQ's lock token: the processor's second argument), or undefined
@@ -141,11 +88,6 @@ export class Job<D = any, R = any> {
     return (this.claim?.keys ?? this.queue?.keys)?.base;
   }
 
-  /** The job's deduplication id (job option `deduplication.id` or `dedup.id`), else undefined. */
-  get deduplicationId(): string | undefined {
-    return this.opts.deduplication?.id ?? this.opts.dedup?.id;
-  }
-
   /** Activations so far, this one included (each claim takes the next fence). */
   get attemptsStarted(): number {
     // startsBase: the fence when a retry asked to count from 0 again (lua/job-edit.lua)
@@ -168,39 +110,7 @@ export class Job<D = any, R = any> {
 
   /** A job from its hash fields (a flat name/value list or a record). */
   static fromFields(fields: string[] | Record<string, string>): Job {
-    let h: Record<string, string>;
-    if (Array.isArray(fields)) {
-      h = pairsToRecord<string>(fields);
-    } else {
-      h = fields;
-    }
-    const job = new Job();
-    job.raw = h;
-    job.id = h.id ?? '';
-    job.name = h.name ?? '';
-    const data = readData(h);
-    job.data = data.value;
-    job.unusable = data.unusable;
-    const opts = readOptions(h);
-    job.delay = opts.delay ?? 0;
-    job.opts = opts;
-    // the application's creation time (job option timestamp) when it gave one, else the server's
-    job.timestamp = typeof opts.timestamp === 'number' ? opts.timestamp : num(h.ts, 0);
-    job.attemptsMade = num(h.attemptsMade, 0);
-    job.stalledCount = num(h.stalledCount, 0);
-    job.progress = h.progress === undefined ? 0 : parseJson(h.progress, h.progress);
-    job.returnvalue = h.returnvalue === undefined ? null : parseJson(h.returnvalue, h.returnvalue);
-    job.failedReason = h.failedReason;
-    if (h.stacktrace !== undefined) job.stacktrace = parseStacktrace(h.stacktrace);
-    job.finishedOn = h.finishedOn ? Number(h.finishedOn) : undefined;
-    job.groupId = h.grp;
-    job.state = (h.state as JobState) ?? 'unknown';
-    job.processedOn = h.processedOn ? Number(h.processedOn) : undefined;
-    if (h.parents !== undefined) {
-      job.parent = parentOf(h.parents);
-      job.parentKey = h.parents.split(' ')[0];
-    }
-    return job;
+    return new Job().assign(fields);
   }
 
   // ---- Changing the job from any handle (BullMQ's Job API; src/engine/jobs/job-edits.ts) ----
@@ -569,25 +479,6 @@ export class Job<D = any, R = any> {
    */
   waitUntilFinished(queueEvents: import('../inspecting/queue-events.js').QueueEvents, ttl?: number): Promise<R> {
     return queueEvents.untilFinished(this.id, ttl) as Promise<R>;
-  }
-
-  toJSON() {
-    return {
-      id: this.id,
-      name: this.name,
-      state: this.state,
-      data: this.data,
-      opts: this.opts,
-      delay: this.delay,
-      timestamp: this.timestamp,
-      attemptsMade: this.attemptsMade,
-      stalledCount: this.stalledCount,
-      progress: this.progress,
-      returnvalue: this.returnvalue,
-      failedReason: this.failedReason,
-      processedOn: this.processedOn,
-      finishedOn: this.finishedOn,
-    };
   }
 
   protected requireClaim(op: string): Claim {
