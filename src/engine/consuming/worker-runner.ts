@@ -34,6 +34,8 @@ export interface Run<D = any, R = any> {
    * a few µs per job, as much as the rest of a job's client work: see takesSignal).
    */
   abort?: AbortController;
+  /** The fence of a claim the server said was lost while the run goes on (its processor may ignore the abort). */
+  lostFence?: string;
 }
 
 /**
@@ -156,7 +158,10 @@ export class Runner<D = any, R = any> {
    * left out (the finish may land first, and the lock it ends is not lost).
    */
   collectHeld(held: Job[]): void {
-    for (const run of this.active.values()) if (!run.finishing && !run.job.moved) held.push(run.job);
+    for (const run of this.active.values()) {
+      // a claim the server said was lost is renewed no more (nor told lost again at each heartbeat)
+      if (!run.finishing && !run.job.moved && run.lostFence !== run.job.claim?.fence) held.push(run.job);
+    }
   }
 
   /**
@@ -167,7 +172,8 @@ export class Runner<D = any, R = any> {
   lose(id: string, fence: string): boolean | undefined {
     const run = this.active.get(id);
     if (!run) return undefined;
-    if (run.finishing || run.job.claim?.fence !== fence) return false;
+    if (run.finishing || run.job.claim?.fence !== fence || run.lostFence === fence) return false;
+    run.lostFence = fence;
     run.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
     return true;
   }
