@@ -204,10 +204,11 @@ local function planFinish(k, j, consumer, seen, announce)
   local cur
   if j.outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'parents')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow')
   else
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'parents', 'attemptsMade', 'attempts')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'attemptsMade', 'attempts')
   end
+  -- a flow job (FLOW.mark): a parent's dependency keys are deleted with it, a child's parents settled
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
   -- mark) recorded it: this call repeats it
   if not cur[1] then return removedFinish(k, id, j.fence) or 'missing' end
@@ -250,13 +251,15 @@ local function planFinish(k, j, consumer, seen, announce)
     seen[id] = ((status == 'completed' or status == 'failed') and keep == '0') and 'missing' or 'stale'
   end
   -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
-  -- with no parents pays only the `parents` field of the read above
+  -- outside flows pays only the `flow` field of the read above
   local flow = nil
-  if cur[7] and (status == 'completed' or status == 'failed') then
+  j.kids = FLOW.hasChildren(cur[7])
+  local parents = FLOW.hasParents(cur[7]) and redis.call('HGET', jk, 'parents') or nil
+  if parents and (status == 'completed' or status == 'failed') then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then
-      FLOW.checkParents(k, cur[7], kind)
-      flow = { parents = cur[7], kind = kind }
+      FLOW.checkParents(k, parents, kind)
+      flow = { parents = parents, kind = kind }
       lists = true -- a parent released inline may go to the priority or LIFO list
     end
   end
@@ -322,7 +325,7 @@ local function applyFinish(k, j, status, jk, src, sid, made, now, announce, list
   local id, value = j.jobId, j.value
   if src ~= 's' then releaseClaim(k, id, src, sid) end
   if status == 'completed' then
-    local gone = settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value)
+    local gone = settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value, j.kids)
     if listen then
       emit(k, 'completed', id, 'returnvalue', value)
     elseif announce then

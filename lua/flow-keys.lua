@@ -32,6 +32,17 @@ local MAX_DEPTH = 100 -- parents failed up a chain in one call (a flow is valida
 local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset', 'events', 'stream', 'scheduled', 'zset', 'wake', 'stream' }
 local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
 
+-- A flow job's hash keeps `flow`: 'p' (it has children, so dependency keys its removal deletes),
+-- 'c' (it has parents, in its `parents` field) or 'pc'. A finish reads this one field, which a job
+-- outside flows lacks, and reads `parents` only when it says 'c'.
+FLOW.mark = function(jk, role)
+  local cur = redis.call('HGET', jk, 'flow') or ''
+  if string.find(cur, role, 1, true) then return end
+  redis.call('HSET', jk, 'flow', role == 'p' and ('p' .. cur) or (cur .. 'c'))
+end
+FLOW.hasChildren = function(role) return role ~= nil and role ~= false and string.find(role, 'p', 1, true) ~= nil end
+FLOW.hasParents = function(role) return role ~= nil and role ~= false and string.find(role, 'c', 1, true) ~= nil end
+
 -- The sub-keys of job key `jk`.
 FLOW.depsOf = function(jk) return jk .. ':deps' end
 FLOW.processedOf = function(jk) return jk .. ':processed' end

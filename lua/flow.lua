@@ -328,7 +328,8 @@ end
 -- and its place in the queue's waiting-children set (scored by the server's now).
 local function insertParent(n, now)
   local k, id, jk = n.k, n.jobId, n.jk
-  local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children' }
+  -- flow 'p' (or 'pc' with parents): it has dependency keys, which its removal deletes (FLOW.mark)
+  local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children', 'flow', n.parents ~= '' and 'pc' or 'p' }
   local function put(f, v)
     fields[#fields + 1] = f
     fields[#fields + 1] = v
@@ -394,10 +395,13 @@ local function storeFlow(keys, a, nodes, part)
       else
         insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group)
       end
-      if n.parents ~= '' then redis.call('HSET', n.jk, 'parents', n.parents) end
+      if n.parents ~= '' then redis.call('HSET', n.jk, 'parents', n.parents, 'flow', #n.depList > 0 and 'pc' or 'c') end
     end
     for key, o in pairs(outside) do
-      if #o.children > 0 then redis.call('SADD', FLOW.depsOf(key), unpack(o.children)) end
+      if #o.children > 0 then
+        redis.call('SADD', FLOW.depsOf(key), unpack(o.children))
+        FLOW.mark(key, 'p')
+      end
     end
     if part then FLOW_PART.storeJournal(queues[1], a, now) end
   end
@@ -506,6 +510,7 @@ register('glidemq_removeChildDependency', function(keys, args)
   FLOW.checkParents(k, parents, 'remove')
   local relay = FLOW.settleParents(k, jk, parents, 'remove', '', serverNow())
   redis.call('HDEL', jk, 'parents')
+  if FLOW.hasChildren(redis.call('HGET', jk, 'flow')) then redis.call('HSET', jk, 'flow', 'p') else redis.call('HDEL', jk, 'flow') end
   return { 1, relay and 1 or 0 }
 end)
 end

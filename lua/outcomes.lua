@@ -68,10 +68,19 @@ end
 -- its hash and finished set, then applies retention. A rule that removes the job at once ('0')
 -- only removes it: the writes the removal would undo are skipped, and the outcome is still
 -- announced by the caller's event. Returns true when the job is gone (removed by its rule).
-settle = function(k, jk, id, setKey, keep, now, made, state, field, value)
+settle = function(k, jk, id, setKey, keep, now, made, state, field, value, kids)
   if keep == '0' then
-    -- (a parent's dependency keys go with it: one DEL either way)
-    redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
+    -- a parent's dependency keys go with it (its hash's `flow` says so, FLOW.mark); `kids` is
+    -- what the caller read of it, nil when it did not read it
+    if kids == nil then
+      local role = redis.call('HGET', jk, 'flow')
+      kids = role ~= false and string.find(role, 'p', 1, true) ~= nil
+    end
+    if kids then
+      redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
+    else
+      redis.call('DEL', jk, jk .. ':logs')
+    end
     return true
   end
   redis.call('HDEL', jk, 'owner', 'lockedAt', 'src', 'ns', 'nsr', 'terms')

@@ -176,6 +176,26 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     expect(parentRuns).to.deep.equal([{ [side.keys.job(child.id)]: 7 }]);
   });
 
+  it('a parent removed on completion takes its dependency keys with it (the hash field flow marks a parent)', async () => {
+    const top = queue('top');
+    const side = queue('side');
+    const flow = producer();
+    const tree = await flow.add({
+      name: 'parent',
+      queueName: top.name,
+      opts: { removeOnComplete: true },
+      children: [{ name: 'child', queueName: side.name, opts: { removeOnComplete: true } }, { name: 'kept', queueName: top.name }],
+    });
+    const c = top.client as Redis;
+    const parentKey = top.keys.job(tree.job.id);
+    expect(await c.hget(parentKey, 'flow')).to.equal('p');
+    expect(await c.hget(side.keys.job(tree.children![0].job.id), 'flow')).to.equal('c');
+    worker(side, async () => 'a');
+    worker(top, async () => 'b');
+    await waitFor(async () => (await c.exists(parentKey)) === 0, 'the parent to complete and be removed');
+    expect(await c.exists(`${parentKey}:processed`, `${parentKey}:deps`, `${parentKey}:failed`, `${parentKey}:ignored`)).to.equal(0);
+  });
+
   it('an outbox record relayed twice, and again after it was done, settles the parent once', async () => {
     const top = queue('top');
     const side = queue('side');
