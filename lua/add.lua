@@ -76,20 +76,11 @@
            write: a refused call adds nothing.
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
-local MAX_CALL_SEQ = 99999999999999 -- 14 digits: Lua writes it exactly as a hash field name
-local PRODUCER = kind("'' or a producer id (1 to 64 letters, digits, '_' or '-')", function(v)
-  if v == '' or (#v <= 64 and not string.find(v, '[^%w_%-]')) then return v end
-  return nil
-end)
-local JOB_NAME = kind('a non-empty string of at most ' .. MAX_JOB_NAME_LEN .. ' bytes', function(v)
-  if v ~= '' and #v <= MAX_JOB_NAME_LEN then return v end
-  return nil
-end)
-local ADD_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
-  'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ), 'count', ARG.count }
-local ADD_DATA_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
-  'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ),
-  'name', JOB_NAME, 'delay', ARG.ms, 'priority', ARG.int(0, MAX_PRIORITY), 'lifo', ARG.flag,
+local ADD_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', ARG.producer,
+  'seq', ARG.callSeq, 'answeredBelow', ARG.callSeq, 'count', ARG.count }
+local ADD_DATA_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', ARG.producer,
+  'seq', ARG.callSeq, 'answeredBelow', ARG.callSeq,
+  'name', ARG.jobName, 'delay', ARG.ms, 'priority', ARG.int(0, MAX_PRIORITY), 'lifo', ARG.flag,
   'attempts', ARG.int(1, MAX_SAFE_INT), 'opts', JOB_OPTS, 'count', ARG.count }
 local ADD_DATA_JOB = { 'data', ARG.any }
 local ADD_JOB = {
@@ -101,7 +92,7 @@ local ADD_JOB = {
     if string.find(v, '^%-?%d+$') then return nil end
     return ARG.jobId.check(v)
   end),
-  'name', JOB_NAME,
+  'name', ARG.jobName,
   'data', ARG.any,
   'delay', ARG.ms,
   'priority', ARG.int(0, MAX_PRIORITY),
@@ -195,18 +186,10 @@ local function checkAddCall(k, a, jobs)
   end
 end
 
--- producer, seq and answeredBelow of either function's head: all three or none.
-local function checkProducerArgs(fn, a)
-  if (a.producer == '') ~= (a.seq == 0) or (a.seq > 0 and (a.answeredBelow < 1 or a.answeredBelow > a.seq)) then
-    refuse('ERR_INVALID', fn .. ': producer, seq and answeredBelow go together: a producer id with ' ..
-      'seq >= 1 and 1 <= answeredBelow <= seq, or \'\', 0, 0 (got seq ' .. a.seq .. ', answeredBelow ' .. a.answeredBelow .. ')')
-  end
-end
-
 register('glidemq_add', function(keys, args)
   local k = keysFor(keys[1])
   local a, jobs = decodeArgs('glidemq_add', args, ADD_HEAD, ADD_JOB, 'count')
-  checkProducerArgs('glidemq_add', a)
+  ARG.checkProducerCall('glidemq_add', a)
   local pk, kept, low = producerCall(k, a.producer, a.seq)
   if kept then return kept end
   checkAddCall(k, a, jobs)
@@ -265,7 +248,7 @@ local EXISTS_BATCH = 1000 -- job keys per EXISTS (unpack's limit is a few thousa
 register('glidemq_addData', function(keys, args)
   local k = keysFor(keys[1])
   local a, jobs = decodeArgs('glidemq_addData', args, ADD_DATA_HEAD, ADD_DATA_JOB, 'count')
-  checkProducerArgs('glidemq_addData', a)
+  ARG.checkProducerCall('glidemq_addData', a)
   -- (a repeated call's reply is all numbers: ts and the runs of ids)
   local pk, kept, low = producerCall(k, a.producer, a.seq, true)
   if kept then return kept end

@@ -127,15 +127,6 @@
   Errors   ERR_JOB_NOT_FOUND (no such job), ERR_INVALID, ERR_WRONG_TYPE.
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
-local MAX_CALL_SEQ = 99999999999999
-local PRODUCER = kind("'' or a producer id (1 to 64 letters, digits, '_' or '-')", function(v)
-  if v == '' or (#v <= 64 and not string.find(v, '[^%w_%-]')) then return v end
-  return nil
-end)
-local JOB_NAME = kind('a non-empty string of at most ' .. MAX_JOB_NAME_LEN .. ' bytes', function(v)
-  if v ~= '' and #v <= MAX_JOB_NAME_LEN then return v end
-  return nil
-end)
 -- Job keys joined by spaces ('' for none), each <base>:job:<id> with a job id as ARG.jobId takes.
 local JOB_KEYS = kind("'' or job keys (<prefix>:{<queue>}:job:<id>) joined by spaces", function(v)
   for w in string.gmatch(v, '%S+') do
@@ -144,15 +135,15 @@ local JOB_KEYS = kind("'' or job keys (<prefix>:{<queue>}:job:<id>) joined by sp
   end
   return v
 end)
-local FLOW_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
-  'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ), 'count', ARG.count }
+local FLOW_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', ARG.producer,
+  'seq', ARG.callSeq, 'answeredBelow', ARG.callSeq, 'count', ARG.count }
 local FLOW_NODE = {
   'queue', ARG.int(1, MAX_COUNT),
   'jobId', kind("a job id (1 to 256 bytes, no ':', '{', '}', whitespace or control characters) that is not a whole number", function(v)
     if string.find(v, '^%-?%d+$') then return nil end
     return ARG.jobId.check(v)
   end),
-  'name', JOB_NAME,
+  'name', ARG.jobName,
   'data', ARG.any,
   'delay', ARG.ms,
   'priority', ARG.int(0, MAX_PRIORITY),
@@ -351,24 +342,16 @@ local function insertParent(n, now)
   emit(k, 'waiting-children', id)
 end
 
--- producer, seq and answeredBelow: all three or none (as glidemq_add's).
-local function checkProducer(a)
-  if (a.producer == '') ~= (a.seq == 0) or (a.seq > 0 and (a.answeredBelow < 1 or a.answeredBelow > a.seq)) then
-    refuse('ERR_INVALID', 'glidemq_addFlow: producer, seq and answeredBelow go together: a producer id with ' ..
-      'seq >= 1 and 1 <= answeredBelow <= seq, or \'\', 0, 0 (got seq ' .. a.seq .. ', answeredBelow ' .. a.answeredBelow .. ')')
-  end
-end
-
 -- glidemq_addFlowPart's head: glidemq_addFlow's, with the part's flow id, journal and links (lua/flow-parts.lua)
-local FLOW_PART_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', PRODUCER,
-  'seq', ARG.int(0, MAX_CALL_SEQ), 'answeredBelow', ARG.int(0, MAX_CALL_SEQ), 'flowId', JOB_KEYS,
+local FLOW_PART_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', ARG.producer,
+  'seq', ARG.callSeq, 'answeredBelow', ARG.callSeq, 'flowId', JOB_KEYS,
   'journal', ARG.orEmpty(ARG.jsonObject), 'links', JOB_KEYS, 'count', ARG.count }
 
 --[[ Stores the nodes `nodes` (decoded args `a`) in the queues of `keys`: a whole flow
   (glidemq_addFlow), or with `part` one part of a flow stored across slots (glidemq_addFlowPart). ]]
 local function storeFlow(keys, a, nodes, part)
   local queues, bases = flowQueues(keys)
-  checkProducer(a)
+  ARG.checkProducerCall('glidemq_addFlow', a)
   local pk, kept, low = producerCall(queues[1], a.producer, a.seq, true)
   if kept then return kept end
   -- check phase: every node, every link, every key, before the first write

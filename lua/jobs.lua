@@ -6,6 +6,11 @@
 ]]
 
 local MAX_JOB_NAME_LEN = 1024 -- bytes of a job name (src/engine/producing/options.ts MAX_JOB_NAME_BYTES agrees)
+-- The argument kind of a job's name (glidemq_add, glidemq_addData, glidemq_addFlow).
+ARG.jobName = kind('a non-empty string of at most ' .. MAX_JOB_NAME_LEN .. ' bytes', function(v)
+  if v ~= '' and #v <= MAX_JOB_NAME_LEN then return v end
+  return nil
+end)
 
 -- The queue keys insertJob and nextJobId may write, as requireTypes takes them: a caller checks
 -- them (or the ones its jobs need) before its first write. A group job also writes its group's

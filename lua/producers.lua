@@ -18,6 +18,23 @@
 local producerCall, rememberReply
 do
 local MAX_KEPT = 10000 -- replies kept per producer: a client may have this many calls unanswered
+local MAX_CALL_SEQ = 99999999999999 -- 14 digits: Lua writes it exactly as a hash field name
+
+-- The argument kinds of a once-only call's producer id and call numbers (seq, answeredBelow).
+ARG.producer = kind("'' or a producer id (1 to 64 letters, digits, '_' or '-')", function(v)
+  if v == '' or (#v <= 64 and not string.find(v, '[^%w_%-]')) then return v end
+  return nil
+end)
+ARG.callSeq = ARG.int(0, MAX_CALL_SEQ)
+
+-- Refuses a call of `fn` whose producer, seq and answeredBelow (decoded in `a`) do not go
+-- together: a producer id with seq >= 1 and 1 <= answeredBelow <= seq, or '', 0, 0.
+ARG.checkProducerCall = function(fn, a)
+  if (a.producer == '') ~= (a.seq == 0) or (a.seq > 0 and (a.answeredBelow < 1 or a.answeredBelow > a.seq)) then
+    refuse('ERR_INVALID', fn .. ': producer, seq and answeredBelow go together: a producer id with ' ..
+      'seq >= 1 and 1 <= answeredBelow <= seq, or \'\', 0, 0 (got seq ' .. a.seq .. ', answeredBelow ' .. a.answeredBelow .. ')')
+  end
+end
 local DROP_BATCH = 1000 -- call numbers dropped per call at most (the rest on later calls)
 local PRODUCER_TTL_MS = 3600000 -- one hour after a producer's last call
 
