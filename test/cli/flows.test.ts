@@ -64,6 +64,7 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
       id: 'report-1',
       queue: name,
       name: 'report',
+      created: true,
       children: [
         { id: 'sales', queue: sources, name: 'fetch', children: [] },
         { id: 'costs', queue: sources, name: 'fetch', children: [{ id: 'dl', queue: sources, name: 'download', children: [] }] },
@@ -85,7 +86,12 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
     // --flow - reads the flow from stdin; a bad one names stdin
     const piped = await cli(['--json', 'enqueue', name, '--flow', '-'], { input: JSON.stringify({ name: 'piped', opts: { jobId: 'piped-1' }, children: [{ name: 'c' }] }) });
     expect(piped.code, piped.stderr).to.equal(0);
-    expect(JSON.parse(piped.stdout)).to.deep.include({ id: 'piped-1', name: 'piped' });
+    expect(JSON.parse(piped.stdout)).to.deep.include({ id: 'piped-1', name: 'piped', created: true });
+    // the same flow again: its ids name existing jobs, so nothing is added, and the command says so
+    const again = await cli(['enqueue', name, '--flow', '-'], { input: JSON.stringify({ name: 'piped', opts: { jobId: 'piped-2' }, children: [{ name: 'c', opts: { jobId: 'piped-c' } }] }) });
+    expect(again.code, again.stderr).to.equal(0);
+    const twice = await cli(['enqueue', name, '--flow', '-'], { input: JSON.stringify({ name: 'piped', opts: { jobId: 'piped-2' }, children: [{ name: 'c', opts: { jobId: 'piped-c' } }] }) });
+    expect(twice.stderr).to.match(/already existed .*nothing added/);
     const bad = await cli(['enqueue', name, '--flow', '-'], { input: '{"name": "x", "kids": []}' });
     expect(bad.code).to.equal(2);
     expect(bad.stderr.trim()).to.equal('glidemq: stdin: the top job: unknown field "kids" (a job has "name", "queueName", "data", "opts", "children")');

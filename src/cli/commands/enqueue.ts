@@ -173,18 +173,22 @@ async function enqueueFlow(ctx: CommandContext, queue: string, file: string, giv
     },
     { creates: true },
   );
+  // a flow whose jobs existed already (ids in the file naming existing jobs) stored nothing
+  const existed = 'job' in added ? added.job.created === false : [...added.values()].some((j) => j.created === false);
   if (added instanceof Map) {
     // a DAG: each node's job by the node's name, in the file's order
     const nodes = [...added].map(([node, job]) => ({ node, id: job.id, queue: job.queueName ?? queue }));
-    if (ctx.json) printJsonLine({ nodes: Object.fromEntries(nodes.map((n) => [n.node, { id: n.id, queue: n.queue }])) });
+    if (ctx.json) printJsonLine({ nodes: Object.fromEntries(nodes.map((n) => [n.node, { id: n.id, queue: n.queue }])), created: !existed });
     else printLines(nodes.map((n) => `${n.id}  ${n.node}${n.queue === queue ? '' : `  @${n.queue}`}`));
-    info(`enqueued a DAG of ${plural(flow.jobs, 'job')}`);
+    if (existed) notice(`the DAG's jobs already existed in ${queue}: nothing added (the file's job ids name existing jobs)`);
+    else info(`enqueued a DAG of ${plural(flow.jobs, 'job')}`);
     return 0;
   }
   const tree = addedTree(added, queue);
-  if (ctx.json) printJsonLine(tree);
+  if (ctx.json) printJsonLine({ ...tree, created: !existed });
   else printLines(treeLines(idTree(tree)));
-  info(`enqueued a flow of ${plural(flow.jobs, 'job')} (top job ${tree.id} in ${tree.queue})`);
+  if (existed) notice(`the flow's jobs already existed (top job ${tree.id} in ${tree.queue}): nothing added (the file's job ids name existing jobs)`);
+  else info(`enqueued a flow of ${plural(flow.jobs, 'job')} (top job ${tree.id} in ${tree.queue})`);
   return 0;
 }
 

@@ -73,12 +73,14 @@ export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAd
 }
 
 /** The Job an added node describes (the fields getJob reads back), with a handle on its queue. */
-export function addedJob(n: FlowNode, shape: (string | number)[], ts: number, handle: (keys: QueueKeys) => JobQueueHandle): Job {
+export function addedJob(n: FlowNode, shape: (string | number)[], ts: number, handle: (keys: QueueKeys) => JobQueueHandle, created = true): Job {
   const fields = addedFields(n.id, String(shape[2]), shape, ts);
   if (n.parents.length) fields.parents = n.parents.join(' ');
   const job = Job.fromFields(fields);
   job.state = n.deps.length ? 'waiting-children' : job.opts.delay ? 'delayed' : job.opts.priority ? 'prioritized' : 'waiting';
   job.queue = handle(nodeKeys(n));
+  // false: the flow's jobs existed already (a resend, or ids naming existing jobs): nothing was written
+  job.created = created;
   return job;
 }
 
@@ -128,9 +130,9 @@ export class FlowProducer extends SafeEmitter {
     await this.waitUntilReady();
     const all = lists.flat();
     this.producerKeys.add(nodeKeys(all[0]).producer(this.producer.id));
-    const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, all);
+    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, all);
     const jobs = new Map<FlowNode, Job>();
-    all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
+    all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys), created)));
     return lists.map((nodes) => treeOf(nodes, jobs));
   }
 
@@ -138,9 +140,9 @@ export class FlowProducer extends SafeEmitter {
   async addNodes(nodes: FlowNode[]): Promise<Map<FlowNode, Job>> {
     await this.waitUntilReady();
     if (nodes.length) this.producerKeys.add(nodeKeys(nodes[0]).producer(this.producer.id));
-    const { ts, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, nodes);
+    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, nodes);
     const jobs = new Map<FlowNode, Job>();
-    nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys))));
+    nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys), created)));
     return jobs;
   }
 
