@@ -64,6 +64,8 @@ local JOB_OPTS
 do
 local MAX_RETENTION_AGE_S = 9007199254740 -- seconds whose ms fit 2^53 - 1 (a literal: no math at load)
 local why = '' -- the last refusal's reason, for the expectation (built on refusal)
+-- option texts that passed the check (the check depends on the text alone), and how many
+local goodOpts, goodOptsCount = {}, 0
 
 local function wholeIn(v, min)
   return type(v) == 'number' and v >= min and v <= MAX_SAFE_INT and v % 1 == 0
@@ -108,7 +110,7 @@ end
 JOB_OPTS = kind(function()
   return "'' or a JSON object of job options (" .. why .. ')'
 end, function(v)
-  if v == '' then return v end
+  if v == '' or goodOpts[v] then return v end
   local ok, o = pcall(cjson.decode, v)
   if not ok or type(o) ~= 'table' or not string.find(v, '^%s*{') then -- (an array decodes to a table too)
     why = 'not a JSON object'
@@ -119,6 +121,10 @@ end, function(v)
     why = problem
     return nil
   end
+  -- the check depends on the text alone: a flow's or a bulk's jobs, which mostly share one, are
+  -- decoded once (the library's Lua state outlives a call; the table is dropped when it grows)
+  if goodOptsCount >= 64 then goodOpts, goodOptsCount = {}, 0 end
+  goodOpts[v], goodOptsCount = true, goodOptsCount + 1
   return v
 end)
 end
