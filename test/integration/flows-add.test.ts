@@ -7,13 +7,12 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
 import { encodeNodes, treeToNodes, type FlowJob } from '../../src/engine/flows/flow-nodes.js';
 import { callFunction } from '../../src/engine/connecting/library.js';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { useServer } from '../helpers/valkey.js';
 import { useFaultProxy } from '../helpers/proxy.js';
-import { uniqueQueue } from '../helpers/engine.js';
+import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';
 import { rejection } from '../helpers/compat.js';
 
@@ -21,20 +20,10 @@ describe('flows: a flow is stored whole or not at all, and once', function () {
   this.timeout(30000);
   const server = useServer();
   const { proxy, via } = useFaultProxy(server, 2000);
-  const closers: (() => Promise<unknown>)[] = [];
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const queue = (label: string) => {
-    const q = new Queue(uniqueQueue(label), { connection: server().url });
-    closers.push(() => q.close());
-    return q;
-  };
-  const producer = () => {
-    const f = new FlowProducer({ connection: server().url });
-    closers.push(() => f.close());
-    return f;
-  };
+  const h = new Harness(server);
+  afterEach(() => h.cleanup());
+  const queue = (label: string) => h.queue(uniqueQueue(label));
+  const producer = () => h.flowProducer();
   const tree = (top: Queue, other: Queue, lastOpts: FlowJob['opts'] = {}): FlowJob => ({
     name: 'top',
     queueName: top.name,
@@ -104,8 +93,7 @@ describe('flows: a flow is stored whole or not at all, and once', function () {
   it('FlowProducer.add with replies cut: each flow stored once, every caller has its jobs, and close drops the kept replies', async () => {
     const top = queue('top');
     const other = queue('other');
-    const flow = new FlowProducer({ connection: via() });
-    closers.push(() => flow.close());
+    const flow = h.flowProducer(via());
     await flow.waitUntilReady();
     let cuts = 0;
     const trees = [];

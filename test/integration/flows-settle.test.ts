@@ -10,7 +10,6 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
 import type { FlowJob, FlowNode } from '../../src/engine/flows/flow-nodes.js';
 import { callFunction } from '../../src/engine/connecting/library.js';
 import { relayOutbox } from '../../src/engine/producing/flow-outbox.js';
@@ -18,33 +17,18 @@ import { Queue } from '../../src/engine/queue/queue.js';
 import { Worker } from '../../src/engine/consuming/worker.js';
 import type { Job } from '../../src/engine/jobs/job.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
-import { uniqueQueue } from '../helpers/engine.js';
+import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { Prng } from '../helpers/prng.js';
 import { claimAs, STALLED_REASON, upkeep } from '../helpers/recovery.js';
 
 describe('flows: a parent runs exactly once, after its last dependency settled', function () {
   this.timeout(60000);
   const server = useServer();
-  const closers: (() => Promise<unknown>)[] = [];
-  afterEach(async () => {
-    for (const c of closers.splice(0).reverse()) await c();
-  });
-  const queue = (label: string) => {
-    const q = new Queue(uniqueQueue(label), { connection: server().url });
-    closers.push(() => q.close());
-    return q;
-  };
-  const producer = () => {
-    const f = new FlowProducer({ connection: server().url });
-    closers.push(() => f.close());
-    return f;
-  };
-  const worker = (q: Queue, fn: (job: Job) => Promise<unknown>, opts = {}) => {
-    const w = new Worker(q.name, fn, { connection: server().url, blockTimeout: 1000, promotionInterval: 100, ...opts });
-    w.on('error', () => undefined);
-    closers.push(() => w.close(true));
-    return w;
-  };
+  const h = new Harness(server);
+  afterEach(() => h.cleanup());
+  const queue = (label: string) => h.queue(uniqueQueue(label));
+  const producer = () => h.flowProducer();
+  const worker = (q: Queue, fn: (job: Job) => Promise<unknown>, opts = {}) => h.worker(q.name, fn, { promotionInterval: 100, ...opts });
 
   it('in any completion order, with children in two queues, some retried, some finished in one batch', async () => {
     const seed = Number(process.env.GLIDEMQ_SEED ?? Date.now() % 1e9);
