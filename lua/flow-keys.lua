@@ -54,6 +54,15 @@ FLOW.splitJobKey = function(key)
   return string.match(key, '^(.+):job:([^:%s]+)$')
 end
 
+-- The base and job id of job key `key`, refused unless it is one (`what` names it in the error).
+FLOW.requireJobKey = function(key, what)
+  local base, id = FLOW.splitJobKey(key)
+  if not id or not ARG.jobId.check(id) then
+    refuse('ERR_INVALID', what .. ' must be a job key (<prefix>:{<queue>}:job:<id>), got ' .. showArg(key))
+  end
+  return base, id
+end
+
 -- The words of `text` (keys joined by spaces) as a list.
 FLOW.words = function(text)
   local out = {}

@@ -37,8 +37,13 @@ FLOW_PART.promiseLinks = function(nodes, byKey)
   for _, n in ipairs(nodes) do
     n.allParents, n.allDeps = n.parentList, n.depList
     local ps, ds = {}, {}
-    for _, p in ipairs(n.parentList) do if byKey[p] then ps[#ps + 1] = p end end
-    for _, d in ipairs(n.depList) do if byKey[d] then ds[#ds + 1] = d end end
+    -- (a promise is written as it is: it must be a job key)
+    for _, p in ipairs(n.parentList) do
+      if byKey[p] then ps[#ps + 1] = p else FLOW.requireJobKey(p, 'glidemq_addFlowPart: job ' .. n.jk .. ': parent') end
+    end
+    for _, d in ipairs(n.depList) do
+      if byKey[d] then ds[#ds + 1] = d else FLOW.requireJobKey(d, 'glidemq_addFlowPart: job ' .. n.jk .. ': dependency') end
+    end
     n.parentList, n.depList = ps, ds
   end
 end

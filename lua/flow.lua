@@ -135,6 +135,11 @@ local JOB_KEYS = kind("'' or job keys (<prefix>:{<queue>}:job:<id>) joined by sp
   end
   return v
 end)
+-- A node's links (its parents, its deps): job keys joined by spaces, or ''. Read as text only: a
+-- link to a node of the call is checked by being that node's key (checkLinks), and any other link
+-- (an existing parent, a part's promise) by FLOW.requireJobKey, so a flow's many links between its
+-- own nodes cost no parsing.
+local NODE_LINKS = kind("'' or job keys (<prefix>:{<queue>}:job:<id>) joined by spaces", function(v) return v end)
 local FLOW_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', ARG.producer,
   'seq', ARG.callSeq, 'answeredBelow', ARG.callSeq, 'count', ARG.count }
 local FLOW_NODE = {
@@ -151,8 +156,8 @@ local FLOW_NODE = {
   'attempts', ARG.int(1, MAX_SAFE_INT),
   'opts', JOB_OPTS,
   'groupSpec', ARG.any,
-  'parents', JOB_KEYS,
-  'deps', JOB_KEYS,
+  'parents', NODE_LINKS,
+  'deps', NODE_LINKS,
 }
 local COUNT_HEAD = { 'count', ARG.int(1, MAX_COUNT) }
 local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
@@ -241,7 +246,7 @@ local function checkLinks(nodes, byKey, bases)
           refuse('ERR_INVALID', nodeLabel(n, i) .. ': parent ' .. p .. ' does not list it among its dependencies')
         end
       else
-        local base, id = FLOW.splitJobKey(p)
+        local base, id = FLOW.requireJobKey(p, nodeLabel(n, i) .. ': parent')
         if not bases[base] then
           refuse('ERR_INVALID', nodeLabel(n, i) .. ': the queue of parent ' .. p .. ' is not among KEYS')
         end
@@ -272,9 +277,19 @@ local function checkLinks(nodes, byKey, bases)
 end
 
 -- Whether the call's jobs exist already: true when all do (a resend), false when none; a refusal
--- when some do. Checks each job key's type.
+-- when some do. One EXISTS per EXISTS_AT_ONCE jobs answers the usual case (none exists, so no key
+-- holds another type); only when some exist is each one's type looked at.
+local EXISTS_AT_ONCE = 1000 -- (unpack's limit is a few thousand values)
 local function flowExists(nodes)
-  local existing, first = 0, nil
+  local existing = 0
+  for b = 0, #nodes - 1, EXISTS_AT_ONCE do
+    local jks = {}
+    for i = 1, math.min(EXISTS_AT_ONCE, #nodes - b) do jks[i] = nodes[b + i].jk end
+    existing = existing + redis.call('EXISTS', unpack(jks))
+  end
+  if existing == 0 then return false end
+  local first = nil
+  existing = 0
   for _, n in ipairs(nodes) do
     -- one TYPE answers both: 'none' (new), 'hash' (exists), anything else (another program's key)
     local t = redis.call('TYPE', n.jk)['ok']
@@ -284,25 +299,53 @@ local function flowExists(nodes)
       first = first or n.jk
     end
   end
-  if existing > 0 and existing < #nodes then
+  if existing < #nodes then
     refuse('ERR_INVALID', 'glidemq_addFlow: job ' .. first .. ' exists already, and other jobs of the flow do not: ' ..
       'a flow is stored whole with new jobs (give its jobs other ids)')
   end
-  return existing > 0
+  return true
+end
+
+-- The keys of queue `k` the write phase writes for the nodes `ofQueue` (as requireTypes takes
+-- them): every queue's meta, event and job streams and wake stream; the sets only the nodes'
+-- options use (waiting-children for a parent; scheduled, prioritized, LIFO for a leaf that is
+-- delayed, prioritized or LIFO: a parent is queued by the settle that frees it, which checks then).
+local function flowWriteTypes(ofQueue)
+  local spec = { 'meta', 'hash', 'events', 'stream', 'stream', 'stream', 'wake', 'stream' }
+  local seen = {}
+  local function need(name, t)
+    if not seen[name] then
+      seen[name] = true
+      spec[#spec + 1], spec[#spec + 2] = name, t
+    end
+  end
+  for _, n in ipairs(ofQueue) do
+    if #n.depList > 0 then
+      need('waitingChildren', 'zset')
+    else
+      if n.delay > 0 then need('scheduled', 'zset') end
+      if n.priority > 0 then need('prioritized', 'zset') end
+      if n.lifo then need('lifo', 'list') end
+    end
+  end
+  return spec
 end
 
 -- The types of every key the write phase writes; the state of every parent outside the call.
 local function checkFlowWrites(nodes, outside)
-  local checked = {} -- a queue's keys are checked once, however many of its jobs the flow holds
+  local byQueue, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
   for _, n in ipairs(nodes) do
-    if not checked[n.k] then
-      checked[n.k] = true
-      requireTypes(n.k, INSERT_JOB_WRITES)
-      requireTypes(n.k, FLOW_QUEUE_TYPES)
+    local list = byQueue[n.k]
+    if not list then
+      list = {}
+      byQueue[n.k] = list
+      order[#order + 1] = n.k
     end
+    list[#list + 1] = n
     if n.group then groupRequireTypes(n.k, n.group.id) end
     if #n.depList > 0 then requireKeyType(FLOW.depsOf(n.jk), 'set') end
   end
+  for _, k in ipairs(order) do requireTypes(k, flowWriteTypes(byQueue[k])) end
   for key, o in pairs(outside) do
     local state = redis.call('HGET', key, 'state')
     if not state then
@@ -325,6 +368,7 @@ local function insertParent(n, now)
     fields[#fields + 1] = f
     fields[#fields + 1] = v
   end
+  if n.parents ~= '' then put('parents', n.parents) end
   if n.priority > 0 then put('priority', n.priority) end
   if n.lifo then put('lifo', '1') end
   if n.attempts > 1 then put('attempts', n.attempts) end
@@ -376,9 +420,10 @@ local function storeFlow(keys, a, nodes, part)
       if #n.depList > 0 then
         insertParent(n, now)
       else
-        insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group)
+        -- flow 'c': a child, whose finish settles its parents (FLOW.mark)
+        local extra = n.parents ~= '' and { 'parents', n.parents, 'flow', 'c' } or nil
+        insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group, extra)
       end
-      if n.parents ~= '' then redis.call('HSET', n.jk, 'parents', n.parents, 'flow', #n.depList > 0 and 'pc' or 'c') end
     end
     for key, o in pairs(outside) do
       if #o.children > 0 then

@@ -21,13 +21,17 @@ local INSERT_JOB_WRITES = { 'meta', 'hash', 'id', 'string', 'events', 'stream', 
 -- Writes a new job's hash and puts it where it waits (scheduled set, its group, or ready; a delayed
 -- job of an ordered group also holds its place in the group's line). Shared
 -- with scheduler firing (lua/schedulers.lua). `group` is a spec checked by groupParse, or nil.
--- The hash is written with one HSET (ready jobs: together with their state and stream entry id).
-local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group)
+-- The hash is written with one HSET (ready jobs: together with their state and stream entry id);
+-- `extra` (optional) is a list of more field, value pairs for it (a flow child's parents).
+local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group, extra)
   local jk = jobKey(k, id)
   local fields = { 'name', name, 'data', data, 'ts', now }
   local function put(f, v)
     fields[#fields + 1] = f
     fields[#fields + 1] = v
+  end
+  if extra then
+    for i = 1, #extra do fields[#fields + 1] = extra[i] end
   end
   if priority > 0 then put('priority', priority) end
   if lifo then put('lifo', '1') end
