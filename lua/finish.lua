@@ -254,8 +254,8 @@ local function planFinish(k, j, consumer, seen, announce)
   -- outside flows pays only the `flow` field of the read above
   local flow = nil
   j.kids = FLOW.hasChildren(cur[7])
-  local parents = FLOW.hasParents(cur[7]) and redis.call('HGET', jk, 'parents') or nil
-  if parents and (status == 'completed' or status == 'failed') then
+  local parents = (status == 'completed' or status == 'failed') and FLOW.hasParents(cur[7]) and redis.call('HGET', jk, 'parents') or nil
+  if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then
       FLOW.checkParents(k, parents, kind)
