@@ -20,13 +20,15 @@
   glidemq_revoke
   KEYS[1]  meta key.
   ARGV[1]  jobId: the job to revoke.
+  ARGV[2]  dryRun: '1' only answers what the call would do, writing nothing (`glidemq cancel
+           --dry-run`); '0' does it.
   Returns  'revoked' (it will never run: failed as revoked, or revoked before), 'flagged' (it runs:
            the worker that runs it is told at its next lock renewal), 'finished' (it completed,
            or failed for another reason, before: nothing changed) or 'not_found' (no such job).
   Errors   ERR_INVALID (jobId), ERR_WRONG_TYPE (the job key or a key it writes holds another type).
 ]]
 do
-local REVOKE_ARGS = { 'jobId', ARG.jobId }
+local REVOKE_ARGS = { 'jobId', ARG.jobId, 'dryRun', ARG.flag }
 local REVOKED = 'revoked'
 -- Every structure a job that has not started may be in, and what a failure for good writes.
 local REVOKE_WRITES = { 'meta', 'hash', 'stream', 'stream', 'scheduled', 'zset', 'prioritized', 'zset', 'lifo', 'list',
@@ -66,10 +68,11 @@ register('glidemq_revoke', function(keys, args)
   if state == 'active' then
     -- the claim that runs now is flagged (a repeat writes the same fence again)
     local fence = f[2] or '0'
-    if f[9] ~= fence then redis.call('HSET', jk, 'revoked', fence) end
+    if f[9] ~= fence and not a.dryRun then redis.call('HSET', jk, 'revoked', fence) end
     return 'flagged'
   end
   if not NOT_STARTED[state] then return 'finished' end
+  if a.dryRun then return REVOKED end
   requireTypes(k, REVOKE_WRITES)
   local keep = keepRuleFor(f[6] or nil, '')
   requireTypes(k, keep ~= '0' and FAILURE_TYPES.kept or FAILURE_TYPES.removed)

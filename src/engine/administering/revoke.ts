@@ -16,6 +16,7 @@ import type { QueueKeys } from '../shared/keys.js';
  */
 export type RevokeResult = 'revoked' | 'flagged' | 'finished' | 'not_found';
 
-export async function revokeJob(client: Client, keys: QueueKeys, id: string): Promise<RevokeResult> {
-  return (await callFunction(client, 'glidemq_revoke', keys.meta, [id])) as RevokeResult;
+/** Revokes job `id`; with `dryRun`, answers what it would do and changes nothing. */
+export async function revokeJob(client: Client, keys: QueueKeys, id: string, dryRun = false): Promise<RevokeResult> {
+  return (await callFunction(client, 'glidemq_revoke', keys.meta, [id, dryRun ? '1' : '0'])) as RevokeResult;
 }

@@ -225,11 +225,12 @@ export class Queue extends QueueGetters implements JobSource {
    * Stops job `id` from any process (glide-mq's revoke; src/engine/administering/revoke.ts): a job
    * that has not started never runs and fails as 'revoked' (answers 'revoked'); a running one's
    * AbortSignal aborts with reason 'revoked' in the worker that runs it within one lock renewal
-   * ('flagged'); a finished one is left ('finished'); no such job: 'not_found'.
+   * ('flagged'); a finished one is left ('finished'); no such job: 'not_found'. `dryRun` answers
+   * what it would do and changes nothing.
    */
-  async revoke(id: string): Promise<RevokeResult> {
+  async revoke(id: string, opts: { dryRun?: boolean } = {}): Promise<RevokeResult> {
     await this.waitUntilReady();
-    return revokeJob(this.client, this.keys, id);
+    return revokeJob(this.client, this.keys, id, !!opts.dryRun);
   }
 
   /** Forgets dedup id `id`, so the next add with it creates a job: 1 if it was there, else 0. */
