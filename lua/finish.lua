@@ -227,7 +227,7 @@ local function planFinish(k, j, consumer, seen, announce)
     return markOf(cur[6], j.fence) or 'stale'
   end
   local src, sid = cur[4], cur[5]
-  if cur[10] and tonumber(cur[10]) == j.fence then
+  if cur[10] and tonumber(cur[10]) <= j.fence then
     -- (only a revoked claim's failure: no field is added to the decoded group)
     j.retryDelay, j.value = -1, 'revoked'
   end

@@ -112,7 +112,7 @@ end
 -- group's line. Returns where it waits.
 local function requeueFinished(k, id, jk, state, fence, resetMade, resetStarted)
   redis.call('ZREM', state == 'completed' and k.completed or k.failed, id)
-  local drop = { 'finishedOn', 'processedOn', 'returnvalue', 'failedReason', 'gseq' }
+  local drop = { 'finishedOn', 'processedOn', 'returnvalue', 'failedReason', 'gseq', 'revoked' }
   if resetMade then drop[#drop + 1] = 'attemptsMade' end
   redis.call('HDEL', jk, unpack(drop))
   if resetStarted then redis.call('HSET', jk, 'startsBase', toInt(fence, 0)) end

@@ -64,7 +64,7 @@
     group.fence: the fence of its claim.
   Returns  the ids of the named jobs this consumer no longer owns (nothing was written for them);
            then, when any claim it renewed was revoked (lua/revoke.lua: its `revoked` names this
-           claim's fence), one last element: the array of those jobs' ids (the worker aborts their
+           claim's fence or an earlier one), one last element: the array of those jobs' ids (the worker aborts their
            runs with reason 'revoked').
   Errors   ERR_INVALID (an argument; an incomplete last group), ERR_WRONG_TYPE.
 
@@ -193,7 +193,7 @@ register('glidemq_extendLocks', function(keys, args)
       c.sid = f[4] == 's' and f[5] or nil
       if c.sid then requireTypes(k, STREAM_TYPES) end
       -- a claim revoked while it runs (lua/revoke.lua): the worker is told with the renewal
-      if f[6] and tonumber(f[6]) == c.fence then
+      if f[6] and tonumber(f[6]) <= c.fence then
         revoked = revoked or {}
         revoked[#revoked + 1] = c.jobId
       end

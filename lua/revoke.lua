@@ -10,8 +10,10 @@
       `revoked` holds the fence of the claim that runs it. The heartbeat reports a flagged claim
       to the worker that holds it (lua/progress.lua glidemq_extendLocks), which aborts the run's
       AbortSignal; a failure of that claim then fails the job for good as 'revoked'
-      (lua/finish.lua), while a completion stands (the work was done). The flag names the claim:
-      a later claim of the job (a retry run by hand) is not revoked by it;
+      (lua/finish.lua), while a completion stands (the work was done). The flag holds for that
+      claim and every later one: a claim given back (a worker's close) or redispatched (a stall)
+      carries the field in its claim reply, and its worker fails it unrun; a job retried by hand
+      (lua/job-edit.lua) loses the flag and runs as any other;
     - a job already completed or failed is left as it is.
   A repeated revoke has the effect of one: a job this call revoked answers 'revoked' again (its
   failedReason says so), a flagged claim 'flagged' again.
@@ -66,9 +68,9 @@ register('glidemq_revoke', function(keys, args)
     return (state == 'failed' and f[3] == REVOKED) and REVOKED or 'finished'
   end
   if state == 'active' then
-    -- the claim that runs now is flagged (a repeat writes the same fence again)
+    -- the claim that runs now is flagged (a repeat finds the flag and writes nothing)
     local fence = f[2] or '0'
-    if f[9] ~= fence and not a.dryRun then redis.call('HSET', jk, 'revoked', fence) end
+    if not f[9] and not a.dryRun then redis.call('HSET', jk, 'revoked', fence) end
     return 'flagged'
   end
   if not NOT_STARTED[state] then return 'finished' end

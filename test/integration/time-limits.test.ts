@@ -207,6 +207,33 @@ describe('time limits and revocation (real valkey-server)', function () {
       expect(p.started.filter((id) => id === job.id)).to.have.length(1);
     });
 
+    it('a flagged job whose worker died is not run again: the worker it is redispatched to fails it unrun; a retry by hand runs it', async () => {
+      const name = uniqueQueue('revoke-stalled');
+      const q = h.queue(name);
+      const p = new WorkerProcess({ url: server().url, queue: name, processor: processorPath('hang.mjs'), options: { lockDuration: 1000, stalledInterval: 500, blockTimeout: 1000 } });
+      procs.push(p);
+      await p.waitReady();
+      const job = await q.add('long', {}, { attempts: 3 });
+      await waitFor(() => p.started.includes(job.id), 'the worker process to start the job');
+      expect(await q.revoke(job.id)).to.equal('flagged');
+      await p.kill();
+
+      const ran: string[] = [];
+      const rescuer = h.worker(name, async (j: Job) => {
+        ran.push(j.id);
+        return 'ran';
+      }, { lockDuration: 1000, stalledInterval: 500 });
+      const stalled = new Promise<void>((resolve) => rescuer.on('stalled', () => resolve()));
+      await stalled;
+      await waitFor(async () => (await q.getJob(job.id))?.state === 'failed', 'the redispatched job to fail unrun');
+      expect(ran).to.deep.equal([]);
+      expect((await q.getJob(job.id))?.failedReason).to.equal('revoked');
+
+      await (await q.getJob(job.id))!.retry();
+      await waitFor(async () => (await q.getJob(job.id))?.state === 'completed', 'the job retried by hand to run');
+      expect(ran).to.deep.equal([job.id]);
+    });
+
     it('a running job whose processor ignores the revoke and completes: the completion stands', async () => {
       const name = uniqueQueue('revoke-complete');
       const q = h.queue(name);

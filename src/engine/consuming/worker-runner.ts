@@ -247,7 +247,9 @@ export class Runner<D = any, R = any> {
     // a time limit (the job's, else the worker's) needs a signal and a timer; a job without one gets neither
     const limit = job.opts.timeout ?? this.host.settings.timeout;
     if (limit !== undefined) this.timeRun(run, limit);
-    if (this.revokedAhead.size > 0 && this.revokedAhead.delete(job)) run.revoked = true;
+    // revoked while prefetched here, or on an earlier claim (given back, or redispatched after a
+    // stall: the claim reply carries the server's flag, lua/revoke.lua): it fails unrun
+    if ((this.revokedAhead.size > 0 && this.revokedAhead.delete(job)) || job.raw.revoked !== undefined) run.revoked = true;
     this.active.set(job.id, run);
     // a claim handed out marked not started: the server hears of its start with the next call
     if (this.host.wasMarked(job)) this.host.finisher.report(job.id, job.claim?.fence ?? '');
@@ -266,7 +268,7 @@ export class Runner<D = any, R = any> {
     try {
       // A corrupt or foreign job fails at once with the reason; the processor never sees it.
       if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
-      // revoked while it waited in the prefetch: it never runs
+      // revoked before it started here (see start): it never runs
       if (run.revoked) throw new UnrecoverableError('revoked');
       const work = this.processor!(job, job.token, run.abort?.signal);
       const result = await (run.timer ? run.timer.guard(work) : work);
