@@ -6,7 +6,8 @@
 import { expect } from 'chai';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { decodeClaim, type ClaimReply } from '../../src/engine/jobs/job.js';
-import { runCli } from '../helpers/cli.js';
+import { GLIDEMQ_BIN, runCli } from '../helpers/cli.js';
+import { runInPty } from '../helpers/pty.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer } from '../helpers/valkey.js';
 
@@ -35,6 +36,19 @@ describe('CLI: cancel', function () {
     expect(r.code).to.equal(2);
     expect(r.stderr).to.match(/without --yes/);
     expect(await q.getJobState(job.id)).to.equal('waiting');
+  });
+
+  it('on a terminal it asks; anything but yes changes nothing, says so and exits 1', async () => {
+    const job = await q.add('a', {});
+    const argv = [process.execPath, GLIDEMQ_BIN, '-u', server().url, 'cancel', name, job.id];
+    const no = await runInPty(argv, '[y/N]', 'n\n', { NO_COLOR: '1' });
+    expect(no.output).to.include(`cancel 1 job of ${name}? This cannot be undone. [y/N]`);
+    expect(no.output).to.include('nothing changed');
+    expect(no.code).to.equal(1);
+    expect(await q.getJobState(job.id)).to.equal('waiting');
+    const yes = await runInPty(argv, '[y/N]', 'y\n', { NO_COLOR: '1' });
+    expect(yes.code, yes.output).to.equal(0);
+    expect(await q.getJobState(job.id)).to.equal('failed');
   });
 
   it('--dry-run says what each id would get and changes nothing', async () => {
