@@ -12,6 +12,8 @@ import type { Queue } from '../../src/engine/queue/queue.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
+import { useFaultProxy } from '../helpers/proxy.js';
+import { Worker } from '../../src/engine/consuming/worker.js';
 
 /** A processor that runs until its signal aborts, then throws the signal's reason. */
 function untilAborted(signal: AbortSignal | undefined): Promise<never> {
@@ -232,6 +234,37 @@ describe('time limits and revocation (real valkey-server)', function () {
       await (await q.getJob(job.id))!.retry();
       await waitFor(async () => (await q.getJob(job.id))?.state === 'completed', 'the job retried by hand to run');
       expect(ran).to.deep.equal([job.id]);
+    });
+
+    describe('a worker cut off from the server', () => {
+      const { proxy, via, closeAfter } = useFaultProxy(server, 1000);
+
+      it('obeys a revoke made while it was offline once it renews again', async () => {
+        const name = uniqueQueue('revoke-offline');
+        const q = h.queue(name);
+        let aborted: unknown;
+        const w = new Worker(name, async (_job: Job, _t?: string, signal?: AbortSignal) => {
+          try {
+            return await untilAborted(signal);
+          } catch (err) {
+            aborted = err;
+            throw err;
+          }
+        }, { connection: via(), lockDuration: 4000, stalledInterval: 60_000, blockTimeout: 300 });
+        w.on('error', () => undefined);
+        closeAfter(() => w.close(true));
+        const job = await q.add('long', {}, { attempts: 3 });
+        await waitFor(async () => (await q.getJob(job.id))?.state === 'active', 'the job to start');
+        proxy().blackhole();
+        expect(await q.revoke(job.id), 'asked while the worker cannot hear').to.equal('flagged');
+        // a negative check has no condition to await: a heartbeat (every 2 s) is due in this time
+        await new Promise((resolve) => setTimeout(resolve, 2_500));
+        expect(aborted, 'the offline worker has not heard').to.equal(undefined);
+        proxy().recover();
+        await waitFor(async () => (await q.getJob(job.id))?.state === 'failed', 'the job to fail once the worker is back');
+        expect((aborted as Error).message).to.equal('revoked');
+        expect((await q.getJob(job.id))?.failedReason).to.equal('revoked');
+      });
     });
 
     it('a running job whose processor ignores the revoke and completes: the completion stands', async () => {
