@@ -171,6 +171,27 @@ describe('time limits and revocation (real valkey-server)', function () {
       });
     }
 
+    it('a revoked child settles its parent as a failure for good does: failParentOnFailure fails it, ignoreDependencyOnFailure lets it run', async () => {
+      const name = uniqueQueue('revoke-flow');
+      const q = h.queue(name);
+      const flow = h.flowProducer();
+      const failing = await flow.add({ name: 'parent', queueName: name, children: [{ name: 'child', queueName: name, opts: { failParentOnFailure: true } }] });
+      const ignoring = await flow.add({ name: 'parent', queueName: name, children: [{ name: 'child', queueName: name, opts: { ignoreDependencyOnFailure: true } }] });
+      expect(await q.revoke(failing.children![0].job.id)).to.equal('revoked');
+      expect(await q.revoke(ignoring.children![0].job.id)).to.equal('revoked');
+      expect(await q.getJobState(failing.job.id)).to.equal('failed');
+      expect(await q.getJobState(ignoring.job.id)).to.equal('waiting');
+      // a parent waiting for its children is revoked too: its children run on, and never start it
+      const parentRevoked = await flow.add({ name: 'parent', queueName: name, children: [{ name: 'child', queueName: name }] });
+      expect(await q.revoke(parentRevoked.job.id)).to.equal('revoked');
+      const ran: string[] = [];
+      h.worker(name, async (j: Job) => void ran.push(j.id));
+      await waitFor(async () => (await q.getJobState(parentRevoked.children![0].job.id)) === 'completed', 'the child to complete');
+      await waitFor(async () => (await q.getJobState(ignoring.job.id)) === 'completed', 'the other parent to run');
+      expect(ran).to.not.include(parentRevoked.job.id);
+      expect(await q.getJobState(parentRevoked.job.id)).to.equal('failed');
+    });
+
     it('a revoked job is kept or removed as its removeOnFail says', async () => {
       const q = h.queue(uniqueQueue('revoke-retention'));
       const job = await q.add('gone', {}, { removeOnFail: true });
