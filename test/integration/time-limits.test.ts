@@ -316,10 +316,11 @@ describe('time limits and revocation (real valkey-server)', function () {
       let fail!: () => void;
       const failNow = new Promise<void>((resolve) => (fail = resolve));
       // a lock of a minute: no renewal tells the worker before the processor fails
-      h.worker(name, async () => {
+      const w = h.worker(name, async () => {
         await failNow;
         throw new Error('boom');
       }, { lockDuration: 60_000 });
+      const failed = new Promise<[Job, Error]>((resolve) => w.on('failed', (j: Job, e: Error) => resolve([j, e])));
       const job = await q.add('racy', {}, { attempts: 5 });
       await waitFor(async () => (await q.getJob(job.id))?.state === 'active', 'the job to start');
       expect(await q.revoke(job.id)).to.equal('flagged');
@@ -328,6 +329,11 @@ describe('time limits and revocation (real valkey-server)', function () {
       const stored = await q.getJob(job.id);
       expect(stored?.failedReason).to.equal('revoked');
       expect(stored?.attemptsMade).to.equal(1);
+      const [j, err] = await failed;
+      expect(j.failedReason, 'the worker\'s event says what the server stored').to.equal('revoked');
+      expect(j.state).to.equal('failed');
+      expect(err.message).to.equal('revoked');
+      expect((err.cause as Error).message).to.equal('boom');
     });
   });
 });
