@@ -29,6 +29,8 @@
   ARGV[11] lockMs: the worker's lockDuration in ms, recorded with each next job's claim (its
            terms, lua/activate.lua): stalled recovery judges the claim by it.
   ARGV[12] maxStalledCount: the worker's maxStalledCount, recorded with each next job's claim.
+  A failure of a claim that was revoked while it ran (lua/revoke.lua) is stored as a failure for
+  good with the reason 'revoked', whatever `value` and `retryDelay` say; a completion stands.
   Returns  {status, next1, next2, ...} where status is 'completed' | 'failed' | 'retried' |
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua);
@@ -205,8 +207,11 @@ local function planFinish(k, j, consumer, seen, announce)
   if j.outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
     cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow')
-  else
+  elseif j.outcome == 'completed' then
     cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'attemptsMade', 'attempts')
+  else
+    -- a failure reads whether its claim was revoked (lua/revoke.lua): it then fails for good as 'revoked'
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'attemptsMade', 'attempts', 'revoked')
   end
   -- a flow job (FLOW.mark): a parent's dependency keys are deleted with it, a child's parents settled
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
@@ -222,6 +227,10 @@ local function planFinish(k, j, consumer, seen, announce)
     return markOf(cur[6], j.fence) or 'stale'
   end
   local src, sid = cur[4], cur[5]
+  if cur[10] and tonumber(cur[10]) <= j.fence then
+    -- (only a revoked claim's failure: no field is added to the decoded group)
+    j.retryDelay, j.value = -1, 'revoked'
+  end
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
   local made = toInt(cur[8], 0) + 1

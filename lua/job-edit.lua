@@ -27,7 +27,7 @@
   ARGV[4]  resetAttemptsStarted: '1' counts attemptsStarted from 0 again, '0' keeps it (the fence
            itself only grows: it is stored as the base attemptsStarted counts from).
   Returns  where the job waits now: 'waiting' or 'prioritized'. Emits 'waiting' (prev: the state).
-           Its outcome (finishedOn, processedOn, returnvalue, failedReason) is cleared.
+           Its outcome (finishedOn, processedOn, returnvalue, failedReason) is cleared, and a revoke flag (lua/revoke.lua).
   Errors   ERR_JOB_NOT_FOUND (no such job), ERR_JOB_STATE (the job is not in `state`),
            ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
 
@@ -112,7 +112,7 @@ end
 -- group's line. Returns where it waits.
 local function requeueFinished(k, id, jk, state, fence, resetMade, resetStarted)
   redis.call('ZREM', state == 'completed' and k.completed or k.failed, id)
-  local drop = { 'finishedOn', 'processedOn', 'returnvalue', 'failedReason', 'gseq' }
+  local drop = { 'finishedOn', 'processedOn', 'returnvalue', 'failedReason', 'gseq', 'revoked' }
   if resetMade then drop[#drop + 1] = 'attemptsMade' end
   redis.call('HDEL', jk, unpack(drop))
   if resetStarted then redis.call('HSET', jk, 'startsBase', toInt(fence, 0)) end

@@ -67,6 +67,7 @@ end
 local JOB_OPTS
 do
 local MAX_RETENTION_AGE_S = 9007199254740 -- seconds whose ms fit 2^53 - 1 (a literal: no math at load)
+local MAX_TIMEOUT_MS = 2147483647 -- a Node timer's longest delay (options.ts MAX_TIMEOUT_MS agrees)
 local why = '' -- the last refusal's reason, for the expectation (built on refusal)
 -- option texts that passed the check (the check depends on the text alone), and how many
 local goodOpts, goodOptsCount = {}, 0
@@ -107,6 +108,10 @@ local function jobOptsProblem(o)
   if o.keepLogs ~= nil and not wholeIn(o.keepLogs, 0) then return 'keepLogs must be a whole number from 0 to 2^53 - 1' end
   if o.timestamp ~= nil and not numberIn(o.timestamp, 0, MAX_SAFE_INT) then
     return 'timestamp must be a time in ms from 0 to 2^53 - 1'
+  end
+  -- read by the worker that runs the job (a timer's longest delay: src/engine/consuming/run-timer.ts)
+  if o.timeout ~= nil and not (wholeIn(o.timeout, 1) and o.timeout <= MAX_TIMEOUT_MS) then
+    return 'timeout must be a whole number of ms from 1 to ' .. MAX_TIMEOUT_MS
   end
   return nil
 end

@@ -62,7 +62,10 @@
   ARGV[2..]  groups of 2 arguments to the end of ARGV, one per claim, each:
     group.jobId: a job the worker holds.
     group.fence: the fence of its claim.
-  Returns  the ids of the named jobs this consumer no longer owns (nothing was written for them).
+  Returns  the ids of the named jobs this consumer no longer owns (nothing was written for them);
+           then, when any claim it renewed was revoked (lua/revoke.lua: its `revoked` names this
+           claim's fence or an earlier one), one last element: the array of those jobs' ids (the worker aborts their
+           runs with reason 'revoked').
   Errors   ERR_INVALID (an argument; an incomplete last group), ERR_WRONG_TYPE.
 
   glidemq_extendLock — one claim's lock renewed for a duration the caller names (BullMQ's
@@ -99,7 +102,7 @@ local META_TYPES = { 'meta', 'hash' }
 local PROGRESS_TYPES = { 'events', 'stream' }
 
 local function ownedBy(jk, fence)
-  local f = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid')
+  local f = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'revoked')
   if f[1] == 'active' and tonumber(f[2]) == fence then return f end
   return nil
 end
@@ -182,13 +185,18 @@ register('glidemq_extendLocks', function(keys, args)
   local a, claims = decodeArgs('glidemq_extendLocks', args, EXTEND_HEAD, EXTEND_CLAIM)
   local consumer = a.consumer
   -- check phase: every job hash is read before the first write
-  local lost = {}
+  local lost, revoked = {}, nil
   for _, c in ipairs(claims) do
     c.jk = jobKey(k, c.jobId)
     local f = ownedBy(c.jk, c.fence)
     if f and f[3] == consumer then
       c.sid = f[4] == 's' and f[5] or nil
       if c.sid then requireTypes(k, STREAM_TYPES) end
+      -- a claim revoked while it runs (lua/revoke.lua): the worker is told with the renewal
+      if f[6] and tonumber(f[6]) <= c.fence then
+        revoked = revoked or {}
+        revoked[#revoked + 1] = c.jobId
+      end
     else
       c.jk = nil
       lost[#lost + 1] = c.jobId
@@ -201,6 +209,7 @@ register('glidemq_extendLocks', function(keys, args)
       if c.sid then redis.call('XCLAIM', k.stream, GROUP, consumer, 0, c.sid, 'JUSTID') end
     end
   end
+  if revoked then lost[#lost + 1] = revoked end
   return lost
 end)
 

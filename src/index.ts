@@ -1,5 +1,6 @@
 /** glidemq: a durable job queue on Valkey. */
 export { Queue, type QueueOptions, type JobCounts } from './engine/queue/queue.js';
+export type { RevokeResult } from './engine/administering/revoke.js';
 export { Worker, type WorkerOptions, type Processor } from './engine/consuming/worker.js';
 export type { WorkerInfo } from './engine/consuming/worker-registry.js';
 export type { RateLimiterOptions } from './engine/consuming/worker-options.js';

@@ -176,7 +176,7 @@ describe('CLI: safety', function () {
 
   describe('destructive commands', () => {
     it('drain, clean, obliterate, remove and schedulers remove all take --dry-run and --yes', async () => {
-      for (const args of [['drain'], ['clean'], ['obliterate'], ['remove'], ['schedulers', 'remove']]) {
+      for (const args of [['drain'], ['clean'], ['obliterate'], ['remove'], ['schedulers', 'remove'], ['cancel']]) {
         const r = await runCli([...args, '--help']);
         expect(r.stdout, args.join(' ')).to.contain('--dry-run');
         expect(r.stdout, args.join(' ')).to.contain('-y, --yes');

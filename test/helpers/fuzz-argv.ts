@@ -197,6 +197,7 @@ export const TEMPLATES: Record<string, Template> = {
   },
   glidemq_listenEvents: (_f, rng) => [String(rng.pick([1000, 30_000, 86_400_000]))],
   glidemq_removeJob: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
+  glidemq_revoke: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
   glidemq_removeDedupKeyOf: (f, rng) => [pick(rng, f.dedupIds, 'd-none'), anyJobId(f, rng)],
   glidemq_drain: (f, rng) => {
     const groups = some(rng, [...f.groups, 'g9'], 0);

@@ -111,6 +111,12 @@ export class Finisher implements RunFinisher {
       request.stack = undefined;
     }
     const status = String(reply[0]);
+    if (status === 'failed' && !refused && request.retryDelay >= 0 && job.attemptsMade + 1 < job.opts.attempts) {
+      // final though attempts were left and a retry asked for: the claim was revoked before this
+      // worker heard of it, and the server stored the reason 'revoked' (lua/finish.lua)
+      value = 'revoked';
+      error = new Error('revoked', { cause: error });
+    }
     if (status === 'completed' || status === 'failed' || status === 'retried' || status === 'delayed') {
       job.attemptsMade++;
       job.finishedOn = (job.processedOn ?? Date.now()) + durationMs;

@@ -22,6 +22,11 @@ export interface LockKeeperHost extends WorkerPart {
    * prefetch. False when that is no news (the run finishes or runs under a newer claim already).
    */
   lose(id: string, fence: string): boolean;
+  /**
+   * The server says claim `fence` of job `id` was revoked (queue.revoke): aborts its run with
+   * reason 'revoked', or marks it to fail unrun when it is prefetched. False when that is no news.
+   */
+  revoke?(id: string, fence: string): boolean;
 }
 
 export class LockKeeper {
@@ -76,10 +81,16 @@ export class LockKeeper {
     const pairs = held.flatMap((j) => [j.id, j.claim?.fence ?? '']);
     try {
       // lockedAt becomes the server's now (lua/progress.lua): no clock of this process is sent
-      const lost = (await callFunction(host.client(), 'glidemq_extendLocks', host.keys.meta, [host.consumer, ...pairs])) as string[];
+      const lost = (await callFunction(host.client(), 'glidemq_extendLocks', host.keys.meta, [host.consumer, ...pairs])) as (string | string[])[];
+      // the claims revoked while they run come last, as one array (lua/progress.lua)
+      const revoked = Array.isArray(lost[lost.length - 1]) ? (lost.pop() as string[]) : [];
       const sent = new Map(held.map((j, i) => [j.id, pairs[2 * i + 1]]));
+      for (const id of revoked) {
+        const fence = sent.get(id);
+        if (fence !== undefined) host.revoke?.(id, fence);
+      }
       // a claim lost is news only while the run it belongs to still runs under it
-      for (const id of lost) {
+      for (const id of lost as string[]) {
         const fence = sent.get(id);
         if (fence !== undefined && host.lose(id, fence)) host.emit('lockLost', id);
       }

@@ -4,7 +4,7 @@
  */
 import type { ConnectionInput } from '../connecting/connection.js';
 import type { MaintenanceSettings } from '../administering/maintenance.js';
-import { checkRetention, type Retention } from '../producing/options.js';
+import { checkRetention, checkTimeout, type Retention } from '../producing/options.js';
 import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } from './backoff.js';
 import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { invalid } from '../shared/errors.js';
@@ -52,6 +52,16 @@ export interface WorkerOptions {
   removeOnFail?: Retention;
   /** BullMQ's advanced settings: `backoffStrategy` computes the delay of a custom backoff type. */
   settings?: AdvancedSettings;
+  /**
+   * The time limit of a run, in ms, for a job that names none itself (job option `timeout`): its
+   * AbortSignal then aborts and the job fails with "timed out after N ms" (run-timer.ts). None by default.
+   */
+  timeout?: number;
+  /**
+   * How long a timed-out processor has to stop before its job is failed anyway, in ms (default
+   * 2000): a stuck processor is reported (`error`) and keeps its slot until it returns.
+   */
+  timeoutGraceMs?: number;
 }
 
 export interface Settings extends MaintenanceSettings {
@@ -67,6 +77,9 @@ export interface Settings extends MaintenanceSettings {
   removeOnComplete: Retention | undefined;
   removeOnFail: Retention | undefined;
   backoffStrategy: BackoffStrategy | undefined;
+  /** The default run time limit (ms), or undefined: none. */
+  timeout: number | undefined;
+  timeoutGraceMs: number;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -88,6 +101,8 @@ export function resolveSettings(o: WorkerOptions): Settings {
     removeOnComplete: checkRetention(o.removeOnComplete, 'removeOnComplete'),
     removeOnFail: checkRetention(o.removeOnFail, 'removeOnFail'),
     backoffStrategy: checkAdvancedSettings(o.settings),
+    timeout: o.timeout === undefined ? undefined : checkTimeout(o.timeout, 'timeout'),
+    timeoutGraceMs: nonNegative(o.timeoutGraceMs ?? 2_000, 'timeoutGraceMs'),
   };
 }
 

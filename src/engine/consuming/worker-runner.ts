@@ -10,6 +10,7 @@ import { callFunction } from '../connecting/library.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
 import type { FinishRequest } from './finish-batch.js';
 import type { WorkerPart } from './worker-part.js';
+import { RunTimer } from './run-timer.js';
 
 /**
  * Runs one job. `token` names the claim (job.token: BullMQ's lock token); `signal` aborts when the
@@ -36,6 +37,12 @@ export interface Run<D = any, R = any> {
   abort?: AbortController;
   /** The fence of a claim the server said was lost while the run goes on (its processor may ignore the abort). */
   lostFence?: string;
+  /** The run's time limit (run-timer.ts): only for a job that has one. */
+  timer?: RunTimer;
+  /** Revoked (queue.revoke): a failure now fails the job for good as 'revoked'; a completion stands. */
+  revoked?: boolean;
+  /** Why the run was aborted before anything asked for its signal (job.abortSignal makes it then, aborted). */
+  aborted?: Error;
 }
 
 /**
@@ -93,6 +100,13 @@ export class Runner<D = any, R = any> {
   /** Runs in `active` whose finish is on its way: their slot already runs the next job. */
   private finishingRuns = 0;
   /**
+   * Processors that outlived their time limit and its grace period (run-timer.ts): their jobs are
+   * failed and gone from `active`, but each keeps its slot until it returns.
+   */
+  private stuckRuns = 0;
+  /** Prefetched claims revoked before they started (see revokeAhead): each fails at its start, unrun. */
+  private readonly revokedAhead = new Set<Job<D, R>>();
+  /**
    * The processor declares a third parameter (job, token, signal), or may read its arguments
    * without naming them (a rest parameter, `arguments`, a bound or native function): only then
    * is an AbortSignal made for each run. A processor that reads it through a default parameter
@@ -109,7 +123,7 @@ export class Runner<D = any, R = any> {
 
   /** Runs whose processor runs now (a run whose result is on its way to the server is done). */
   processing(): number {
-    return this.active.size - this.finishingRuns;
+    return this.active.size - this.finishingRuns + this.stuckRuns;
   }
 
   /**
@@ -118,7 +132,7 @@ export class Runner<D = any, R = any> {
    */
   jobOf(reply: ClaimReply): Job<D, R> {
     const host = this.host;
-    const claim: Claim = { client: host.client(), keys: host.keys, consumer: host.consumer, fence: '', onProgress: this.onProgress };
+    const claim: Claim = { client: host.client(), keys: host.keys, consumer: host.consumer, fence: '', onProgress: this.onProgress, signalOf: this.signalOf };
     return Job.fromClaim(reply, claim, Date.now()) as Job<D, R>;
   }
 
@@ -144,13 +158,48 @@ export class Runner<D = any, R = any> {
   cancel(id: string, reason: string): boolean {
     const run = this.active.get(id);
     if (!run) return false;
-    run.abort?.abort(new Error(reason));
+    abortRun(run, new Error(reason));
     return true;
   }
 
   /** Aborts the signal of every run here. */
   cancelAll(reason: string): void {
-    for (const run of this.active.values()) run.abort?.abort(new Error(reason));
+    for (const run of this.active.values()) abortRun(run, new Error(reason));
+  }
+
+  /**
+   * job.abortSignal of a job that runs here: the run's signal, made now when its processor took
+   * none (aborted at once when the run was aborted already); undefined for a run that is over.
+   */
+  private readonly signalOf = (job: Job): AbortSignal | undefined => {
+    const run = this.active.get(job.id);
+    if (!run || run.job !== job) return undefined;
+    if (!run.abort) {
+      run.abort = new AbortController();
+      if (run.aborted) run.abort.abort(run.aborted);
+    }
+    return run.abort.signal;
+  };
+
+  /**
+   * The server says claim `fence` of job `id` was revoked (queue.revoke, reported by the
+   * heartbeat): its signal aborts with reason 'revoked'. True when that is news for a run here,
+   * false when not (already told, finishing, another claim), undefined when the job does not run here.
+   */
+  revoke(id: string, fence: string): boolean | undefined {
+    const run = this.active.get(id);
+    if (!run) return undefined;
+    if (run.finishing || run.revoked || run.job.claim?.fence !== fence) return false;
+    run.revoked = true;
+    abortRun(run, new Error('revoked'));
+    return true;
+  }
+
+  /** A prefetched claim (`job`, claim `fence`) was revoked: it fails as revoked when it starts, unrun. */
+  revokeAhead(job: Job<D, R> | undefined, fence: string): boolean {
+    if (!job || job.claim?.fence !== fence || this.revokedAhead.has(job)) return false;
+    this.revokedAhead.add(job);
+    return true;
   }
 
   /**
@@ -174,7 +223,7 @@ export class Runner<D = any, R = any> {
     if (!run) return undefined;
     if (run.finishing || run.job.claim?.fence !== fence || run.lostFence === fence) return false;
     run.lostFence = fence;
-    run.abort?.abort(new Error(`job ${id}: the claim was lost (another worker may run it)`));
+    abortRun(run, new Error(`job ${id}: the claim was lost (another worker may run it)`));
     return true;
   }
 
@@ -195,6 +244,12 @@ export class Runner<D = any, R = any> {
 
   start(job: Job<D, R>): void {
     const run: Run<D, R> = { job, finishing: false, abort: this.takesSignal ? new AbortController() : undefined };
+    // a time limit (the job's, else the worker's) needs a signal and a timer; a job without one gets neither
+    const limit = job.opts.timeout ?? this.host.settings.timeout;
+    if (limit !== undefined) this.timeRun(run, limit);
+    // revoked while prefetched here, or on an earlier claim (given back, or redispatched after a
+    // stall: the claim reply carries the server's flag, lua/revoke.lua): it fails unrun
+    if ((this.revokedAhead.size > 0 && this.revokedAhead.delete(job)) || job.raw.revoked !== undefined) run.revoked = true;
     this.active.set(job.id, run);
     // a claim handed out marked not started: the server hears of its start with the next call
     if (this.host.wasMarked(job)) this.host.finisher.report(job.id, job.claim?.fence ?? '');
@@ -213,10 +268,19 @@ export class Runner<D = any, R = any> {
     try {
       // A corrupt or foreign job fails at once with the reason; the processor never sees it.
       if (job.unusable) throw new UnrecoverableError(`job ${job.id} cannot run: ${job.unusable}`);
-      const result = await this.processor!(job, job.token, run.abort?.signal);
+      // revoked before it started here (see start): it never runs
+      if (run.revoked) throw new UnrecoverableError('revoked');
+      const work = this.processor!(job, job.token, run.abort?.signal);
+      const result = await (run.timer ? run.timer.guard(work) : work);
+      // returned after its time ran out: it fails with the timeout's reason all the same
+      if (run.timer?.reason) throw run.timer.reason;
       value = serialiseResult(result);
     } catch (err) {
       error = err instanceof Error ? err : new Error(String(err));
+      // a run stopped by its time limit or a revoke fails with that reason, whatever the processor
+      // threw; a revoked one is not retried (the server decides so too: lua/finish.lua)
+      if (run.timer?.reason) error = run.timer.reason;
+      if (run.revoked) error = new UnrecoverableError('revoked');
       if (error instanceof RateLimitError && !job.moved) return this.afterRateLimited(run);
       outcome = 'failed';
       value = error.message || error.name || 'processor failed';
@@ -252,6 +316,22 @@ export class Runner<D = any, R = any> {
     finisher.apply(run, request, finished, error);
   }
 
+  /** Gives `run` its time limit of `ms` (run-timer.ts) and the signal it aborts. */
+  private timeRun(run: Run<D, R>, ms: number): void {
+    run.abort ??= new AbortController();
+    const grace = this.host.settings.timeoutGraceMs;
+    run.timer = new RunTimer(ms, grace, (reason) => abortRun(run, reason), (returned) => {
+      // the job is failed now (guard rejected); its processor keeps the slot until it returns
+      this.stuckRuns++;
+      this.host.emitError(new Error(`job ${run.job.id}: its processor did not stop within ${grace} ms after it timed out ` +
+        `(timeout ${ms} ms); the job is failed, and its slot stays taken until the processor returns (make the processor honour its AbortSignal)`));
+      void returned.then(() => {
+        this.stuckRuns--;
+        this.host.afterSlotFreed();
+      });
+    });
+  }
+
   /**
    * The processor threw RateLimitError (after worker.rateLimit): the job goes back to the queue
    * with no attempt counted (glidemq_release, as a prefetched job is given back).
@@ -279,6 +359,12 @@ export class Runner<D = any, R = any> {
     }
     host.afterSlotFreed();
   }
+}
+
+/** Aborts a run's signal, or records why for a signal made later (job.abortSignal). */
+function abortRun(run: Run, reason: Error): void {
+  if (run.abort) run.abort.abort(reason);
+  else run.aborted ??= reason;
 }
 
 /**

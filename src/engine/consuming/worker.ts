@@ -149,6 +149,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       maintenance: () => this.maintenance,
       held: (into) => [this.runner, this.buffer].forEach((holder) => holder.collectHeld(into)),
       lose: (id, fence) => this.runner.lose(id, fence) ?? this.buffer.lose(id, fence),
+      revoke: (id, fence) => this.runner.revoke(id, fence) ?? this.runner.revokeAhead(this.buffer.jobs.get(id), fence),
     });
     const load = () => ({ concurrency: this.settings.concurrency, running: this.runner.processing() });
     this.registration = new WorkerRegistration(part.client, this.keys, this.consumer, this.settings.registryTtl, load);

@@ -37,6 +37,8 @@ export interface Claim {
   onProgress?: (job: Job, progress: unknown) => void;
   /** Set on a claim made by worker.getNextJob: `consumer` is then the application's token (manual-fetch.ts). */
   manual?: ManualClaims;
+  /** The run's AbortSignal, made on first ask (the worker's runner: job.abortSignal). */
+  signalOf?: (job: Job) => AbortSignal | undefined;
 }
 
 /** How a job fetched by hand (worker.getNextJob) is finished and kept alive (src/engine/consuming/manual-fetch.ts). */
@@ -75,6 +77,16 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
     return c.manual ? c.consumer : `${c.consumer}:${c.fence}`;
   }
 
+  /**
+   * While a worker runs this job, the run's AbortSignal (glide-mq's job.abortSignal: the signal
+   * the processor's third parameter gets): it aborts on a timeout ("timed out after N ms"), a
+   * revoke ('revoked'), cancelJob, or a lost claim. Made on first read; undefined on a job no
+   * worker runs here.
+   */
+  get abortSignal(): AbortSignal | undefined {
+    return this.claim?.signalOf?.(this);
+  }
+
   /** The name of the job's queue (BullMQ's job.queueName), when this handle knows its queue. */
   get queueName(): string | undefined {
     return (this.claim?.keys ?? this.queue?.keys)?.queue;
@@ -101,7 +113,7 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
    */
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
     const job = Job.fromFields(decodeClaim(reply));
-    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, onProgress: claim.onProgress };
+    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, onProgress: claim.onProgress, signalOf: claim.signalOf };
     if (claim.manual) job.claim.manual = claim.manual;
     job.state = 'active';
     job.processedOn = claimedAt;

@@ -101,6 +101,12 @@ export interface JobOptions {
   removeDependencyOnFailure?: boolean;
   /** A child that fails for good starts its parent at once; the parent reads it in getFailedChildrenValues(). */
   continueParentOnFailure?: boolean;
+  /**
+   * The longest a run of this job may take, in ms (1 to 2147483647; the Worker's `timeout` when
+   * none): then its AbortSignal aborts and the job fails with "timed out after N ms", retried by
+   * its attempts and backoff (src/engine/consuming/run-timer.ts).
+   */
+  timeout?: number;
 }
 
 /** A child job's parent (BullMQ's ParentOptions). */
@@ -202,6 +208,8 @@ export interface StoredOptions {
   ignoreDependencyOnFailure?: boolean;
   removeDependencyOnFailure?: boolean;
   continueParentOnFailure?: boolean;
+  /** The run's time limit in ms (read by the worker that runs the job). */
+  timeout?: number;
 }
 
 /**
@@ -276,6 +284,17 @@ function checkDelay(v: unknown, what: string): number {
     throw invalid(`${what} must be a number of ms from 0 to ${MAX_SAFE} (or a duration such as "5s"), got ${String(v)}`);
   }
   return Math.floor(v);
+}
+
+/** The longest run time limit, ms: a Node timer's longest delay (lua/jobs.lua MAX_TIMEOUT_MS agrees). */
+export const MAX_TIMEOUT_MS = 2147483647;
+
+/** A run time limit (the job option, the Worker's default): a whole number of ms from 1 to MAX_TIMEOUT_MS. */
+export function checkTimeout(v: unknown, what: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > MAX_TIMEOUT_MS) {
+    throw invalid(`${what} must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}, got ${String(v)}`);
+  }
+  return v;
 }
 
 /** The longest retention age, in seconds: its ms still fit a safe integer (glidemq_finish's limit). */
@@ -375,6 +394,7 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   }
   const backoff = parseBackoff(opts.backoff, true);
   if (backoff) stored.backoff = backoff;
+  if (opts.timeout !== undefined) stored.timeout = checkTimeout(opts.timeout, 'timeout');
   const roc = checkRetention(opts.removeOnComplete, 'removeOnComplete');
   const rof = checkRetention(opts.removeOnFail, 'removeOnFail');
   // an explicit false is kept: it overrides a Worker-level rule

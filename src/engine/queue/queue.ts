@@ -26,6 +26,7 @@ import { addedFields, DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob
 import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from '../producing/bulk-add.js';
 import { removeDeduplicationKey } from '../producing/dedup-queries.js';
 import { removeGlobalRateLimit, setGlobalRateLimit } from '../administering/rate-limits.js';
+import { revokeJob, type RevokeResult } from '../administering/revoke.js';
 import { QueueGetters } from './queue-getters.js';
 import { Producer } from '../producing/producer.js';
 import { childNode } from '../flows/flow-nodes.js';
@@ -218,6 +219,18 @@ export class Queue extends QueueGetters implements JobSource {
     const removed = (await this.call('glidemq_removeJob', [id, opts.force ? '1' : '0'])) === 1;
     if (removed) this.emit('removed', id);
     return removed;
+  }
+
+  /**
+   * Stops job `id` from any process (glide-mq's revoke; src/engine/administering/revoke.ts): a job
+   * that has not started never runs and fails as 'revoked' (answers 'revoked'); a running one's
+   * AbortSignal aborts with reason 'revoked' in the worker that runs it within one lock renewal
+   * ('flagged'); a finished one is left ('finished'); no such job: 'not_found'. `dryRun` answers
+   * what it would do and changes nothing.
+   */
+  async revoke(id: string, opts: { dryRun?: boolean } = {}): Promise<RevokeResult> {
+    await this.waitUntilReady();
+    return revokeJob(this.client, this.keys, id, !!opts.dryRun);
   }
 
   /** Forgets dedup id `id`, so the next add with it creates a job: 1 if it was there, else 0. */
