@@ -9,6 +9,7 @@ import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } fr
 import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { invalid } from '../shared/errors.js';
 import { checkRegistryTtl } from './worker-registry.js';
+import { checkBatch, type BatchOptions } from './batch-options.js';
 
 export interface WorkerOptions {
   connection?: ConnectionInput;
@@ -52,6 +53,11 @@ export interface WorkerOptions {
   removeOnFail?: Retention;
   /** BullMQ's advanced settings: `backoffStrategy` computes the delay of a custom backoff type. */
   settings?: AdvancedSettings;
+  /**
+   * Hands the processor the jobs in batches: `(jobs) => results`, one result per job in order
+   * (batch-runner.ts). `concurrency` then counts batches that run at once.
+   */
+  batch?: BatchOptions;
 }
 
 export interface Settings extends MaintenanceSettings {
@@ -67,6 +73,8 @@ export interface Settings extends MaintenanceSettings {
   removeOnComplete: Retention | undefined;
   removeOnFail: Retention | undefined;
   backoffStrategy: BackoffStrategy | undefined;
+  /** The batch option checked, or undefined: one job per processor call. */
+  batch: Required<BatchOptions> | undefined;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -74,7 +82,8 @@ export function resolveSettings(o: WorkerOptions): Settings {
   const stalledInterval = o.stalledInterval ?? 30_000;
   const blockTimeout = o.blockTimeout ?? 5_000;
   return {
-    concurrency: positive(o.concurrency ?? 1, 'concurrency'),
+    // a batch worker's slots are jobs: `concurrency` batches of up to batch.size each
+    concurrency: positive(o.concurrency ?? 1, 'concurrency') * (checkBatch(o.batch)?.size ?? 1),
     prefetch: o.prefetch === undefined ? undefined : wholeCount(o.prefetch, 'prefetch'),
     lockDuration: positive(lockDuration, 'lockDuration'),
     stalledInterval: positive(stalledInterval, 'stalledInterval'),
@@ -88,6 +97,7 @@ export function resolveSettings(o: WorkerOptions): Settings {
     removeOnComplete: checkRetention(o.removeOnComplete, 'removeOnComplete'),
     removeOnFail: checkRetention(o.removeOnFail, 'removeOnFail'),
     backoffStrategy: checkAdvancedSettings(o.settings),
+    batch: checkBatch(o.batch),
   };
 }
 
