@@ -70,6 +70,26 @@ describe('batches: the batch option (real valkey-server)', function () {
     expect(batches).to.deep.equal([['first', 'second', 'third']]);
   });
 
+  it('a job whose claim is lost while its batch fills is left out of the batch; the others run', async () => {
+    const name = uniqueQueue('lost');
+    const q = h.queue(name);
+    const batches: string[][] = [];
+    const lockLost: string[] = [];
+    const w = batchWorker(name, async (jobs: Job[]) => {
+      batches.push(jobs.map((j) => j.name));
+      return jobs.map(() => 'ok');
+    }, { ...FAST, batch: { size: 10, timeout: 3000 } });
+    w.on('lockLost', (id: string) => lockLost.push(id));
+    await w.waitUntilReady();
+    const [gone] = await q.addBulk([{ name: 'gone', data: {} }, { name: 'kept', data: {} }]);
+    await waitFor(() => w.activeCount === 2, 'both jobs to join the filling batch');
+    await q.remove(gone.id, { force: true });
+    await waitFor(() => lockLost.includes(gone.id), 'the heartbeat to hear that the claim is gone');
+    await waitFor(() => w.finished.completed === 1, 'the batch to run');
+    expect(batches).to.deep.equal([['kept']]);
+    expect(w.activeCount).to.equal(0);
+  });
+
   it('BatchError: each job completes, retries or fails for good by its own rules', async () => {
     const name = uniqueQueue('partial-fail');
     const q = h.queue(name);

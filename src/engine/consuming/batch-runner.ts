@@ -170,8 +170,22 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
         clearTimeout(this.fillTimer);
         this.due = false;
       }
-      void this.run(runs);
+      const held = this.dropLost(runs);
+      if (held.length > 0) void this.run(held);
+      else this.host.afterSlotFreed();
     }
+  }
+
+  /**
+   * A job whose claim the server said was lost while its batch filled (lockLost) is not handed to
+   * the processor: another worker may run it already. Its slot is free again.
+   */
+  private dropLost(runs: Run<D, R>[]): Run<D, R>[] {
+    const held = runs.filter((run) => run.lostFence === undefined || run.lostFence !== run.job.claim?.fence);
+    if (held.length === runs.length) return runs;
+    for (const run of runs) if (!held.includes(run)) this.active.delete(run.job.id);
+    this.busy -= runs.length - held.length;
+    return held;
   }
 
   private async run(runs: Run<D, R>[]): Promise<void> {

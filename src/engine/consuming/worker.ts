@@ -90,9 +90,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
    * jobs with getNextJob(token) and finishes them itself (BullMQ's manual processing).
    */
-  constructor(name: string, processor?: Processor<D, R> | null, opts?: WorkerOptions);
+  constructor(name: string, processor?: Processor<D, R> | null, opts?: WorkerOptions & { batch?: undefined });
   /** A batch worker (the `batch` option): its processor takes the jobs of a batch (batch-runner.ts). */
   constructor(name: string, processor: BatchProcessor<D, R>, opts: WorkerOptions & { batch: BatchOptions });
+  /** Options not known until run time: the processor takes a job, or a batch's jobs with `batch`. */
+  constructor(name: string, processor?: Processor<D, R> | BatchProcessor<D, R> | null, opts?: WorkerOptions);
   constructor(
     readonly name: string,
     private readonly processor?: Processor<D, R> | BatchProcessor<D, R> | null,
