@@ -10,7 +10,7 @@ import { Worker, type WorkerOptions } from '../../src/engine/consuming/worker.js
 import type { BatchProcessor } from '../../src/engine/consuming/batch-runner.js';
 import type { BatchOptions } from '../../src/engine/consuming/batch-options.js';
 import type { Job } from '../../src/engine/jobs/job.js';
-import { BatchError, InvalidArgumentError, UnrecoverableError } from '../../src/engine/shared/errors.js';
+import { BatchError, InvalidArgumentError, UnrecoverableError } from '../../src/index.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { jobHash } from '../helpers/recovery.js';
@@ -139,6 +139,46 @@ describe('batches: the batch option (real valkey-server)', function () {
     const a = (await q.getJob(again.id))!;
     expect([a.returnvalue, a.attemptsMade]).to.deep.equal(['done again', 2]);
     expect(w.finished).to.deep.equal({ completed: 1, failed: 1 });
+  });
+
+  it('a job parked by moveToDelayed leaves its batch alone; RateLimitError puts the batch back unattempted', async () => {
+    const name = uniqueQueue('park');
+    const q = h.queue(name);
+    const moved: string[] = [];
+    let limited = false;
+    const w: Worker = batchWorker(name, async (jobs: Job[]) => {
+      if (!limited) {
+        limited = true;
+        await w.rateLimit(200);
+        throw Worker.RateLimitError();
+      }
+      for (const j of jobs) if (j.name === 'park' && !j.data.step) await j.moveToDelayedIn(0, 'again');
+      return jobs.map((j) => `${j.name} ${j.data.step ?? 'first'}`);
+    }, { batch: { size: 2, timeout: 300 } });
+    w.on('moved', (job: Job) => moved.push(job.name));
+    const [park, plain] = await q.addBulk([{ name: 'park', data: {} }, { name: 'plain', data: {} }]);
+    await waitFor(async () => (await q.getJobCounts()).completed === 2, 'both jobs to complete');
+    expect(moved).to.deep.equal(['park']);
+    const p = (await q.getJob(park.id))!;
+    expect(p.returnvalue).to.equal('park again');
+    const j = (await q.getJob(plain.id))!;
+    // the rate-limited run was no attempt
+    expect([j.returnvalue, j.attemptsMade]).to.deep.equal(['plain first', 1]);
+  });
+
+  it('cancelJob aborts the signal its batch shares', async () => {
+    const name = uniqueQueue('cancel');
+    const q = h.queue(name);
+    const w = batchWorker(name, async (jobs: Job[], signal: AbortSignal) => {
+      await new Promise((resolve) => signal.addEventListener('abort', resolve));
+      throw signal.reason;
+    }, { batch: { size: 2, timeout: 300 } });
+    const [a] = await q.addBulk([{ name: 'a', data: {} }, { name: 'b', data: {} }]);
+    await waitFor(() => w.activeCount === 2, 'the batch to run');
+    expect(w.cancelJob(a.id, 'stop this batch')).to.equal(true);
+    await waitFor(() => w.finished.failed === 2, 'both jobs to fail');
+    const failed = await q.getJobs(['failed']);
+    expect(failed.map((j) => j.failedReason)).to.deep.equal(['stop this batch', 'stop this batch']);
   });
 
   it('a result array of the wrong length fails the batch with a reason that names its size', async () => {
