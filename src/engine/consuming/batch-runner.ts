@@ -171,7 +171,7 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
         this.due = false;
       }
       const held = this.dropLost(runs);
-      if (held.length > 0) void this.run(held);
+      if (held.length > 0) void this.run(held).catch((err) => this.host.emitError(err));
       else this.host.afterSlotFreed();
     }
   }
