@@ -90,6 +90,23 @@ describe('batches: the batch option (real valkey-server)', function () {
     expect(w.activeCount).to.equal(0);
   });
 
+  it('close() hands over a batch still filling, and its jobs finish before the close resolves', async () => {
+    const name = uniqueQueue('close');
+    const q = h.queue(name);
+    const batches: number[] = [];
+    const w = batchWorker(name, async (jobs: Job[]) => {
+      batches.push(jobs.length);
+      return jobs.map(() => 'done at close');
+    }, { batch: { size: 10, timeout: 60_000 } });
+    await w.waitUntilReady();
+    await q.addBulk([{ name: 'a', data: {} }, { name: 'b', data: {} }]);
+    await waitFor(() => w.activeCount === 2, 'both jobs to join the filling batch');
+    await w.close();
+    expect(batches).to.deep.equal([2]);
+    expect(w.finished.completed).to.equal(2);
+    expect((await q.getJobCounts()).completed).to.equal(2);
+  });
+
   it('BatchError: each job completes, retries or fails for good by its own rules', async () => {
     const name = uniqueQueue('partial-fail');
     const q = h.queue(name);
