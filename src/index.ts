@@ -2,6 +2,8 @@
 export { Queue, type QueueOptions, type JobCounts } from './engine/queue/queue.js';
 export type { RevokeResult } from './engine/administering/revoke.js';
 export { Worker, type WorkerOptions, type Processor } from './engine/consuming/worker.js';
+export type { BatchProcessor } from './engine/consuming/batch-runner.js';
+export type { BatchOptions } from './engine/consuming/batch-options.js';
 export type { WorkerInfo } from './engine/consuming/worker-registry.js';
 export type { RateLimiterOptions } from './engine/consuming/worker-options.js';
 export { Job, type JobState } from './engine/jobs/job.js';

@@ -14,6 +14,7 @@ import { hasOpenssl, makeCerts, TlsServer, type TestCerts } from '../helpers/tls
 import { TestServer } from '../helpers/valkey.js';
 import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue, nodeStartMs } from './cli-figures.js';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
+import { batchAgainstC10, BATCH_SIZE } from './batch-figures.js';
 import { FLOW_SIDES, flowAdds, flowEndToEnd, type FlowSizes } from './flow-figures.js';
 import { bulkAdds, delayLateness, memoryPerJob, preload, processBacklog, processListened, serialAdds, steadyLatency, type Sizes } from './figures.js';
 import { median, sentCommands } from './measure.js';
@@ -238,6 +239,16 @@ async function main(): Promise<void> {
           await preload(sys, t.s.url, side.backlog);
           put('tls.c10', sys, (await processBacklog(sys, t.s.url, 10, side)).rate, 'jobs/s over TLS');
         });
+      }
+      if (wanted('batch.s50')) {
+        try {
+          const r = await batchAgainstC10(main.s.url, main.admin, sizes);
+          record(results, 'batch.s50', 'glidemq', r.batch);
+          record(results, 'batch.s50', 'BullMQ', r.c10); // glidemq's own c=10: the row's baseline
+          log(`round ${round} batch.s50    glidemq  ${r.batch.toFixed(0)} jobs/s in batches of ${BATCH_SIZE}, against ${r.c10.toFixed(0)} jobs/s at c=10`);
+        } catch (err) {
+          log(`  batch.s50: FAILED ${(err as Error).stack ?? String(err)}`);
+        }
       }
       roundsRun = round;
       const took = Date.now() - roundStart;

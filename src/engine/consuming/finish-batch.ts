@@ -63,6 +63,11 @@ export interface FinishRequest {
   durationMs: number;
   /** The next jobs are a prefetch: marked not started until reported (see above). */
   ahead: boolean;
+  /**
+   * One of a batch's finishes (batch-runner.ts): what is ready with it goes in one call, not
+   * halved, so a batch costs one call to finish.
+   */
+  whole?: boolean;
 }
 
 interface Pending {
@@ -90,6 +95,8 @@ export class FinishBatcher {
   private started = new Map<string, string>();
   /** A finish call's round trip, ms (an average weighted to the recent; 0 until one returned). */
   rttMs = 0;
+  /** Pending requests of a batch (FinishRequest.whole): the next flush sends everything. */
+  private wholes = 0;
 
   constructor(
     private readonly client: () => Client,
@@ -116,6 +123,7 @@ export class FinishBatcher {
   /** Resolves to `[status, ...nextJobs]`, as a glidemq_finish call for this one job would. */
   finish(req: FinishRequest): Promise<unknown[]> {
     this.started.delete(req.id);
+    if (req.whole) this.wholes++;
     return new Promise((resolve, reject) => {
       this.pending.push({ req, resolve, reject });
       this.schedule();
@@ -143,8 +151,10 @@ export class FinishBatcher {
       if (this.started.size > 0) void this.send([]);
       return;
     }
-    // nothing in flight: send half, keep the rest for when this call's reply arrives
-    const take = this.inFlight === 0 && all.length > 1 ? Math.ceil(all.length / 2) : all.length;
+    // nothing in flight: send half, keep the rest for when this call's reply arrives (a batch's
+    // finishes go whole)
+    const take = this.inFlight === 0 && all.length > 1 && this.wholes === 0 ? Math.ceil(all.length / 2) : all.length;
+    this.wholes = 0;
     this.pending = all.slice(take);
     for (let i = 0; i < take; i += MAX_BATCH) void this.send(all.slice(i, Math.min(take, i + MAX_BATCH)));
   }

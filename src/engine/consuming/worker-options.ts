@@ -9,6 +9,7 @@ import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } fr
 import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { invalid } from '../shared/errors.js';
 import { checkRegistryTtl } from './worker-registry.js';
+import { checkBatch, type BatchOptions } from './batch-options.js';
 
 export interface WorkerOptions {
   connection?: ConnectionInput;
@@ -62,6 +63,11 @@ export interface WorkerOptions {
    * 2000): a stuck processor is reported (`error`) and keeps its slot until it returns.
    */
   timeoutGraceMs?: number;
+  /**
+   * Hands the processor the jobs in batches: `(jobs) => results`, one result per job in order
+   * (batch-runner.ts). `concurrency` then counts batches that run at once.
+   */
+  batch?: BatchOptions;
 }
 
 export interface Settings extends MaintenanceSettings {
@@ -80,6 +86,8 @@ export interface Settings extends MaintenanceSettings {
   /** The default run time limit (ms), or undefined: none. */
   timeout: number | undefined;
   timeoutGraceMs: number;
+  /** The batch option checked, or undefined: one job per processor call. */
+  batch: Required<BatchOptions> | undefined;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -87,7 +95,8 @@ export function resolveSettings(o: WorkerOptions): Settings {
   const stalledInterval = o.stalledInterval ?? 30_000;
   const blockTimeout = o.blockTimeout ?? 5_000;
   return {
-    concurrency: positive(o.concurrency ?? 1, 'concurrency'),
+    // a batch worker's slots are jobs: `concurrency` batches of up to batch.size each
+    concurrency: positive(o.concurrency ?? 1, 'concurrency') * (checkBatch(o.batch)?.size ?? 1),
     prefetch: o.prefetch === undefined ? undefined : wholeCount(o.prefetch, 'prefetch'),
     lockDuration: positive(lockDuration, 'lockDuration'),
     stalledInterval: positive(stalledInterval, 'stalledInterval'),
@@ -103,6 +112,7 @@ export function resolveSettings(o: WorkerOptions): Settings {
     backoffStrategy: checkAdvancedSettings(o.settings),
     timeout: o.timeout === undefined ? undefined : checkTimeout(o.timeout, 'timeout'),
     timeoutGraceMs: nonNegative(o.timeoutGraceMs ?? 2_000, 'timeoutGraceMs'),
+    batch: checkBatch(o.batch),
   };
 }
 

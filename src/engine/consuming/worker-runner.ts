@@ -376,7 +376,7 @@ function readsArgumentsFreely(fn: Function): boolean {
 }
 
 /** The stored return value: JSON text. A value JSON cannot hold fails the job with that reason. */
-function serialiseResult(result: unknown): string {
+export function serialiseResult(result: unknown): string {
   let text: string | undefined;
   try {
     text = JSON.stringify(result === undefined ? null : result);

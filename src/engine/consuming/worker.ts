@@ -43,7 +43,9 @@ import { watchConnection } from '../connecting/connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
 import { Promoter } from './worker-promoter.js';
 import { LockKeeper } from './worker-lock-keeper.js';
-import { Runner, type Processor } from './worker-runner.js';
+import { type Processor } from './worker-runner.js';
+import { makeRunner, type BatchProcessor, type JobRunner } from './batch-runner.js';
+import type { BatchOptions } from './batch-options.js';
 import { Finisher } from './worker-finisher.js';
 import { FlowRelay } from './flow-relay.js';
 import { relayOutbox } from '../producing/flow-outbox.js';
@@ -53,6 +55,7 @@ import type { WorkerPart } from './worker-part.js';
 
 export type { WorkerOptions } from './worker-options.js';
 export type { Processor } from './worker-runner.js';
+export type { BatchProcessor } from './batch-runner.js';
 
 export class Worker<D = any, R = any> extends SafeEmitter {
   readonly keys: QueueKeys;
@@ -71,7 +74,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private unwatchConnection: (() => void) | undefined;
   private readonly idle = new IdleWaiters(() => this.runner.active.size);
   maintenance: Maintenance;
-  private readonly runner: Runner<D, R>;
+  private readonly runner: JobRunner<D, R>;
   private readonly finisher: Finisher;
   private readonly buffer: PrefetchBuffer<Job<D, R>>;
   private readonly readLoop: ReadLoop;
@@ -87,9 +90,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
    * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
    * jobs with getNextJob(token) and finishes them itself (BullMQ's manual processing).
    */
+  constructor(name: string, processor?: Processor<D, R> | null, opts?: WorkerOptions & { batch?: undefined });
+  /** A batch worker (the `batch` option): its processor takes the jobs of a batch (batch-runner.ts). */
+  constructor(name: string, processor: BatchProcessor<D, R>, opts: WorkerOptions & { batch: BatchOptions });
+  /** Options not known until run time: the processor takes a job, or a batch's jobs with `batch`. */
+  constructor(name: string, processor?: Processor<D, R> | BatchProcessor<D, R> | null, opts?: WorkerOptions);
   constructor(
     readonly name: string,
-    private readonly processor?: Processor<D, R> | null,
+    private readonly processor?: Processor<D, R> | BatchProcessor<D, R> | null,
     opts: WorkerOptions = {},
   ) {
     super();
@@ -133,14 +141,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       afterSlotFreed: () => this.afterSlotFreed(),
       onRelay: () => this.flowRelay.kick(),
     });
-    this.runner = new Runner<D, R>({
+    this.runner = makeRunner<D, R>({
       ...part,
       wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
       noteRun: (ms) => this.buffer.noteRun(ms),
       finisher: this.finisher,
       fetchOne: () => this.readLoop.fetchOne(),
       afterSlotFreed: () => this.afterSlotFreed(),
-    }, processor);
+    }, processor, this.settings.batch);
     this.flowRelay = new FlowRelay(part, relayOutbox);
     const upkeep = new Upkeep(part.client, this.keys, part.emitError);
     this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep });
@@ -361,6 +369,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       const live = () => this.client.status === 'ready';
       // what a read, fetch or activation on its way brings is kept, and goes back with the rest
       await this.readLoop.stopForClose();
+      this.runner.flush?.(); // a batch still filling goes now
       if (live()) await within(this.buffer.release(), CLOSE_CALL_MS);
       if (!force && this.runner.active.size > 0) await within(this.idle.wait(), this.settings.closeGracePeriod);
       // a finish sent before the close began may have brought claims after the release above

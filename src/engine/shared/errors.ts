@@ -70,6 +70,28 @@ export class RateLimitError extends Error {
   }
 }
 
+/** The brand of a BatchError (as UnrecoverableError's: a bundle may hold its own copy of the class). */
+const BATCH_RESULTS = Symbol.for('glidemq.batchResults');
+
+/**
+ * Thrown by a batch processor (the Worker's `batch` option) to report each job's own outcome:
+ * `results` holds one entry per job of the batch, in order; an entry that is an Error fails that
+ * job (it then retries or fails for good by its own rules), any other entry completes it with that
+ * value.
+ */
+export class BatchError extends Error {
+  override name = 'BatchError';
+  readonly [BATCH_RESULTS] = true;
+  constructor(readonly results: unknown[]) {
+    const failed = Array.isArray(results) ? results.filter((r) => r instanceof Error).length : 0;
+    super(`the batch processor reported ${failed} of ${Array.isArray(results) ? results.length : 0} jobs failed`);
+  }
+}
+
+export function isBatchError(err: unknown): err is BatchError {
+  return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[BATCH_RESULTS] === true;
+}
+
 export function isUnrecoverable(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[UNRECOVERABLE] === true;
 }
