@@ -9,6 +9,7 @@ import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } fr
 import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { invalid } from '../shared/errors.js';
 import { checkRegistryTtl } from './worker-registry.js';
+import { checkDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
 
 export interface WorkerOptions {
   connection?: ConnectionInput;
@@ -52,6 +53,11 @@ export interface WorkerOptions {
   removeOnFail?: Retention;
   /** BullMQ's advanced settings: `backoffStrategy` computes the delay of a custom backoff type. */
   settings?: AdvancedSettings;
+  /**
+   * glide-mq's dead-letter queue: a job that fails for good is copied there (README "Dead letters").
+   * Stored in the queue's meta when the worker starts, so every client's failures follow it.
+   */
+  deadLetterQueue?: DeadLetterQueueOptions;
 }
 
 export interface Settings extends MaintenanceSettings {
@@ -67,6 +73,8 @@ export interface Settings extends MaintenanceSettings {
   removeOnComplete: Retention | undefined;
   removeOnFail: Retention | undefined;
   backoffStrategy: BackoffStrategy | undefined;
+  /** The dead-letter queue's name to store at start, or undefined (the stored one, if any, stays). */
+  deadLetterQueue: string | undefined;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -88,6 +96,7 @@ export function resolveSettings(o: WorkerOptions): Settings {
     removeOnComplete: checkRetention(o.removeOnComplete, 'removeOnComplete'),
     removeOnFail: checkRetention(o.removeOnFail, 'removeOnFail'),
     backoffStrategy: checkAdvancedSettings(o.settings),
+    deadLetterQueue: checkDeadLetterQueue(o.deadLetterQueue, ''),
   };
 }
 

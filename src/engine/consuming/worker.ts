@@ -46,7 +46,8 @@ import { LockKeeper } from './worker-lock-keeper.js';
 import { Runner, type Processor } from './worker-runner.js';
 import { Finisher } from './worker-finisher.js';
 import { FlowRelay } from './flow-relay.js';
-import { relayOutbox } from '../producing/flow-outbox.js';
+import { relayOutboxes } from '../producing/dead-letter-outbox.js';
+import { storeDeadLetterQueue } from '../administering/dead-letters.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
 import type { WorkerPart } from './worker-part.js';
@@ -141,7 +142,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       fetchOne: () => this.readLoop.fetchOne(),
       afterSlotFreed: () => this.afterSlotFreed(),
     }, processor);
-    this.flowRelay = new FlowRelay(part, relayOutbox);
+    // a '{relay}' mark asks for both outboxes: flow settlements and dead letters (dead-letter-outbox.ts)
+    this.flowRelay = new FlowRelay(part, relayOutboxes);
     const upkeep = new Upkeep(part.client, this.keys, part.emitError);
     this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep });
     this.lockKeeper = new LockKeeper({
@@ -230,6 +232,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.running = true;
     await this.settle();
     await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
+    await storeDeadLetterQueue(this.client, this.keys, this.settings.deadLetterQueue);
     const readerClient = await this.readLoop.open();
     if (this.closing) {
       // close() ran while this start-up waited: it found no reader and no timers to end, so none
