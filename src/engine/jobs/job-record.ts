@@ -131,6 +131,8 @@ export class JobRecord<D = any, R = any> {
       failedReason: this.failedReason,
       processedOn: this.processedOn,
       finishedOn: this.finishedOn,
+      // a dead letter says where it failed (lua/dead-letters.lua)
+      ...(this.raw.originalQueue === undefined ? {} : { originalQueue: this.raw.originalQueue, originalJobId: this.raw.originalJobId }),
     };
   }
 }
