@@ -10,6 +10,8 @@ import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { claimAs, jobHash, STALLED_REASON, upkeep } from '../helpers/recovery.js';
 import { Queue } from '../../src/engine/queue/queue.js';
+import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
 
 describe('dead letters (real valkey-server)', () => {
   const server = useServer();
@@ -98,6 +100,48 @@ describe('dead letters (real valkey-server)', () => {
     expect(letters[0].data).to.deep.equal({ n: 1 });
   });
 
+  it('a finish sent again after its reply was lost sends no second dead letter (with the job kept, and with removeOnFail removing it)', async () => {
+    for (const removeOnFail of [false, true]) {
+      const name = uniqueQueue();
+      const q = queueWithDlq(name, `${name}-dlq`);
+      const job = await q.add('once', { removeOnFail }, { removeOnFail });
+      await q.waitUntilReady();
+      const [claim] = await claimAs(q, 'w1', 1, { lockDuration: 60000 });
+      const keep = removeOnFail ? '0' : '';
+      const finish = () => callFunction(q.client, 'glidemq_finish', q.keys.meta, [claim.id, claim.fence, 'w1', 'failed:Error: x', 'x', -1, 0, keep, 1, '0', 60000, 1]) as Promise<unknown[]>;
+      expect((await finish())[0]).to.equal('failed');
+      expect((await finish())[0]).to.equal('failed'); // the repeat is answered, and changes nothing
+      const letters = await q.getDeadLetterJobs();
+      expect(letters.map((l) => l.originalJobId), `removeOnFail ${removeOnFail}`).to.deep.equal([job.id]);
+      expect(letters[0].data).to.deep.equal({ removeOnFail });
+      expect(await q.getJobState(job.id)).to.equal(removeOnFail ? 'unknown' : 'failed');
+    }
+  });
+
+  it('a parent failed by its child (failParentOnFailure) is copied into its own queue\'s dead-letter queue', async () => {
+    const name = uniqueQueue();
+    const q = queueWithDlq(name, `${name}-dlq`);
+    const flow = new FlowProducer({ connection: server().url });
+    h.flowProducers.push(flow);
+    const tree = await flow.add({ name: 'parent', queueName: name, data: { p: 1 }, children: [{ name: 'child', queueName: name, opts: { failParentOnFailure: true } }] });
+    h.worker(name, async () => {
+      throw new Error('child broke');
+    });
+    await waitFor(async () => (await q.getJobState(tree.job.id)) === 'failed', 'the parent to fail');
+    const letters = await waitFor(async () => {
+      const l = await q.getDeadLetterJobs();
+      return l.length === 2 ? l : undefined;
+    }, 'the child and its parent to be dead letters');
+    const parent = letters!.find((l) => l.originalJobId === tree.job.id)!;
+    expect(parent.name).to.equal('parent');
+    expect(parent.data).to.deep.equal({ p: 1 });
+    expect(parent.failedReason).to.contain('failed');
+    expect(parent.raw).to.not.have.property('flow');
+    const child = letters!.find((l) => l.originalJobId === tree.children![0].job.id)!;
+    expect(child.failedReason).to.equal('child broke');
+    expect(child.raw).to.not.have.property('parents');
+  });
+
   it('reads pages with getDeadLetterJobs(start, end), newest first, and a later writer changes the setting for all', async () => {
     const name = uniqueQueue();
     const q = queueWithDlq(name, `${name}-dlq`);
@@ -129,5 +173,6 @@ describe('dead letters (real valkey-server)', () => {
     expect(() => new Queue('same', { connection: server().url, deadLetterQueue: { name: 'same' } })).to.throw(/another queue/);
     expect(() => new Queue('same', { connection: server().url, deadLetterQueue: { name: 'a:b' } })).to.throw(/deadLetterQueue.name/);
     expect(() => h.worker('w', async () => undefined, { deadLetterQueue: {} as never, autorun: false })).to.throw(/deadLetterQueue/);
+    expect(() => h.worker('w', async () => undefined, { deadLetterQueue: { name: 'w' }, autorun: false })).to.throw(/another queue/);
   });
 });

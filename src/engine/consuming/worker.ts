@@ -47,7 +47,7 @@ import { Runner, type Processor } from './worker-runner.js';
 import { Finisher } from './worker-finisher.js';
 import { FlowRelay } from './flow-relay.js';
 import { relayOutboxes } from '../producing/dead-letter-outbox.js';
-import { storeDeadLetterQueue } from '../administering/dead-letters.js';
+import { checkDeadLetterQueue, storeDeadLetterQueue } from '../administering/dead-letters.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
 import type { WorkerPart } from './worker-part.js';
@@ -96,6 +96,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     super();
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
+    checkDeadLetterQueue(opts.deadLetterQueue, name); // (a queue cannot be its own)
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
