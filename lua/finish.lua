@@ -395,7 +395,7 @@ register('glidemq_finish', function(keys, args)
   local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   table.insert(out, 1, status)
-  if relay or FAILURE_TYPES.dead.wroteRecord(k) then out[#out + 1] = FLOW.RELAY_MARK end
+  if relay or (status == 'failed' and FAILURE_TYPES.dead.wroteRecord(k)) then out[#out + 1] = FLOW.RELAY_MARK end
   return out
 end)
 
@@ -514,7 +514,7 @@ register('glidemq_finishMany', function(keys, args)
   local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   for _, job in ipairs(nextJobs) do statuses[#statuses + 1] = job end
-  if relay or FAILURE_TYPES.dead.wroteRecord(k) then statuses[#statuses + 1] = FLOW.RELAY_MARK end
+  if relay or (anyFailed and FAILURE_TYPES.dead.wroteRecord(k)) then statuses[#statuses + 1] = FLOW.RELAY_MARK end
   return statuses
 end)
 end

@@ -16,6 +16,7 @@ import { Queue } from '../../src/engine/queue/queue.js';
 import { Worker } from '../../src/engine/consuming/worker.js';
 import { relayDeadLetters } from '../../src/engine/producing/dead-letter-outbox.js';
 import { useCluster, type TestCluster } from '../helpers/cluster.js';
+import { claimAs, STALLED_REASON, upkeep } from '../helpers/recovery.js';
 import { waitFor } from '../helpers/valkey.js';
 
 const connection = (c: TestCluster) => ({ url: c.url, cluster: true });
@@ -84,6 +85,20 @@ describe('dead letters on a cluster: the dead-letter queue on another node', fun
     // the outbox is empty once relayed, and the source job stays in its own failed set
     await waitFor(async () => (await q.client.hlen(q.keys.deadOutbox)) === 0, 'the outbox to be emptied');
     expect(await q.getJobState(job.id)).to.equal('failed');
+  });
+
+  it('a job failed for good by a stalled check reaches the dead-letter queue in another slot, relayed by that check', async () => {
+    const [src, dlqName] = await twoQueues();
+    const q = queue(src, dlqName);
+    const job = await q.add('stuck', { s: 1 });
+    await q.waitUntilReady();
+    await claimAs(q, 'dead-worker', 1, { lockDuration: 0, maxStalledCount: 0 });
+    const m = upkeep(q, { lockDuration: 0, maxStalledCount: 0 });
+    await waitFor(async () => (await m.reclaimStalled('reclaimer')).failed.length > 0, 'the stalled job to fail');
+    const letters = await q.getDeadLetterJobs();
+    expect(letters.map((l) => l.originalJobId)).to.deep.equal([job.id]);
+    expect(letters[0].failedReason).to.equal(STALLED_REASON);
+    expect(await q.client.hlen(q.keys.deadOutbox)).to.equal(0);
   });
 
   it('a worker SIGKILLed between its acknowledged failure and the relay: upkeep relays the record past the grace period, once', async () => {
