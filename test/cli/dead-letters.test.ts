@@ -39,6 +39,9 @@ describe('CLI: dead letters (jobs <dlq>, retry --from-dead-letter)', function ()
     const lines = json.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.map((l) => l.originalJobId).sort()).to.deep.equal([...ids].sort());
     expect(lines.every((l) => l.originalQueue === name && l.state === 'failed')).to.equal(true);
+    const one = await cli(['job', dlq, lines[0].id]);
+    expect(one.code, one.stderr).to.equal(0);
+    expect(one.stdout).to.match(new RegExp(`dead letter of\\s+│ job ${lines[0].originalJobId} in queue ${name}`));
     // a queue that holds no dead letters still needs --state
     const plain = await cli(['jobs', name]);
     expect(plain.code).to.equal(2);
