@@ -1,9 +1,11 @@
---[[ dead-letters.lua — dead letters (no registered functions here): FAILURE_TYPES.dead (DEAD
-  below), the copy of a job that
-  fails for good into its queue's dead-letter queue. Called by lua/outcomes.lua storeFailure, so
-  every path that fails a job for good sends it: a finish (lua/finish.lua), stalled recovery past
-  maxStalledCount (lua/reclaim.lua), a parent failed by its child (lua/flow-keys.lua), and any
-  later path that stores a failure through storeFailure.
+--[[ dead-letters.lua — dead letters (no registered functions here): FAILURE_TYPES.dead (a field of
+  lua/outcomes.lua's table, not a local of its own: the main chunk's locals are few; DEAD below),
+  the copy of a job that fails for good into its queue's dead-letter queue. Called by
+  lua/outcomes.lua storeFailure, so every path that fails a job for good sends it: a finish
+  (lua/finish.lua), stalled recovery past maxStalledCount (lua/reclaim.lua), a parent failed by
+  its child (lua/flow-keys.lua), and any later path that stores a failure through storeFailure.
+  Each of those calls FAILURE_TYPES.dead.target in its check phase, so the keys a send writes are
+  checked before the first write (a path that does not reads the setting at its first send).
   The setting: the source queue's meta field `deadLetterQueue` names the dead-letter queue (a queue
   of the same prefix), written by glidemq_setDeadLetterQueue (lua/dead-letter.lua) when a Queue or
   a Worker is made with the option: the server decides, whichever client fails the job. Read only
@@ -22,7 +24,8 @@
       dead-outbox (hash: dead-letter id -> JSON {t: the server's ms, q: the dead-letter queue's
       name, f: the dead letter's fields}), in the same call. The worker relays it right after the
       reply (the reply's '{relay}' mark: glidemq_storeDeadLetters on the dead-letter queue, then
-      glidemq_deadOutboxDone), and maintenance relays what a crash left once it is older than a
+      glidemq_deadOutboxDone), a stalled check right after it failed jobs, and upkeep and heal
+      relay what a crash left once it is older than a
       grace period (src/engine/producing/dead-letter-outbox.ts). Storing is idempotent: a dead
       letter whose id exists is not written again, so a record relayed twice is stored once.
 ]]
