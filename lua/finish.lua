@@ -35,7 +35,8 @@
            'delayed' | 'stale' (the caller no longer owns the claim: nothing was changed) |
            'missing' (the job was removed while it ran); next jobs are claim replies (lua/activate.lua);
            last, the string '{relay}' when the finish wrote an outbox record for a parent in
-           another slot of a cluster (lua/flow-keys.lua): the worker relays it.
+           another slot of a cluster (lua/flow-keys.lua), or a dead letter for a dead-letter
+           queue in another slot (lua/dead-letters.lua): the worker relays it.
            A repeated finish (sent again after its reply was lost) of a job this claim completed
            or failed for good gets that status again, and changes nothing; so does one whose
            claim put the job back for a retry ('retried' or 'delayed': the job's `rf` field keeps
@@ -254,6 +255,7 @@ local function planFinish(k, j, consumer, seen, announce)
   else
     status = 'failed'
     requireTypes(k, keep ~= '0' and FAILURE_TYPES.kept or FAILURE_TYPES.removed)
+    FAILURE_TYPES.dead.target(k) -- a dead-letter queue's keys (lua/dead-letters.lua): one meta field read
   end
   if seen then
     -- a final outcome with keep '0' deletes the job; anything else leaves it not active
@@ -402,7 +404,7 @@ register('glidemq_finish', function(keys, args)
   local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   table.insert(out, 1, status)
-  if relay then out[#out + 1] = FLOW.RELAY_MARK end
+  if relay or (status == 'failed' and FAILURE_TYPES.dead.wroteRecord(k)) then out[#out + 1] = FLOW.RELAY_MARK end
   return out
 end)
 
@@ -521,7 +523,7 @@ register('glidemq_finishMany', function(keys, args)
   local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   for _, job in ipairs(nextJobs) do statuses[#statuses + 1] = job end
-  if relay then statuses[#statuses + 1] = FLOW.RELAY_MARK end
+  if relay or (anyFailed and FAILURE_TYPES.dead.wroteRecord(k)) then statuses[#statuses + 1] = FLOW.RELAY_MARK end
   return statuses
 end)
 end

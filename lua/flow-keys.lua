@@ -149,6 +149,7 @@ local function checkParent(pk, id, kind, depth)
   requireRequeueTypes(pk, f[1] or nil)
   if kind == 'fail' then
     requireTypes(pk, FAILURE_TYPES.kept)
+    FAILURE_TYPES.dead.target(pk) -- the parent's dead-letter queue (lua/dead-letters.lua)
     local up = FLOW.failureKind(f[3])
     if f[2] and up and depth < MAX_DEPTH then checkParents(pk, f[2], up, depth + 1) end
   end

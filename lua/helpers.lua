@@ -115,7 +115,7 @@ local KEY_SUFFIX = {
   readyGroups = ':ready-groups', timedGroups = ':timed-groups', groupPrefix = ':group:{',
   producerPrefix = ':producer:', rateLog = ':rate-log', workers = ':workers', workersExpiry = ':workers-expiry',
   removedFinishes = ':removed-finishes', waitingChildren = ':waiting-children', flowOutbox = ':flow-outbox',
-  flows = ':flows', flowsDue = ':flows-due',
+  flows = ':flows', flowsDue = ':flows-due', deadOutbox = ':dead-outbox',
 }
 
 -- Each name is built on first use and then kept: a call uses a few of the keys, and building

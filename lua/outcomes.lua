@@ -100,17 +100,22 @@ KEEP_RULE = kind("a retention rule: '' (keep all), '0' (remove), 'count:N', 'age
 end)
 
 -- The keys a failure for good writes (requireTypes): the failed set and the events; a job removed
--- at once (keep '0') is in no set: only the events.
-FAILURE_TYPES = { kept = { 'failed', 'zset', 'events', 'stream' }, removed = { 'events', 'stream' } }
+-- at once (keep '0') is in no set: only the events. `dead`: the dead-letter part of a failure,
+-- filled by lua/dead-letters.lua (a field, not a local of its own: the main chunk's locals are few).
+FAILURE_TYPES = { kept = { 'failed', 'zset', 'events', 'stream' }, removed = { 'events', 'stream' }, dead = {} }
 
 --[[ Stores the failure for good of job `id` (hash `jk`, out of active delivery state already)
   with `reason`, under retention rule `keep`: its state, attempts made (`made`), failedReason and
   finishedOn, the failed set and retention (settle); then the 'failed' event, and while a
-  QueueEvents listens (`listen`) 'retries-exhausted' for a job whose attempts are used up.
+  QueueEvents listens (`listen`) 'retries-exhausted' for a job whose attempts are used up. A queue
+  with a dead-letter queue sends it a copy first (FAILURE_TYPES.dead.send, lua/dead-letters.lua; its keys checked by
+  the caller's check phase through FAILURE_TYPES.dead.target).
   Returns true when the job is gone (removed by its rule, as settle). ]]
 storeFailure = function(k, jk, id, keep, now, made, reason, listen)
   -- read before settle, which may delete the job
   local exhausted = listen and made >= math.max(toInt(redis.call('HGET', jk, 'attempts'), 1), 1)
+  -- a copy to the queue's dead-letter queue, if it has one (lua/dead-letters.lua), while the job is whole
+  FAILURE_TYPES.dead.send(k, jk, id, now, made, reason)
   local gone = settle(k, jk, id, k.failed, keep, now, made, 'failed', 'failedReason', reason)
   emit(k, 'failed', id, 'reason', reason)
   if exhausted then emit(k, 'retries-exhausted', id, 'attemptsMade', made) end

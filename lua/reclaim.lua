@@ -148,6 +148,7 @@ local function stallPlan(k, a, id, jk, f, idle, now, judged)
     local more = redis.call('HMGET', jk, 'opts', 'parents')
     c.keep = keepRuleFor(more[1], a.keepFailed)
     c.made = toInt(f[8], 0)
+    FAILURE_TYPES.dead.target(k) -- a dead-letter queue's keys (lua/dead-letters.lua), checked before the first write
     -- a child settles its parents as its failure policy says (lua/flow-keys.lua); a record for a
     -- parent in another queue is relayed by maintenance
     local kind = more[2] and FLOW.failureKind(more[1])

@@ -81,6 +81,7 @@ register('glidemq_revoke', function(keys, args)
   if f[5] then groupRequireTypes(k, f[5]) end
   local flowKind = f[8] and FLOW.failureKind(f[6] or nil)
   if flowKind then FLOW.checkParents(k, f[8], flowKind) end
+  FAILURE_TYPES.dead.target(k) -- a dead-letter queue's keys (lua/dead-letters.lua), checked before the first write
   -- write phase
   local now = serverNow()
   unplace(k, id, jk, f[4] or nil)

@@ -37,6 +37,8 @@ export {
 export { listQueues } from './engine/connecting/discovery.js';
 export type { SchedulerInfo, SchedulerTemplate, SchedulerTiming, RepeatOptions, JobSchedulerJson, JobSchedulerTemplate } from './engine/scheduling/schedulers.js';
 export type { CleanState, CleanResult, DrainResult, ObliterateOptions, ObliterateResult } from './engine/administering/cleanup.js';
+export type { DeadLetterQueueOptions } from './engine/administering/dead-letters.js';
+export { resendDeadLetters, type ResendResult, type SentLetter } from './engine/operating/dead-letters.js';
 export type { DedupOptions, DedupMode } from './engine/producing/options.js';
 export type { DeduplicationOptions, KeepJobs } from './engine/producing/options.js';
 export { BackoffStrategyError, type BackoffStrategy, type AdvancedSettings } from './engine/consuming/backoff.js';

@@ -79,6 +79,7 @@ Examples:
         if (job.opts.delay) rows.push(['delay', formatDuration(job.opts.delay)]);
         if (job.returnvalue !== null) rows.push(['returnvalue', show(job.returnvalue)]);
         if (job.failedReason) rows.push(['failedReason', job.failedReason]);
+        if (job.originalQueue) rows.push(['dead letter of', `job ${job.originalJobId} in queue ${job.originalQueue}`]);
         if (parent) rows.push(['parent', `${parent.id} in queue ${parent.queue}`]);
         if (isParent) rows.push(['children', describeCounts(dependencies)]);
         print(table({ head: ['field', 'value'], rows, wrap: 1 }));

@@ -5,6 +5,7 @@ import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { invalid } from '../../engine/shared/errors.js';
 import { checkState, LISTABLE_STATES, listJobPage, type JobFilter, type ListableState, type ListedJob } from '../../engine/operating/job-listing.js';
 import { action, withQueue } from '../context.js';
+import { holdsDeadLetters } from '../../engine/operating/dead-letters.js';
 import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, jobJson, plural, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
 
 interface JobsFlags {
@@ -56,7 +57,7 @@ export function register(program: Command): void {
   program
     .command('jobs <queue>')
     .description("one state's jobs, newest first: id, name, age, attempts, and the failure reason, the time a delayed job runs or what a parent waits for")
-    .addOption(completeWith(new Option('-s, --state <state>', 'the state to list').makeOptionMandatory(), LISTABLE_STATES))
+    .addOption(completeWith(new Option('-s, --state <state>', 'the state to list (on a dead-letter queue: failed unless given)'), LISTABLE_STATES))
     .option('-n, --name <name>', 'only jobs of this name')
     .option('--since <duration>', 'only jobs added within this long (completed, failed: finished within it), e.g. 30m, 1h, 2d')
     .option('--limit <n>', 'jobs per page', '20')
@@ -73,22 +74,31 @@ was added. --since counts back from the server's clock: a failed or completed jo
 finished within the span, any other job when it was added within it. --name and --since are
 applied while the queue is read page by page, so a large queue is never loaded whole. With --json
 each job is one line of JSON (NDJSON), with every field \`glidemq job\` shows.
+On a dead-letter queue (README "Dead letters") --state may be left out: its dead letters (failed)
+are listed, with the queue and job id each failed in (column "from"; --json: originalQueue,
+originalJobId).
 
 Examples:
   $ glidemq jobs emails --state failed
   $ glidemq jobs emails --state failed --since 1h --name welcome
   $ glidemq jobs emails --state delayed --limit 50 --page 2
   $ glidemq jobs reports --state waiting-children
-  $ glidemq jobs emails -s failed --json | jq -r .failedReason | sort | uniq -c`,
+  $ glidemq jobs emails -s failed --json | jq -r .failedReason | sort | uniq -c
+  $ glidemq jobs emails-dlq`,
     )
     .action(
       action(async (ctx, queue: string, f: JobsFlags) => {
-        const state = checkState(f.state);
-        const filter = filterFrom(state, f);
+        if (f.state !== undefined) checkState(f.state);
         const limit = parseInteger(f.limit, '--limit', 1, 10_000);
         if (f.page !== undefined && f.offset !== undefined) throw invalid('give --page or --offset, not both');
         const page = f.page === undefined ? undefined : parseInteger(f.page, '--page', 1);
         const offset = f.offset !== undefined ? parseInteger(f.offset, '--offset', 0) : ((page ?? 1) - 1) * limit;
+        // a dead-letter queue lists its dead letters unless told otherwise; any other queue needs --state
+        if (f.state === undefined && !(await withQueue(ctx, queue, holdsDeadLetters, { creates: true }))) {
+          throw invalid(`required option '-s, --state <state>' not specified (${LISTABLE_STATES.join(', ')}; only a dead-letter queue lists its dead letters without it)`);
+        }
+        const state = f.state === undefined ? 'failed' : checkState(f.state);
+        const filter = filterFrom(state, f);
         const result = await withQueue(ctx, queue, (q) => listJobPage(q, filter, { offset, limit }));
         const { jobs, now } = result;
         if (ctx.json) {
@@ -102,16 +112,19 @@ Examples:
         }
         // a delayed job's time of day (and date when not today) under a heading that names the zone
         const extra = state === 'delayed' ? `runs at (${timeZoneLabel(now)})` : EXTRA[state];
-        const head = ['id', 'name', 'age', 'attempts', ...(extra ? [extra] : [])];
+        // dead letters name the queue and job they failed in (README "Dead letters")
+        const from = jobs.some((l) => l.job.originalQueue !== undefined);
+        const head = ['id', 'name', 'age', 'attempts', ...(from ? ['from'] : []), ...(extra ? [extra] : [])];
         const rows = jobs.map((l) => [
           ellipsis(l.job.id, 20),
           ellipsis(l.job.name, 20),
           formatDuration(Math.max(0, now - l.job.timestamp)),
           `${l.job.attemptsMade}/${l.job.opts.attempts}`,
+          ...(from ? [l.job.originalQueue === undefined ? '' : ellipsis(`${l.job.originalQueue}/${l.job.originalJobId}`, 30)] : []),
           ...(extra ? [extraCell(state, l, now)] : []),
         ]);
         // the failure reason takes what is left of the width; otherwise the name gives way
-        print(table({ head, rows: fitColumn(head, rows, state === 'failed' ? 4 : 1), numeric: [2, 3] }));
+        print(table({ head, rows: fitColumn(head, rows, state === 'failed' ? (from ? 5 : 4) : 1), numeric: [2, 3] }));
         const shown = `${offset + 1}-${offset + jobs.length}`;
         const of = result.total === undefined ? '' : ` of ${result.total}`;
         const next = result.more ? `; next: ${f.offset !== undefined ? `--offset ${offset + jobs.length}` : `--page ${(page ?? 1) + 1}`}` : '';

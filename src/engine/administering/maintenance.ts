@@ -13,7 +13,8 @@ import { hostname } from 'node:os';
 import { acquireClient, closeClient, disconnectClient, isCluster, settleTopology, waitReady, type Client, type ClientSettings } from '../connecting/connection.js';
 import { QueueKeys } from '../shared/keys.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
-import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
+import { OUTBOX_GRACE_MS } from '../producing/flow-outbox.js';
+import { relayDeadLetters, relayOutboxes } from '../producing/dead-letter-outbox.js';
 import { resettleFinishedChildren } from './flow-repair.js';
 import { dueFlowJournals, FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 import { encodeRetention, type Retention } from '../producing/options.js';
@@ -185,6 +186,8 @@ export class Maintenance {
     if (stream.paused) return { redispatched: [], failed: [], returned: [], consumersRemoved: 0, failedJobs: [] };
     this.streamCursor = stream.cursor;
     const list = await this.reclaimListJobs(opts);
+    // jobs failed for good may have left dead letters for another slot (a cluster): relayed now
+    if (stream.failed.length + list.failed.length > 0) await this.relayDeadLetters();
     return {
       redispatched: [...stream.redispatched, ...list.redispatched],
       failed: [...stream.failed, ...list.failed],
@@ -223,10 +226,16 @@ export class Maintenance {
       report.failed.push(...list.failed);
       report.returned.push(...list.returned);
       report.failedJobs.push(...list.failedJobs);
+      if (!o.dryRun && report.failed.length > 0) await this.relayDeadLetters();
       return report;
     } finally {
       if (!o.dryRun) await this.removeOwnConsumer(consumer).catch(() => undefined);
     }
+  }
+
+  /** Relays the dead letters a stalled check's failures left for another slot (dead-letter-outbox.ts); a relay that fails is left to upkeep. */
+  private async relayDeadLetters(): Promise<void> {
+    await relayDeadLetters(this.client, this.keys.meta, 0).catch(() => undefined);
   }
 
   private reclaimDefaults(opts: ReclaimOptions): Required<ReclaimOptions> {
@@ -362,8 +371,9 @@ export class Maintenance {
     report.seeded = step.seeded;
     report.consumersRemoved = await this.removeStaleConsumers({ dryRun: check, idleMs: opts.consumerIdleMs });
     report.outboxRelayed = check
-      ? ((await callFunction(this.client, 'glidemq_outboxList', this.keys.meta, [OUTBOX_GRACE_MS, 10000])) as unknown[]).length / 2
-      : await relayOutbox(this.client, this.keys.meta, OUTBOX_GRACE_MS);
+      ? ((await callFunction(this.client, 'glidemq_outboxList', this.keys.meta, [OUTBOX_GRACE_MS, 10000])) as unknown[]).length / 2 +
+        ((await callFunction(this.client, 'glidemq_deadOutboxList', this.keys.meta, [OUTBOX_GRACE_MS, 10000])) as unknown[]).length / 2
+      : await relayOutboxes(this.client, this.keys.meta, OUTBOX_GRACE_MS);
     // Only a cluster stores a flow in parts, and only there are a child's record and its parent's
     // settle on two primaries (one server's replica has both or neither): no calls elsewhere.
     if (isCluster(this.client)) {

@@ -11,7 +11,8 @@ import type { Client } from '../connecting/connection.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
 import { nextRunAfter, parseRecord } from '../scheduling/schedulers.js';
-import { OUTBOX_GRACE_MS, relayOutbox } from '../producing/flow-outbox.js';
+import { OUTBOX_GRACE_MS } from '../producing/flow-outbox.js';
+import { relayOutboxes } from '../producing/dead-letter-outbox.js';
 import { FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 
 export interface UpkeepResult {
@@ -77,11 +78,12 @@ export class Upkeep {
       }
     }
     result.nextDue = result.nextDueIn < 0 ? -1 : Date.now() + result.nextDueIn;
-    // flow outbox records a crash left between a finish and its relay (producing/flow-outbox.ts):
+    // flow outbox and dead-outbox records a crash left between a finish and its relay
+    // (producing/flow-outbox.ts, producing/dead-letter-outbox.ts):
     // asked for only when the queue holds some
     if (outbox > 0) {
       try {
-        result.outboxRelayed = await relayOutbox(this.client(), this.keys.meta, OUTBOX_GRACE_MS);
+        result.outboxRelayed = await relayOutboxes(this.client(), this.keys.meta, OUTBOX_GRACE_MS);
       } catch (err) {
         this.onError(err);
       }

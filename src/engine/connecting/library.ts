@@ -370,6 +370,7 @@ export const READ_ONLY_FUNCTIONS: ReadonlySet<string> = new Set([
   'glidemq_version', 'glidemq_getCounts', 'glidemq_listJobs', 'glidemq_getMetrics', 'glidemq_listClaims',
   'glidemq_ownClaims', 'glidemq_oldestWaiting', 'glidemq_bcSubscriptions', 'glidemq_outboxList',
   'glidemq_flowJournalDue',
+  'glidemq_deadOutboxList',
 ]);
 
 function send(client: Client, fn: string, keys: string[], args: (string | number)[]): Promise<unknown> {

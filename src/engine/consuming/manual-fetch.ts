@@ -34,7 +34,7 @@ import { Job } from '../jobs/job.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
 import { encodeRetention } from '../producing/options.js';
-import { relayOutbox } from '../producing/flow-outbox.js';
+import { relayOutboxes } from '../producing/dead-letter-outbox.js';
 import { RELAY_MARK } from './finish-batch.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
 import { boundedStack } from '../shared/stacktrace.js';
@@ -130,7 +130,7 @@ export class ManualFetch {
     if (reply[reply.length - 1] === RELAY_MARK) {
       reply.pop();
       // (a relay that fails is left to maintenance, which relays records past their grace period)
-      await relayOutbox(this.ctx.client(), keys.meta, 0).catch(() => undefined);
+      await relayOutboxes(this.ctx.client(), keys.meta, 0).catch(() => undefined);
     }
     const next = reply.slice(1) as ClaimReply[];
     if (status === 'stale' || status === 'missing') {

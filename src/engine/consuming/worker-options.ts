@@ -10,6 +10,7 @@ import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { invalid } from '../shared/errors.js';
 import { checkRegistryTtl } from './worker-registry.js';
 import { checkBatch, type BatchOptions } from './batch-options.js';
+import { checkDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
 
 export interface WorkerOptions {
   connection?: ConnectionInput;
@@ -68,6 +69,11 @@ export interface WorkerOptions {
    * (batch-runner.ts). `concurrency` then counts batches that run at once.
    */
   batch?: BatchOptions;
+  /**
+   * glide-mq's dead-letter queue: a job that fails for good is copied there (README "Dead letters").
+   * Stored in the queue's meta when the worker starts, so every client's failures follow it.
+   */
+  deadLetterQueue?: DeadLetterQueueOptions;
 }
 
 export interface Settings extends MaintenanceSettings {
@@ -88,6 +94,8 @@ export interface Settings extends MaintenanceSettings {
   timeoutGraceMs: number;
   /** The batch option checked, or undefined: one job per processor call. */
   batch: Required<BatchOptions> | undefined;
+  /** The dead-letter queue's name to store at start, or undefined (the stored one, if any, stays). */
+  deadLetterQueue: string | undefined;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -113,6 +121,7 @@ export function resolveSettings(o: WorkerOptions): Settings {
     timeout: o.timeout === undefined ? undefined : checkTimeout(o.timeout, 'timeout'),
     timeoutGraceMs: nonNegative(o.timeoutGraceMs ?? 2_000, 'timeoutGraceMs'),
     batch: checkBatch(o.batch),
+    deadLetterQueue: checkDeadLetterQueue(o.deadLetterQueue, ''),
   };
 }
 

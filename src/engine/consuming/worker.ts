@@ -48,7 +48,8 @@ import { makeRunner, type BatchProcessor, type JobRunner } from './batch-runner.
 import type { BatchOptions } from './batch-options.js';
 import { Finisher } from './worker-finisher.js';
 import { FlowRelay } from './flow-relay.js';
-import { relayOutbox } from '../producing/flow-outbox.js';
+import { relayOutboxes } from '../producing/dead-letter-outbox.js';
+import { checkDeadLetterQueue, storeDeadLetterQueue } from '../administering/dead-letters.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
 import type { WorkerPart } from './worker-part.js';
@@ -103,6 +104,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     super();
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
+    checkDeadLetterQueue(opts.deadLetterQueue, name); // (a queue cannot be its own)
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
@@ -149,7 +151,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       fetchOne: () => this.readLoop.fetchOne(),
       afterSlotFreed: () => this.afterSlotFreed(),
     }, processor, this.settings.batch);
-    this.flowRelay = new FlowRelay(part, relayOutbox);
+    // a '{relay}' mark asks for both outboxes: flow settlements and dead letters (dead-letter-outbox.ts)
+    this.flowRelay = new FlowRelay(part, relayOutboxes);
     const upkeep = new Upkeep(part.client, this.keys, part.emitError);
     this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep });
     this.lockKeeper = new LockKeeper({
@@ -239,6 +242,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.running = true;
     await this.settle();
     await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
+    await storeDeadLetterQueue(this.client, this.keys, this.settings.deadLetterQueue);
     const readerClient = await this.readLoop.open();
     if (this.closing) {
       // close() ran while this start-up waited: it found no reader and no timers to end, so none

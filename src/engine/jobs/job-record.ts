@@ -63,6 +63,16 @@ export class JobRecord<D = any, R = any> {
   /** True once moveToDelayed parked this job: the worker then stores no outcome for the run. */
   moved = false;
 
+  /** A dead letter's source queue (lua/dead-letters.lua): the queue the job failed for good in; else undefined. */
+  get originalQueue(): string | undefined {
+    return this.raw.originalQueue;
+  }
+
+  /** A dead letter's job id in its source queue; else undefined. */
+  get originalJobId(): string | undefined {
+    return this.raw.originalJobId;
+  }
+
   /** The job's deduplication id (job option `deduplication.id` or `dedup.id`), else undefined. */
   get deduplicationId(): string | undefined {
     return this.opts.deduplication?.id ?? this.opts.dedup?.id;
@@ -121,6 +131,8 @@ export class JobRecord<D = any, R = any> {
       failedReason: this.failedReason,
       processedOn: this.processedOn,
       finishedOn: this.finishedOn,
+      // a dead letter says where it failed (lua/dead-letters.lua)
+      ...(this.raw.originalQueue === undefined ? {} : { originalQueue: this.raw.originalQueue, originalJobId: this.raw.originalJobId }),
     };
   }
 }

@@ -31,6 +31,8 @@ import { QueueGetters } from './queue-getters.js';
 import { Producer } from '../producing/producer.js';
 import { childNode } from '../flows/flow-nodes.js';
 import { addedJob, addNodes } from '../flows/flow-producer.js';
+import { checkDeadLetterQueue, storeDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
+import { readDeadLetterJobs } from './dead-letter-reads.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -39,6 +41,11 @@ export interface QueueOptions {
   maxPayloadBytes?: number;
   /** Options every job added here gets unless it names them itself (merged shallowly, as BullMQ). */
   defaultJobOptions?: Omit<JobOptions, 'jobId'>;
+  /**
+   * glide-mq's dead-letter queue: a job that fails for good is copied there (README "Dead letters").
+   * Stored in the queue's meta before this queue's first call, so every worker's failures follow it.
+   */
+  deadLetterQueue?: DeadLetterQueueOptions;
 }
 
 /** getJobCounts() with no types (src/engine/inspecting/job-queries.ts). */
@@ -62,10 +69,15 @@ export class Queue extends QueueGetters implements JobSource {
   private readonly jobDefaults: JobOptions | undefined;
   /** Numbers every add call, so that a call re-sent after a lost reply adds nothing twice. */
   private readonly producer = new Producer();
+  /** The dead-letter queue this queue was made with, and its store in meta once started. */
+  private readonly deadLetterName: string | undefined;
+  private deadLetterStored: Promise<void> | undefined;
 
   constructor(name: string, opts: QueueOptions = {}) {
     const jobDefaults = checkJobDefaults(opts.defaultJobOptions); // before a connection is opened
+    const deadLetterName = checkDeadLetterQueue(opts.deadLetterQueue, name);
     super(name, opts);
+    this.deadLetterName = deadLetterName;
     this.jobDefaults = jobDefaults;
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
   }
@@ -345,6 +357,39 @@ export class Queue extends QueueGetters implements JobSource {
 
   async removeJobScheduler(id: string): Promise<boolean> {
     return this.removeScheduler(id);
+  }
+
+  /** Resolves once the library is on the server and the dead-letter queue this queue was made with is stored. */
+  override async waitUntilReady(): Promise<void> {
+    await super.waitUntilReady();
+    if (this.deadLetterName === undefined) return;
+    this.deadLetterStored ??= storeDeadLetterQueue(this.client, this.keys, this.deadLetterName).catch((err) => {
+      this.deadLetterStored = undefined; // tried again by the next call
+      throw err;
+    });
+    await this.deadLetterStored;
+  }
+
+  /**
+   * Names the queue's dead-letter queue (null: none), for every client from now on (README "Dead
+   * letters"). Resolves to the name it replaced, or null.
+   */
+  async setDeadLetterQueue(name: string | null): Promise<string | null> {
+    const next = name === null ? '' : checkDeadLetterQueue({ name }, this.name)!;
+    await super.waitUntilReady();
+    const old = String(await callFunction(this.client, 'glidemq_setDeadLetterQueue', this.keys.meta, [next]));
+    return old === '' ? null : old;
+  }
+
+  /**
+   * The dead letters of this queue (glide-mq's getDeadLetterJobs): jobs in its dead-letter queue's
+   * failed set, newest first, page `start`..`end` (inclusive); none when the queue has no dead-letter
+   * queue. Each carries originalQueue and originalJobId. On the dead-letter queue itself, use
+   * getFailed() or getJobs('failed').
+   */
+  async getDeadLetterJobs(start = 0, end = -1): Promise<Job[]> {
+    await this.waitUntilReady();
+    return readDeadLetterJobs(this.client, this.keys, this.deadLetterName, start, end);
   }
 
   async close(): Promise<void> {

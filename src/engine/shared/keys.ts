@@ -98,6 +98,8 @@ export class QueueKeys {
   get flows() { return `${this.base}:flows`; }
   /** The same journals by the server's ms they were written (zset), for the replay of one a producer left. */
   get flowsDue() { return `${this.base}:flows-due`; }
+  /** Dead letters this queue owes to its dead-letter queue in another slot (hash id -> record JSON; lua/dead-letters.lua). */
+  get deadOutbox() { return `${this.base}:dead-outbox`; }
   /** A parent's children not settled yet (set of job keys). */
   deps(id: string) { return `${this.base}:job:${id}:deps`; }
   /** A parent's completed children: child job key → return value JSON. */
@@ -124,6 +126,7 @@ export function queueStructureTypes(metaKey: string): [key: string, type: string
     ['ready-groups', 'zset'], ['timed-groups', 'zset'], ['rate-log', 'zset'],
     ['workers', 'hash'], ['workers-expiry', 'zset'], ['removed-finishes', 'hash'],
     ['waiting-children', 'zset'], ['flow-outbox', 'hash'], ['flows', 'hash'], ['flows-due', 'zset'],
+    ['dead-outbox', 'hash'],
   ];
   return shape.map(([suffix, type]) => [`${base}:${suffix}`, type]);
 }
