@@ -111,9 +111,11 @@
   ARGV[1]  jobId: the running job.
   ARGV[2]  fence: the fence of its claim.
   ARGV[3]  consumer: the worker's consumer name.
+  ARGV[4]  childKey: '' or one child's job key (BullMQ's opts.child): it waits only while that
+           child is among its unsettled children (and then for all of them, as BullMQ's).
   Returns  'waiting' (it has children not settled: it waits for them, state 'waiting-children') |
-           'none' (every child settled: it keeps its claim and runs on) | 'failed:<childKey>' (a
-           child with failParentOnFailure failed while it was not waiting: it keeps its claim, and
+           'none' (every child settled, or the child named did: it keeps its claim and runs on) |
+           'failed:<childKey>' (a child with failParentOnFailure failed while it was not waiting: it keeps its claim, and
            its processor fails it) | 'stale' (the caller no longer owns the claim: nothing was
            changed).
   Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (an argument), ERR_WRONG_TYPE.
@@ -159,7 +161,7 @@ local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
   'kind', ARG.oneOf('completed', 'fail', 'ignore', 'remove', 'continue'), 'value', ARG.any }
 local OUTBOX_DONE_EACH = { 'field', ARG.any, 'value', ARG.any }
 local OUTBOX_LIST_ARGS = { 'minAgeMs', ARG.ms, 'count', ARG.int(1, MAX_COUNT) }
-local WAIT_CHILDREN_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty }
+local WAIT_CHILDREN_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty, 'childKey', JOB_KEYS }
 local REMOVE_DEP_ARGS = { 'jobId', ARG.jobId }
 local FLOW_QUEUE_TYPES = { 'waitingChildren', 'zset' }
 local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
@@ -469,7 +471,11 @@ register('glidemq_moveToWaitingChildren', function(keys, args)
   if cur[1] ~= 'active' or tonumber(cur[2]) ~= a.fence or cur[3] ~= a.consumer then return 'stale' end
   if cur[5] then return 'failed:' .. cur[5] end
   requireKeyType(FLOW.depsOf(jk), 'set')
+  if string.find(a.childKey, '%s') then
+    refuse('ERR_INVALID', 'glidemq_moveToWaitingChildren: childKey must be one job key, got ' .. showArg(a.childKey))
+  end
   if redis.call('SCARD', FLOW.depsOf(jk)) == 0 then return 'none' end
+  if a.childKey ~= '' and redis.call('SISMEMBER', FLOW.depsOf(jk), a.childKey) == 0 then return 'none' end
   requireReleaseTypes(k, cur[4])
   requireTypes(k, WAIT_TYPES)
   releaseActive(k, id, jk)

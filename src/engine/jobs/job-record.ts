@@ -121,6 +121,9 @@ export class JobRecord<D = any, R = any> {
       failedReason: this.failedReason,
       processedOn: this.processedOn,
       finishedOn: this.finishedOn,
+      // BullMQ's JobJson: a child's (first) parent, by its job key and as { id, queueKey }
+      parentKey: this.parentKey,
+      parent: this.parent && { ...this.parent },
     };
   }
 }
