@@ -279,6 +279,7 @@ export const TEMPLATES: Record<string, Template> = {
     return [j.id, rng.chance(0.8) ? j.fence : '99', rng.chance(0.8) ? f.consumer : 'fz-other', rng.pick(['', f.queue.job(anyJobId(f, rng))])];
   },
   glidemq_removeChildDependency: (f, rng) => [anyJobId(f, rng)],
+  glidemq_releaseParents: (_f, rng) => [rng.pick(['0', '1']), rng.pick(['0', '5000']), String(rng.pick([0, 2])), String(rng.int(1, 100))],
   // a flow stored in parts across slots (lua/flow-parts.lua): a part with a child in another slot, a journal, links
   glidemq_addFlowPart: (f, rng) => {
     const n = rng.int(1, 4);
