@@ -488,7 +488,14 @@ register('glidemq_moveToWaitingChildren', function(keys, args)
     refuse('ERR_INVALID', 'glidemq_moveToWaitingChildren: childKey must be one job key, got ' .. showArg(a.childKey))
   end
   if redis.call('SCARD', FLOW.depsOf(jk)) == 0 then return 'none' end
-  if a.childKey ~= '' and redis.call('SISMEMBER', FLOW.depsOf(jk), a.childKey) == 0 then return 'none' end
+  if a.childKey ~= '' then
+    -- (SMEMBERS, not SISMEMBER: the documented ACL roles allow the commands the library used already)
+    local unsettled = false
+    for _, c in ipairs(redis.call('SMEMBERS', FLOW.depsOf(jk))) do
+      if c == a.childKey then unsettled = true end
+    end
+    if not unsettled then return 'none' end
+  end
   requireReleaseTypes(k, cur[4])
   requireTypes(k, WAIT_TYPES)
   releaseActive(k, id, jk)
