@@ -127,4 +127,24 @@ describe('flows on a cluster: removing a parent whose children are on other node
     expect([await exists(b, 'w-mid'), await exists(c, 'w-g')]).to.deep.equal([false, false]);
     for (const q of [a, b, c]) expect(await q.client.hlen(q.keys.flowOutbox)).to.equal(0);
   });
+
+  it("a worker's upkeep settles again a child whose settlement a failover of the parent's node lost, and the parent runs", async () => {
+    const [a, b] = await threeQueues();
+    const t = await new FlowProducer({ connection: connection(cluster()) }).add({ name: 'p', queueName: a.name, children: [{ name: 'k', queueName: b.name }] });
+    const manual = new Worker(b.name, undefined, { connection: connection(cluster()), blockTimeout: 500 });
+    manual.on('error', () => undefined);
+    closers.push(() => manual.close(true));
+    const child = (await manual.getNextJob('w'))!;
+    await callFunction(b.client, 'glidemq_finish', b.keys.meta, [child.id, child.claim!.fence, 'w', 'completed', '7', -1, 0, '', 1, '0', 30000, 1]);
+    // the relay's settle acknowledged by the parent's old primary and the record deleted, the
+    // promoted replica without the settle: the state a failover leaves
+    expect(await b.client.del(b.keys.flowOutbox)).to.equal(1);
+    expect(await a.getJobState(t.job.id)).to.equal('waiting-children');
+    const runs: unknown[] = [];
+    const w = new Worker(a.name, async (job) => runs.push(await job.getChildrenValues()), { connection: connection(cluster()), blockTimeout: 500, promotionInterval: 20 });
+    w.on('error', () => undefined);
+    closers.push(() => w.close());
+    await waitFor(async () => (await a.getJobState(t.job.id)) === 'completed', 'the parent to complete', 20000);
+    expect(runs).to.deep.equal([{ [b.keys.job(child.id)]: 7 }]);
+  });
 });

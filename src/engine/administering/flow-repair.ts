@@ -40,12 +40,15 @@ function failureKind(opts: string | null): string | undefined {
  * Settles again, from each child's hash, the children in other queues that finished (completed,
  * or failed for good with a failure policy) but still count among the dependencies of a parent of
  * the queue of `keys` that waits for children. `check`: only counts them. Looks at `count`
- * parents from rank `start` of waiting-children (the oldest first). Returns how many.
+ * parents from rank `start` of waiting-children (the oldest first), skipping those with more than
+ * `maxDeps` unsettled dependencies. Returns how many.
  */
-export async function resettleFinishedChildren(client: Client, keys: QueueKeys, check = false, start = 0, count = PARENTS_PER_HEAL): Promise<number> {
+export async function resettleFinishedChildren(client: Client, keys: QueueKeys, check = false, start = 0, count = PARENTS_PER_HEAL, maxDeps = Infinity): Promise<number> {
   const parents = await client.zrange(keys.waitingChildren, String(start), String(start + count - 1));
   let repaired = 0;
   for (const id of parents) {
+    // (a worker's upkeep leaves a parent of many children to heal: it reads each child)
+    if (maxDeps !== Infinity && (await client.scard(keys.deps(id))) > maxDeps) continue;
     const parentKey = keys.job(id);
     for (const childKey of await client.smembers(keys.deps(id))) {
       const child = splitJobKey(childKey);

@@ -141,6 +141,8 @@ export interface HealReport {
 
 /** Waiting parents a worker's upkeep looks at per lost-settlement round (every 10th promotion tick), the next ones the next round. */
 const UPKEEP_PARENTS = 100;
+/** A parent with more unsettled dependencies than this is left to `glidemq heal` by upkeep (each child is read). */
+const UPKEEP_MAX_DEPS = 1000;
 
 /** The failed jobs of a reclaim reply: a flat field/value list per job. */
 function fieldLists(v: unknown): string[][] {
@@ -184,7 +186,7 @@ export class Maintenance {
   private async repairSettlementsPage(): Promise<void> {
     if ((await this.client.zcard(this.keys.waitingChildren)) === 0) return;
     const start = this.parentsCursor;
-    if (isCluster(this.client)) await resettleFinishedChildren(this.client, this.keys, false, start, UPKEEP_PARENTS);
+    if (isCluster(this.client)) await resettleFinishedChildren(this.client, this.keys, false, start, UPKEEP_PARENTS, UPKEEP_MAX_DEPS);
     this.parentsCursor = (await releaseStuckParents(this.client, this.keys, false, start, UPKEEP_PARENTS)).next;
   }
 
