@@ -54,10 +54,11 @@ function readRecord(field: string, value: string): OutboxRecord {
 /**
  * Relays the outbox records of the queue of `metaKey` written at least `minAgeMs` ms ago (server
  * clock), until none is left: per round, one read, one glidemq_settle per parents' queue with all
- * of that queue's settlements, and one glidemq_outboxDone. A record is forgotten only after its
- * settlement was made (a crash between the two leaves it, and its settling again changes nothing).
- * A parent that fails in turn may write a record in its own queue's outbox: that one is relayed
- * too. Returns how many records were relayed.
+ * of that queue's settlements (and one glidemq_parentRemoved per children's queue with what removed
+ * parents owe there), and one glidemq_outboxDone. A record is forgotten only after its call was
+ * made (a crash between the two leaves it, and making it again changes nothing). A parent that
+ * fails in turn, or a removed child's own children in other slots, may write records in that
+ * queue's outbox: those are relayed too. Returns how many records were relayed.
  */
 export async function relayOutbox(client: Client, metaKey: string, minAgeMs = 0): Promise<number> {
   let relayed = 0;
