@@ -522,6 +522,7 @@ register('glidemq_removeChildDependency', function(keys, args)
   if FLOW.hasChildren(redis.call('HGET', jk, 'flow')) then redis.call('HSET', jk, 'flow', 'p') else redis.call('HDEL', jk, 'flow') end
   return { 1, relay and 1 or 0 }
 end)
+
 register('glidemq_releaseParents', function(keys, args)
   local k = keysFor(keys[1])
   local a = decodeArgs('glidemq_releaseParents', args, RELEASE_PARENTS_ARGS)
