@@ -184,6 +184,7 @@ local function releaseParent(pk, id, jk, now)
     emit(pk, 'waiting', id, 'prev', 'waiting-children')
   end
 end
+FLOW.releaseParent = releaseParent -- (lua/flow.lua glidemq_releaseParents: a parent left waiting with no dependency)
 
 local settleParents
 

@@ -111,12 +111,26 @@
   ARGV[1]  jobId: the running job.
   ARGV[2]  fence: the fence of its claim.
   ARGV[3]  consumer: the worker's consumer name.
+  ARGV[4]  childKey: '' or one child's job key (BullMQ's opts.child): it waits only while that
+           child is among its unsettled children (and then for all of them, as BullMQ's).
   Returns  'waiting' (it has children not settled: it waits for them, state 'waiting-children') |
-           'none' (every child settled: it keeps its claim and runs on) | 'failed:<childKey>' (a
-           child with failParentOnFailure failed while it was not waiting: it keeps its claim, and
+           'none' (every child settled, or the child named did: it keeps its claim and runs on) |
+           'failed:<childKey>' (a child with failParentOnFailure failed while it was not waiting: it keeps its claim, and
            its processor fails it) | 'stale' (the caller no longer owns the claim: nothing was
            changed).
   Errors   ERR_JOB_NOT_FOUND (the job was removed), ERR_INVALID (an argument), ERR_WRONG_TYPE.
+
+  glidemq_releaseParents — queues the parents left in waiting-children with no dependency (a
+  settlement lost: the call that empties a parent's dependencies queues it, so none should stay).
+  Run by `glidemq heal` and a worker's upkeep (src/engine/administering/flow-repair.ts).
+  KEYS[1]  meta key.
+  ARGV[1]  check: '1' only counts them, '0' queues them (as an add would: delay, priority, group).
+  ARGV[2]  minAgeMs: only parents waiting at least this many ms by the server's clock.
+  ARGV[3]  start: the rank in waiting-children (oldest first) to look from.
+  ARGV[4]  count: parents looked at (1..10000).
+  Returns  {found, next}: found the parents with no dependency (queued unless check); next the
+           rank to look from next time (0: the look reached the end).
+  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a key it writes holds another type).
 
   glidemq_removeChildDependency — a child stops being one of its parents' dependencies.
   KEYS[1]  meta key of the child's queue.
@@ -164,8 +178,9 @@ local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
   'kind', ARG.oneOf('completed', 'fail', 'ignore', 'remove', 'continue'), 'value', ARG.any }
 local OUTBOX_DONE_EACH = { 'field', ARG.any, 'value', ARG.any }
 local OUTBOX_LIST_ARGS = { 'minAgeMs', ARG.ms, 'count', ARG.int(1, MAX_COUNT) }
-local WAIT_CHILDREN_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty }
+local WAIT_CHILDREN_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.nonEmpty, 'childKey', JOB_KEYS }
 local REMOVE_DEP_ARGS = { 'jobId', ARG.jobId }
+local RELEASE_PARENTS_ARGS = { 'check', ARG.flag, 'minAgeMs', ARG.ms, 'start', ARG.int(0, MAX_SAFE_INT), 'count', ARG.int(1, MAX_COUNT) }
 local FLOW_QUEUE_TYPES = { 'waitingChildren', 'zset' }
 local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
 local WAIT_TYPES = { 'waitingChildren', 'zset', 'events', 'stream' }
@@ -514,7 +529,18 @@ register('glidemq_moveToWaitingChildren', function(keys, args)
   if cur[1] ~= 'active' or tonumber(cur[2]) ~= a.fence or cur[3] ~= a.consumer then return 'stale' end
   if cur[5] then return 'failed:' .. cur[5] end
   requireKeyType(FLOW.depsOf(jk), 'set')
+  if string.find(a.childKey, '%s') then
+    refuse('ERR_INVALID', 'glidemq_moveToWaitingChildren: childKey must be one job key, got ' .. showArg(a.childKey))
+  end
   if redis.call('SCARD', FLOW.depsOf(jk)) == 0 then return 'none' end
+  if a.childKey ~= '' then
+    -- (SMEMBERS, not SISMEMBER: the documented ACL roles allow the commands the library used already)
+    local unsettled = false
+    for _, c in ipairs(redis.call('SMEMBERS', FLOW.depsOf(jk))) do
+      if c == a.childKey then unsettled = true end
+    end
+    if not unsettled then return 'none' end
+  end
   requireReleaseTypes(k, cur[4])
   requireTypes(k, WAIT_TYPES)
   releaseActive(k, id, jk)
@@ -540,5 +566,32 @@ register('glidemq_removeChildDependency', function(keys, args)
   redis.call('HDEL', jk, 'parents')
   if FLOW.hasChildren(redis.call('HGET', jk, 'flow')) then redis.call('HSET', jk, 'flow', 'p') else redis.call('HDEL', jk, 'flow') end
   return { 1, relay and 1 or 0 }
+end)
+
+register('glidemq_releaseParents', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_releaseParents', args, RELEASE_PARENTS_ARGS)
+  requireTypes(k, FLOW_QUEUE_TYPES)
+  local now = serverNow()
+  local page = redis.call('ZRANGE', k.waitingChildren, a.start, a.start + a.count - 1, 'WITHSCORES')
+  local stuck = {}
+  for i = 1, #page, 2 do
+    local id = page[i]
+    local jk = jobKey(k, id)
+    requireKeyType(FLOW.depsOf(jk), 'set')
+    if tonumber(page[i + 1]) <= now - a.minAgeMs and redis.call('SCARD', FLOW.depsOf(jk)) == 0 and
+      redis.call('HGET', jk, 'state') == 'waiting-children' then
+      stuck[#stuck + 1] = id
+      if not a.check then FLOW.checkParent(k, id, 'completed', 0) end
+    end
+  end
+  local next = #page < 2 * a.count and 0 or a.start + a.count
+  if a.check then return { #stuck, next } end
+  for _, id in ipairs(stuck) do
+    redis.call('ZREM', k.waitingChildren, id)
+    FLOW.releaseParent(k, id, jobKey(k, id), now)
+  end
+  -- the released parents left the set: the next look starts as many ranks earlier
+  return { #stuck, math.max(0, next - #stuck) }
 end)
 end

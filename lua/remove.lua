@@ -14,12 +14,34 @@
     KEYS[1]  meta key.
     ARGV[1]  jobId: the job to remove.
     ARGV[2]  force: '1' also removes an active job (its claim is released), '0' refuses one.
-    A parent is removed with its unfinished children in its queue (those still among its
-    dependencies) and theirs, as BullMQ removes a parent's children; a removed child settles its
-    parents as a removed dependency (lua/flow-keys.lua). Children in another queue are left.
+    ARGV[3]  children: '1' a parent goes with its unfinished subtree (BullMQ's removeChildren,
+             the default), '0' its children stay and no longer name it among their parents.
+    A parent is removed with its unfinished children (those still among its dependencies) and
+    theirs, in every queue, as BullMQ removes a parent's children, refused whole while one of them
+    is being processed (force '0'); a removed child settles its other parents as a removed
+    dependency (lua/flow-keys.lua). On a cluster a child in another queue is in another slot: the
+    call writes an outbox record for it in this queue (lua/flow-keys.lua), which the caller relays
+    (glidemq_parentRemoved in the child's queue; upkeep and heal relay what a crash left). The
+    caller checks beforehand that no such child is being processed (src/engine/jobs/job-removal.ts).
     Returns  1 when removed, 0 when there was no such job.
     Errors   ERR_JOB_ACTIVE (the job, or a child of its subtree, is being processed and force is '0'), ERR_INVALID (jobId,
-             force), ERR_WRONG_TYPE (a key it writes holds another type).
+             force, children), ERR_WRONG_TYPE (a key it writes holds another type).
+
+  glidemq_parentRemoved — what a parent removed in another slot (a cluster) owes its children in
+  this queue: the relay of the outbox records glidemq_removeJob wrote (src/engine/producing/flow-outbox.ts).
+    KEYS[1]  meta key of the children's queue.
+    ARGV[1]  count: how many follow (1..10000), each a group of 3 arguments:
+      group.childId: the child's job id.
+      group.parentKey: the removed parent's job key.
+      group.action: 'remove' (the child goes with its unfinished subtree, as glidemq_removeJob with
+             force removes it: the parent's removal was checked and done) or 'unlink' (the child
+             stays and no longer names the parent).
+    A child that no longer names the parent (removed, or unlinked before) is left: a record
+    relayed twice changes nothing.
+    Returns  {changed, relay}: changed the children removed or unlinked; relay 1 when it wrote
+             outbox records (a removed child's own children, or other parents, in other slots).
+    Errors   ERR_INVALID (an argument, named with its group), ERR_WRONG_TYPE (a key it writes holds
+             another type).
 
   glidemq_drain
     KEYS[1]  meta key.
@@ -77,7 +99,13 @@
              named, holds another type).
 ]]
 do -- this file's locals end here: the library's main chunk may hold at most 200 locals
-local REMOVE_JOB_ARGS = { 'jobId', ARG.jobId, 'force', ARG.flag }
+local REMOVE_JOB_ARGS = { 'jobId', ARG.jobId, 'force', ARG.flag, 'children', ARG.flag }
+local PARENT_REMOVED_HEAD = { 'count', ARG.int(1, MAX_COUNT) }
+local PARENT_REMOVED_EACH = { 'childId', ARG.jobId, 'parentKey', kind('a job key', function(v)
+  if FLOW.splitJobKey(v) then return v end
+  return nil
+end), 'action', ARG.oneOf('remove', 'unlink') }
+local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
 local DRAIN_ARGS = { 'includeDelayed', ARG.flag, 'limit', ARG.int(1, MAX_COUNT), 'dryRun', ARG.flag,
   'groupCount', ARG.count }
 -- A group id as groupParse (lua/group.lua) accepts them.
@@ -131,9 +159,11 @@ end
 
 -- Removes a job that is not active from every structure, then its hash and logs. `lineGid`: the
 -- group whose line listed it (drain), for an entry whose job hash is gone.
+-- Returns true when it wrote an outbox record (a parent in another slot: a cluster).
 local function dropJob(k, id, jk, lineGid)
   local f = redis.call('HMGET', jk, 'sid', 'state', 'opts', 'parents')
-  if f[4] then FLOW.settleParents(k, jk, f[4], 'remove', '', serverNow()) end
+  local wrote = false
+  if f[4] then wrote = FLOW.settleParents(k, jk, f[4], 'remove', '', serverNow()) end
   if f[2] == 'waiting-children' then redis.call('ZREM', k.waitingChildren, id) end
   forgetDedupOf(k, id, f[3])
   local sid = f[1]
@@ -146,21 +176,98 @@ local function dropJob(k, id, jk, lineGid)
   redis.call('ZREM', k.failed, id)
   redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
   emit(k, 'removed', id, 'prev', f[2] or 'unknown')
+  return wrote
 end
 
--- The unfinished children of parent `jk` in queue `k` (those still in its deps) and theirs, in
--- the order found: { id, jk } each. A child in another queue is in another slot: it is left, and
--- settles into nothing once it finishes (its parent's deps are gone).
-local function unfinishedSubtree(k, jk, out, seen)
-  for _, child in ipairs(redis.call('SMEMBERS', jk .. ':deps')) do
+-- The unfinished children of parent `jk` (those still in its deps) and theirs, in the order
+-- found, appended to `out` as { k, id, jk }: every child this call reaches (its queue's; on a
+-- standalone server any queue's, FLOW.reachesEveryQueue). A child in another queue on a cluster is
+-- in another slot: appended to `away` as { child, parent }, for the outbox. `k` is the call's
+-- queue (other queues' key tables are kept on it, FLOW.queueOf).
+local function unfinishedSubtree(k, jk, out, seen, away)
+  for _, child in ipairs(redis.call('SMEMBERS', FLOW.depsOf(jk))) do
     local base, id = FLOW.splitJobKey(child)
-    if base == k.base and not seen[id] then
-      seen[id] = true
-      out[#out + 1] = { id = id, jk = jobKey(k, id) }
-      unfinishedSubtree(k, jobKey(k, id), out, seen)
+    if base and not seen[child] then
+      seen[child] = true
+      if base == k.base or FLOW.reachesEveryQueue() then
+        out[#out + 1] = { k = FLOW.queueOf(k, base), id = id, jk = child }
+        unfinishedSubtree(k, child, out, seen, away)
+      else
+        away[#away + 1] = { child = child, parent = jk }
+      end
     end
   end
   return out
+end
+
+-- Drops `parentKey` from the parents job `jk` names (its parent was removed without it): with
+-- none left it is no child any more (its `flow` mark says so). Returns true when it named it.
+local function unlinkParent(jk, parentKey)
+  local f = redis.call('HMGET', jk, 'parents', 'flow')
+  if not f[1] then return false end
+  local rest, named = {}, false
+  for _, p in ipairs(FLOW.words(f[1])) do
+    if p == parentKey then named = true else rest[#rest + 1] = p end
+  end
+  if not named then return false end
+  if #rest > 0 then
+    redis.call('HSET', jk, 'parents', table.concat(rest, ' '))
+  else
+    redis.call('HDEL', jk, 'parents')
+    if FLOW.hasChildren(f[2]) then redis.call('HSET', jk, 'flow', 'p') else redis.call('HDEL', jk, 'flow') end
+  end
+  return true
+end
+
+--[[ Reads and checks (no write) the removal of job `id` (hash `jk`, state `state`) of queue `k`:
+  `withChildren`, its unfinished subtree goes too (plan.nodes); else its children stay and are
+  unlinked (plan.linked). Children in another slot go to plan.away (outbox records). Returns the
+  plan, or nil and the node being processed when one is and `force` is false. ]]
+local function planRemoval(k, id, jk, state, withChildren, force)
+  local plan = { k = k, id = id, jk = jk, state = state, withChildren = withChildren, nodes = {}, linked = {}, away = {} }
+  if withChildren then
+    unfinishedSubtree(k, jk, plan.nodes, { [jk] = true }, plan.away)
+    for _, c in ipairs(plan.nodes) do
+      requireTypes(c.k, REMOVE_WRITES)
+      c.state = readForRemoval(c.k, c.jk)
+      if c.state == 'active' and not force then return nil, c end
+    end
+  else
+    for _, child in ipairs(redis.call('SMEMBERS', FLOW.depsOf(jk))) do
+      local base = FLOW.splitJobKey(child)
+      if base == k.base or (base and FLOW.reachesEveryQueue()) then
+        requireKeyType(child, 'hash')
+        plan.linked[#plan.linked + 1] = child
+      elseif base then
+        plan.away[#plan.away + 1] = { child = child, parent = jk }
+      end
+    end
+  end
+  if #plan.away > 0 then requireTypes(k, OUTBOX_TYPES) end
+  return plan
+end
+
+-- Carries out a plan: the job first (its deps go with it, so a child removed after it releases
+-- nothing), then its subtree, or the unlinking of its children; then the outbox records owed to
+-- children in other slots ('removeChild' / 'unlinkChild', relayed to glidemq_parentRemoved).
+-- Returns true when it wrote an outbox record.
+local function carryOut(p)
+  if p.state == 'active' then releaseActive(p.k, p.id, p.jk) end
+  local wrote = dropJob(p.k, p.id, p.jk)
+  for _, c in ipairs(p.nodes) do
+    -- (a node reached twice, by two records of one glidemq_parentRemoved, goes once)
+    if c.state and redis.call('EXISTS', c.jk) == 1 then
+      if c.state == 'active' then releaseActive(c.k, c.id, c.jk) end
+      wrote = dropJob(c.k, c.id, c.jk) or wrote
+    end
+  end
+  for _, child in ipairs(p.linked) do unlinkParent(child, p.jk) end
+  if #p.away > 0 then
+    local record = cjson.encode({ t = serverNow(), k = p.withChildren and 'removeChild' or 'unlinkChild' })
+    for _, a in ipairs(p.away) do redis.call('HSET', p.k.flowOutbox, a.child .. ' ' .. a.parent, record) end
+    wrote = true
+  end
+  return wrote
 end
 
 register('glidemq_removeJob', function(keys, args)
@@ -173,24 +280,46 @@ register('glidemq_removeJob', function(keys, args)
   if state == 'active' and not a.force then
     return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ' is being processed; wait for it to finish or remove it with force')
   end
-  -- a parent goes with its unfinished subtree in its queue (BullMQ's removeChildren), refused
-  -- whole when one of them is being processed (and force is '0')
-  local subtree = unfinishedSubtree(k, jk, {}, { [a.jobId] = true })
-  for _, c in ipairs(subtree) do
-    c.state = readForRemoval(k, c.jk)
-    if c.state == 'active' and not a.force then
-      return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ': its child ' .. c.id .. ' is being processed; wait for it to finish ' ..
-        'or remove the job with force')
+  -- a parent goes with its unfinished subtree (BullMQ's removeChildren), refused whole when one
+  -- of them is being processed (and force is '0')
+  local plan, busy = planRemoval(k, a.jobId, jk, state, a.children, a.force)
+  if not plan then
+    return fail('ERR_JOB_ACTIVE', 'job ' .. a.jobId .. ': its child ' .. busy.jk .. ' is being processed; wait for it to finish ' ..
+      'or remove the job with force')
+  end
+  carryOut(plan)
+  return 1
+end)
+
+register('glidemq_parentRemoved', function(keys, args)
+  local k = keysFor(keys[1])
+  local _, records = decodeArgs('glidemq_parentRemoved', args, PARENT_REMOVED_HEAD, PARENT_REMOVED_EACH, 'count')
+  requireTypes(k, REMOVE_WRITES)
+  -- read phase: each child that still names its removed parent, and what its removal takes
+  local todo = {}
+  for _, r in ipairs(records) do
+    local jk = jobKey(k, r.childId)
+    requireKeyType(jk, 'hash')
+    local named = false
+    for _, p in ipairs(FLOW.words(redis.call('HGET', jk, 'parents'))) do
+      if p == r.parentKey then named = true end
+    end
+    if named then
+      local t = { jk = jk, parentKey = r.parentKey }
+      if r.action == 'remove' then t.plan = planRemoval(k, r.childId, jk, readForRemoval(k, jk), true, true) end
+      todo[#todo + 1] = t
     end
   end
-  if state == 'active' then releaseActive(k, a.jobId, jk) end
-  -- the parent first: its deps go with it, so a child removed after it releases nothing
-  dropJob(k, a.jobId, jk)
-  for _, c in ipairs(subtree) do
-    if c.state == 'active' then releaseActive(k, c.id, c.jk) end
-    if c.state then dropJob(k, c.id, c.jk) end
+  local changed, wrote = 0, false
+  for _, t in ipairs(todo) do
+    -- (a child an earlier record of this call removed with its subtree is gone)
+    if unlinkParent(t.jk, t.parentKey) then
+      changed = changed + 1
+      -- unlinked first: the removed parent is owed no settlement
+      if t.plan then wrote = carryOut(t.plan) or wrote end
+    end
   end
-  return 1
+  return { changed, wrote and 1 or 0 }
 end)
 
 -- Ids of stream entries no worker has been given yet (those after the group's last delivery).

@@ -196,7 +196,8 @@ export const TEMPLATES: Record<string, Template> = {
     return [String(rng.pick([0, -5, 2])), String(rng.pick([-1, 3, 100])), rng.pick(['0', '1']), states.join(','), String(groups.length), ...groups];
   },
   glidemq_listenEvents: (_f, rng) => [String(rng.pick([1000, 30_000, 86_400_000]))],
-  glidemq_removeJob: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
+  glidemq_removeJob: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1']), rng.pick(['0', '1'])],
+  glidemq_parentRemoved: (f, rng) => ['1', anyJobId(f, rng), f.queue.job(anyJobId(f, rng)), rng.pick(['remove', 'unlink'])],
   glidemq_revoke: (f, rng) => [anyJobId(f, rng), rng.pick(['0', '1'])],
   glidemq_removeDedupKeyOf: (f, rng) => [pick(rng, f.dedupIds, 'd-none'), anyJobId(f, rng)],
   glidemq_drain: (f, rng) => {
@@ -276,9 +277,10 @@ export const TEMPLATES: Record<string, Template> = {
   glidemq_outboxList: (_f, rng) => [rng.pick(['0', '5000']), String(rng.int(1, 100))],
   glidemq_moveToWaitingChildren: (f, rng) => {
     const j = activeJob(f, rng);
-    return [j.id, rng.chance(0.8) ? j.fence : '99', rng.chance(0.8) ? f.consumer : 'fz-other'];
+    return [j.id, rng.chance(0.8) ? j.fence : '99', rng.chance(0.8) ? f.consumer : 'fz-other', rng.pick(['', f.queue.job(anyJobId(f, rng))])];
   },
   glidemq_removeChildDependency: (f, rng) => [anyJobId(f, rng)],
+  glidemq_releaseParents: (_f, rng) => [rng.pick(['0', '1']), rng.pick(['0', '5000']), String(rng.pick([0, 2])), String(rng.int(1, 100))],
   // a flow stored in parts across slots (lua/flow-parts.lua): a part with a child in another slot, a journal, links
   glidemq_addFlowPart: (f, rng) => {
     const n = rng.int(1, 4);

@@ -27,6 +27,8 @@ function describe(r: HealReport): string {
   if (r.membersDropped > 0) parts.push(`${c ? 'would drop' : 'dropped'} ${plural(r.membersDropped, 'member')} that no longer are claims`);
   if (r.consumersRemoved > 0) parts.push(`${c ? 'would remove' : 'removed'} ${plural(r.consumersRemoved, 'idle consumer')}`);
   if (r.flowsRolledForward) parts.push(`${c ? 'would roll forward' : 'rolled forward'} ${plural(r.flowsRolledForward, 'flow')} a producer left half stored`);
+  if (r.outboxRelayed) parts.push(`${c ? 'would relay' : 'relayed'} ${plural(r.outboxRelayed, 'flow outbox record')} a crash left`);
+  if (r.parentsReleased) parts.push(`${c ? 'would queue' : 'queued'} ${plural(r.parentsReleased, 'parent')} left waiting with no dependency`);
   if (r.settlementsRepaired) parts.push(`${c ? 'would settle' : 'settled'} ${plural(r.settlementsRepaired, 'finished child', 'finished children')} into a waiting parent again`);
   if (parts.length === 0) return colour.dim(`ok (${plural(r.counterAfter, 'priority/LIFO claim')})`);
   return parts.join('; ');
@@ -45,7 +47,9 @@ export function register(program: Command): void {
 Runs glidemq_healListActive (what each worker runs every 10th promotion tick), carried through to
 the end of a re-seed, and removes consumers that hold nothing and have been idle for 5 minutes.
 On a cluster it also rolls forward flows a producer left half stored across hash slots, and settles
-again finished children a failover of their parent's node left counted as unsettled.
+again finished children a failover of their parent's node left counted as unsettled. Everywhere it
+relays flow outbox records a crash left and queues parents left waiting with no dependency; with
+--check each of these counts as drift.
 Silent when nothing changed, so it fits cron; --json prints one object per queue per line.
 
 Examples:
@@ -77,12 +81,14 @@ Examples:
               consumersRemoved: r.consumersRemoved,
               flowsRolledForward: r.flowsRolledForward ?? 0,
               settlementsRepaired: r.settlementsRepaired ?? 0,
+              outboxRelayed: r.outboxRelayed ?? 0,
+              parentsReleased: r.parentsReleased ?? 0,
               seeded: r.seeded,
               reseeded: r.reseeded,
               drift: r.drift,
               check: r.check,
             });
-          } else if (flags.verbose || r.drift || r.consumersRemoved > 0 || r.flowsRolledForward || r.settlementsRepaired) {
+          } else if (flags.verbose || r.drift || r.consumersRemoved > 0 || r.flowsRolledForward || r.settlementsRepaired || r.outboxRelayed || r.parentsReleased) {
             print(`${r.queue}: ${describe(r)}`);
           }
         }

@@ -1,5 +1,6 @@
 /**
- * `glidemq heal`'s repair of a settlement a failover lost (README "Flows and DAGs", "In a
+ * The repair of lost settlements, by `glidemq heal` and a worker's upkeep. A parent left in
+ * waiting-children with no dependency (releaseStuckParents) is queued. And a settlement a failover lost (README "Flows and DAGs", "In a
  * cluster"). A child in another queue settles its parent through an outbox record in its own slot;
  * the relay settles the parent (glidemq_settle in the parent's slot) and then deletes the record.
  * When the parent's primary acknowledged the settle and died before its replica had it, the
@@ -38,12 +39,16 @@ function failureKind(opts: string | null): string | undefined {
 /**
  * Settles again, from each child's hash, the children in other queues that finished (completed,
  * or failed for good with a failure policy) but still count among the dependencies of a parent of
- * the queue of `keys` that waits for children. `check`: only counts them. Returns how many.
+ * the queue of `keys` that waits for children. `check`: only counts them. Looks at `count`
+ * parents from rank `start` of waiting-children (the oldest first), skipping those with more than
+ * `maxDeps` unsettled dependencies. Returns how many.
  */
-export async function resettleFinishedChildren(client: Client, keys: QueueKeys, check = false): Promise<number> {
-  const parents = await client.zrange(keys.waitingChildren, '0', String(PARENTS_PER_HEAL - 1));
+export async function resettleFinishedChildren(client: Client, keys: QueueKeys, check = false, start = 0, count = PARENTS_PER_HEAL, maxDeps = Infinity): Promise<number> {
+  const parents = await client.zrange(keys.waitingChildren, String(start), String(start + count - 1));
   let repaired = 0;
   for (const id of parents) {
+    // (a worker's upkeep leaves a parent of many children to heal: it reads each child)
+    if (maxDeps !== Infinity && (await client.scard(keys.deps(id))) > maxDeps) continue;
     const parentKey = keys.job(id);
     for (const childKey of await client.smembers(keys.deps(id))) {
       const child = splitJobKey(childKey);
@@ -63,4 +68,30 @@ export async function resettleFinishedChildren(client: Client, keys: QueueKeys, 
     }
   }
   return repaired;
+}
+
+/** How long (server ms) a parent must have waited before a parent with no dependency left counts as stuck: the call that empties them queues it at once. */
+export const STUCK_PARENT_GRACE_MS = 5000;
+
+/**
+ * Queues (`check`: only counts) the parents of the queue of `keys` left in waiting-children with
+ * no dependency, waiting at least `minAgeMs` (lua/flow.lua glidemq_releaseParents), looking at
+ * `count` parents from rank `start`. Returns how many, and the rank to look from next (0: the end).
+ */
+export async function releaseStuckParents(client: Client, keys: QueueKeys, check = false, start = 0, count = PARENTS_PER_HEAL, minAgeMs = STUCK_PARENT_GRACE_MS): Promise<{ found: number; next: number }> {
+  const r = (await callFunction(client, 'glidemq_releaseParents', keys.meta, [check ? '1' : '0', minAgeMs, start, count])) as number[];
+  return { found: Number(r[0]), next: Number(r[1]) };
+}
+
+/** Every parent of the queue of `keys` left waiting with no dependency, queued (`check`: counted), page by page. */
+export async function releaseAllStuckParents(client: Client, keys: QueueKeys, check = false): Promise<number> {
+  let found = 0;
+  let start = 0;
+  for (let calls = 0; calls < 1000; calls++) {
+    const r = await releaseStuckParents(client, keys, check, start);
+    found += r.found;
+    if (r.next === 0) break;
+    start = r.next;
+  }
+  return found;
 }

@@ -15,7 +15,7 @@ import { QueueKeys } from '../shared/keys.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
 import { OUTBOX_GRACE_MS } from '../producing/flow-outbox.js';
 import { relayDeadLetters, relayOutboxes } from '../producing/dead-letter-outbox.js';
-import { resettleFinishedChildren } from './flow-repair.js';
+import { releaseAllStuckParents, releaseStuckParents, resettleFinishedChildren } from './flow-repair.js';
 import { dueFlowJournals, FLOW_JOURNAL_GRACE_MS, replayFlowJournals } from '../producing/flow-journal-replay.js';
 import { encodeRetention, type Retention } from '../producing/options.js';
 
@@ -136,7 +136,14 @@ export interface HealReport {
   flowsRolledForward?: number;
   /** Children of other queues that finished but still held a waiting parent (a settlement a failover lost), settled again (check mode: found; flow-repair.ts). */
   settlementsRepaired?: number;
+  /** Parents left in waiting-children with no dependency, queued (check mode: found; flow-repair.ts). */
+  parentsReleased?: number;
 }
+
+/** Waiting parents a worker's upkeep looks at per lost-settlement round (every 10th promotion tick), the next ones the next round. */
+const UPKEEP_PARENTS = 100;
+/** A parent with more unsettled dependencies than this is left to `glidemq heal` by upkeep (each child is read). */
+const UPKEEP_MAX_DEPS = 1000;
 
 /** The failed jobs of a reclaim reply: a flat field/value list per job. */
 function fieldLists(v: unknown): string[][] {
@@ -162,9 +169,26 @@ export class Maintenance {
     return Math.max(10 * s.stalledInterval, 3 * s.blockTimeout, 60_000);
   }
 
-  /** Called on every promotion tick of a worker: every 10th one heals list-active. */
+  /** Where the next lost-settlement round of upkeep looks in waiting-children (by rank). */
+  private parentsCursor = 0;
+
+  /**
+   * Called on every promotion tick of a worker: every 10th one heals list-active and repairs lost
+   * settlements in a page of the waiting parents (the next page the next time): parents left
+   * waiting with no dependency are queued, and on a cluster finished children of other queues a
+   * failover left counted are settled again (flow-repair.ts; outbox records are the Upkeep's).
+   */
   async onPromotionTick(tick: number): Promise<void> {
-    if (tick % 10 === 0) await this.healListActive();
+    if (tick % 10 !== 0) return;
+    await this.healListActive();
+    await this.repairSettlementsPage();
+  }
+
+  private async repairSettlementsPage(): Promise<void> {
+    if ((await this.client.zcard(this.keys.waitingChildren)) === 0) return;
+    const start = this.parentsCursor;
+    if (isCluster(this.client)) await resettleFinishedChildren(this.client, this.keys, false, start, UPKEEP_PARENTS, UPKEEP_MAX_DEPS);
+    this.parentsCursor = (await releaseStuckParents(this.client, this.keys, false, start, UPKEEP_PARENTS)).next;
   }
 
   /**
@@ -384,11 +408,18 @@ export class Maintenance {
       // settlements of children in other queues a failover of the parent's node lost (flow-repair.ts)
       report.settlementsRepaired = await resettleFinishedChildren(this.client, this.keys, check);
     }
+    // parents left waiting with no dependency (a settlement lost anywhere)
+    report.parentsReleased = await releaseAllStuckParents(this.client, this.keys, check);
+    // half-stored flows and lost settlements are drift as the list-active bookkeeping is
     report.drift =
       report.reseeded ||
       report.counterBefore !== report.counterAfter ||
       report.membersDropped > 0 ||
-      report.membersAdded > 0;
+      report.membersAdded > 0 ||
+      (report.outboxRelayed ?? 0) > 0 ||
+      (report.flowsRolledForward ?? 0) > 0 ||
+      (report.settlementsRepaired ?? 0) > 0 ||
+      report.parentsReleased > 0;
     return report;
   }
 

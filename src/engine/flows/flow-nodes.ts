@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { invalid, NotSupportedError } from '../shared/errors.js';
-import { DEFAULT_PREFIX, QueueKeys } from '../shared/keys.js';
+import { DEFAULT_PREFIX, QueueKeys, refJobKey } from '../shared/keys.js';
 import { encodeJob, withDefaults, type JobOptions, type ParentOptions } from '../producing/options.js';
 
 /** BullMQ's FlowJob: a job of a tree, with its children (each may be in another queue). */
@@ -57,15 +57,7 @@ export function nodeKey(n: Pick<FlowNode, 'queueName' | 'prefix' | 'id'>): strin
  * `<prefix>:<name>` (BullMQ's), or a bare queue name (then `defaultPrefix`).
  */
 export function parentJobKey(parent: ParentOptions, defaultPrefix: string): string {
-  if (typeof parent !== 'object' || parent === null || typeof parent.id !== 'string' || typeof parent.queue !== 'string') {
-    throw invalid('parent must be {id, queue}: the parent job\'s id and its queue key ("<prefix>:{<queue>}")');
-  }
-  if (parent.id === '' || /[:\s{}\p{Cc}]/u.test(parent.id)) throw invalid(`parent.id "${parent.id}" is not a job id`);
-  const braced = /^(.+):\{([^{}]+)\}$/.exec(parent.queue);
-  if (braced) return new QueueKeys(braced[2], braced[1]).job(parent.id);
-  const colon = parent.queue.lastIndexOf(':');
-  if (colon > 0) return new QueueKeys(parent.queue.slice(colon + 1), parent.queue.slice(0, colon)).job(parent.id);
-  return new QueueKeys(parent.queue, defaultPrefix).job(parent.id);
+  return refJobKey(parent, defaultPrefix);
 }
 
 /** A job id made here: the user's jobId, else a UUID v4 (no counter: every key is known before the call). */

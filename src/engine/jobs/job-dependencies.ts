@@ -145,3 +145,16 @@ export function parentOf(parents: string | undefined): { id: string; queueKey: s
   const m = /^(.+):job:([^:\s]+)$/.exec(first);
   return m ? { id: m[2], queueKey: m[1] } : undefined;
 }
+
+/**
+ * Every parent a child's `parents` field names (glide-mq's job.getParents: a DAG node may have
+ * several), as { queue: the parent's queue name, id }, in the order stored; [] for none.
+ */
+export function parentsOf(parents: string | undefined): { queue: string; id: string }[] {
+  const out: { queue: string; id: string }[] = [];
+  for (const key of (parents ?? '').split(' ')) {
+    const m = /^(.+):\{([^{}]+)\}:job:([^:\s]+)$/.exec(key);
+    if (m) out.push({ queue: m[2], id: m[3] });
+  }
+  return out;
+}

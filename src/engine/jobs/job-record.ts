@@ -133,6 +133,9 @@ export class JobRecord<D = any, R = any> {
       finishedOn: this.finishedOn,
       // a dead letter says where it failed (lua/dead-letters.lua)
       ...(this.raw.originalQueue === undefined ? {} : { originalQueue: this.raw.originalQueue, originalJobId: this.raw.originalJobId }),
+      // BullMQ's JobJson: a child's (first) parent, by its job key and as { id, queueKey }
+      parentKey: this.parentKey,
+      parent: this.parent && { ...this.parent },
     };
   }
 }

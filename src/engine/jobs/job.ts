@@ -4,18 +4,20 @@ import { invalid, StaleClaimError, UnrecoverableError } from '../shared/errors.j
 import * as edits from './job-edits.js';
 import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from '../connecting/library.js';
-import type { QueueKeys } from '../shared/keys.js';
+import { refJobKey, type QueueKeys } from '../shared/keys.js';
 import { DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { readJobState, type JobStateName } from '../inspecting/job-queries.js';
 import { JobRecord } from './job-record.js';
 import { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
 import { relayOutbox } from '../producing/flow-outbox.js';
+import { removeJob } from './job-removal.js';
 import {
   childrenValues,
   dependencies,
   dependenciesCount,
   failedChildrenValues,
   ignoredChildrenFailures,
+  parentsOf,
   type Dependencies,
   type DependenciesCount,
   type DependenciesOptions,
@@ -202,12 +204,14 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
 
   /**
    * Removes the job, unless a worker is running it (JobActiveError: BullMQ refuses a locked job
-   * too). A job already gone is no error.
+   * too). A job already gone is no error. A parent goes with its unfinished children in every
+   * queue and theirs (refused whole while one of them runs); with `removeChildren: false` its
+   * children stay and no longer name it (job-removal.ts).
    */
-  async remove(_opts?: { removeChildren?: boolean }): Promise<void> {
+  async remove(opts: { removeChildren?: boolean } = {}): Promise<void> {
     const t = await this.editTarget('remove');
-    const removed = await callFunction(t.client, 'glidemq_removeJob', t.keys.meta, [this.id, '0']);
-    if (removed === 1) this.queue?.emit('removed', this);
+    const removed = await removeJob(t.client, t.keys, this.id, { removeChildren: opts.removeChildren !== false });
+    if (removed) this.queue?.emit('removed', this);
   }
 
   /**
@@ -357,17 +361,29 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
   }
 
   /**
+   * Every parent of this job (glide-mq's getParents: a DAG node may have several), each as
+   * { queue: its queue's name, id }; [] for a job without parents. Read from the server.
+   */
+  async getParents(): Promise<{ queue: string; id: string }[]> {
+    const t = await this.readTarget('getParents');
+    return parentsOf((await t.client.hget(t.keys.job(this.id), 'parents')) ?? undefined);
+  }
+
+  /**
    * A running parent waits for the children it has not seen settle (BullMQ's moveToWaitingChildren):
    * true when it now waits (its claim is given up: the processor should then throw
    * WaitingChildrenError, and the job runs again once they settled); false when none is left to
-   * wait for (it keeps running). `token` is the claim's (the processor's second argument). A child
+   * wait for (it keeps running). With `opts.child` ({ id, queue }: the queue key as the `parent`
+   * option takes it), as BullMQ's: it waits only while that child is unsettled (and then for all
+   * of them), else it runs on. `token` is the claim's (the processor's second argument). A child
    * with failParentOnFailure that failed while this job was not waiting makes it throw an
    * UnrecoverableError naming the child: the processor lets it through, and the job fails.
    */
-  async moveToWaitingChildren(token?: string, _opts?: { child?: { id: string; queue: string } }): Promise<boolean> {
+  async moveToWaitingChildren(token?: string, opts: { child?: { id: string; queue: string } } = {}): Promise<boolean> {
     const c = this.requireClaim('moveToWaitingChildren');
     if (token !== undefined && token !== this.token) throw staleTokenError(this.id, 'moveToWaitingChildren', String(token));
-    const r = await callFunction(c.client, 'glidemq_moveToWaitingChildren', c.keys.meta, [this.id, c.fence, c.consumer]);
+    const childKey = opts.child === undefined ? '' : refJobKey(opts.child, c.keys.prefix, 'child');
+    const r = await callFunction(c.client, 'glidemq_moveToWaitingChildren', c.keys.meta, [this.id, c.fence, c.consumer, childKey]);
     if (r === 'stale') {
       throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
     }

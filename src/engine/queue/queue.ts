@@ -25,6 +25,7 @@ type SchedulerTiming,
 import { addedFields, DEFAULT_MAX_PAYLOAD, encodeJob, withDefaults, type BulkJob, type JobOptions } from '../producing/options.js';
 import { addEncoded, encodeBulkJobs, type AddTarget, type BulkAdded } from '../producing/bulk-add.js';
 import { removeDeduplicationKey } from '../producing/dedup-queries.js';
+import { removeJob } from '../jobs/job-removal.js';
 import { removeGlobalRateLimit, setGlobalRateLimit } from '../administering/rate-limits.js';
 import { revokeJob, type RevokeResult } from '../administering/revoke.js';
 import { QueueGetters } from './queue-getters.js';
@@ -226,9 +227,14 @@ export class Queue extends QueueGetters implements JobSource {
     return (await this.call('glidemq_resume', [])) === 1;
   }
 
-  /** Removes job `id`; emits 'removed' with the id when it did (BullMQ's Queue event). */
-  async remove(id: string, opts: { force?: boolean } = {}): Promise<boolean> {
-    const removed = (await this.call('glidemq_removeJob', [id, opts.force ? '1' : '0'])) === 1;
+  /**
+   * Removes job `id`; emits 'removed' with the id when it did (BullMQ's Queue event). A parent goes
+   * with its unfinished subtree in every queue, or with `removeChildren: false` alone (its
+   * children stay, no longer naming it); JobActiveError while one of them runs, unless `force`.
+   */
+  async remove(id: string, opts: { force?: boolean; removeChildren?: boolean } = {}): Promise<boolean> {
+    await this.waitUntilReady();
+    const removed = await removeJob(this.client, this.keys, id, opts);
     if (removed) this.emit('removed', id);
     return removed;
   }

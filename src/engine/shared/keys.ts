@@ -29,6 +29,23 @@ export function parseQueueKey(queueKey: string): { prefix: string; queue: string
   return m ? { prefix: m[1], queue: m[2] } : undefined;
 }
 
+/**
+ * The job key a BullMQ job reference names (the `parent` option, moveToWaitingChildren's `child`):
+ * `{ id, queue }` where `queue` is `<prefix>:{<name>}` (glidemq's queue key), `<prefix>:<name>`
+ * (BullMQ's), or a bare queue name (then `defaultPrefix`). `what` names it in a refusal.
+ */
+export function refJobKey(ref: { id: string; queue: string }, defaultPrefix: string, what = 'parent'): string {
+  if (typeof ref !== 'object' || ref === null || typeof ref.id !== 'string' || typeof ref.queue !== 'string') {
+    throw invalid(`${what} must be {id, queue}: the ${what} job's id and its queue key ("<prefix>:{<queue>}")`);
+  }
+  if (ref.id === '' || /[:\s{}\p{Cc}]/u.test(ref.id)) throw invalid(`${what}.id "${ref.id}" is not a job id`);
+  const braced = /^(.+):\{([^{}]+)\}$/.exec(ref.queue);
+  if (braced) return new QueueKeys(braced[2], braced[1]).job(ref.id);
+  const colon = ref.queue.lastIndexOf(':');
+  if (colon > 0) return new QueueKeys(ref.queue.slice(colon + 1), ref.queue.slice(0, colon)).job(ref.id);
+  return new QueueKeys(ref.queue, defaultPrefix).job(ref.id);
+}
+
 export class QueueKeys {
   readonly base: string;
   constructor(
