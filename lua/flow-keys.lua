@@ -251,4 +251,42 @@ settleParents = function(k, childJk, parents, kind, value, now, depth)
 end
 FLOW.settleParents = settleParents
 FLOW.queueOf = queueOf
+
+--[[ Outboxes (the flow outbox here, the dead-letter outbox of lua/dead-letters.lua): hashes of
+  records another slot is owed, field -> JSON with `t`, the server's ms it was written. ]]
+-- Deletes each record of `records` whose value is still the one relayed (a record written again
+-- since stays); `fieldName`, `valueName` name the record's parts. Returns how many went.
+FLOW.outboxDone = function(hashKey, records, fieldName, valueName)
+  local done = 0
+  for _, r in ipairs(records) do
+    local field = r[fieldName]
+    if redis.call('HGET', hashKey, field) == r[valueName] then done = done + redis.call('HDEL', hashKey, field) end
+  end
+  return done
+end
+
+-- At most `count` records of `hashKey` written at least `minAgeMs` before the server's now, as a
+-- flat list field1, value1, field2, value2, ...
+FLOW.outboxList = function(hashKey, minAgeMs, count)
+  local out = {}
+  if redis.call('EXISTS', hashKey) == 0 then return out end
+  local oldest = serverNow() - minAgeMs
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', hashKey, cursor, 'COUNT', 100)
+    cursor = page[1]
+    local kv = page[2]
+    for i = 1, #kv, 2 do
+      local t = 0 -- with no minimum age every record qualifies: no need to read its time
+      if minAgeMs > 0 then
+        local ok, r = pcall(cjson.decode, kv[i + 1])
+        t = ok and type(r) == 'table' and tonumber(r.t) or 0
+      end
+      if t <= oldest and #out < 2 * count then
+        out[#out + 1], out[#out + 2] = kv[i], kv[i + 1]
+      end
+    end
+  until cursor == '0' or #out >= 2 * count
+  return out
+end
 end

@@ -484,37 +484,14 @@ register('glidemq_outboxDone', function(keys, args)
   local k = keysFor(keys[1])
   local _, records = decodeArgs('glidemq_outboxDone', args, COUNT_HEAD, OUTBOX_DONE_EACH, 'count')
   requireTypes(k, OUTBOX_TYPES)
-  local done = 0
-  for _, r in ipairs(records) do
-    if redis.call('HGET', k.flowOutbox, r.field) == r.value then done = done + redis.call('HDEL', k.flowOutbox, r.field) end
-  end
-  return done
+  return FLOW.outboxDone(k.flowOutbox, records, 'field', 'value')
 end)
 
 register('glidemq_outboxList', function(keys, args)
   local k = keysFor(keys[1])
   local a = decodeArgs('glidemq_outboxList', args, OUTBOX_LIST_ARGS)
   requireTypes(k, OUTBOX_TYPES)
-  local out = {}
-  if redis.call('EXISTS', k.flowOutbox) == 0 then return out end
-  local oldest = serverNow() - a.minAgeMs
-  local cursor = '0'
-  repeat
-    local page = redis.call('HSCAN', k.flowOutbox, cursor, 'COUNT', 100)
-    cursor = page[1]
-    local kv = page[2]
-    for i = 1, #kv, 2 do
-      local t = 0 -- with no minimum age every record qualifies: no need to read its time
-      if a.minAgeMs > 0 then
-        local ok, r = pcall(cjson.decode, kv[i + 1])
-        t = ok and type(r) == 'table' and tonumber(r.t) or 0
-      end
-      if t <= oldest and #out < 2 * a.count then
-        out[#out + 1], out[#out + 2] = kv[i], kv[i + 1]
-      end
-    end
-  until cursor == '0' or #out >= 2 * a.count
-  return out
+  return FLOW.outboxList(k.flowOutbox, a.minAgeMs, a.count)
 end, { 'no-writes' })
 
 register('glidemq_moveToWaitingChildren', function(keys, args)
