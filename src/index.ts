@@ -3,6 +3,8 @@ export { Queue, type QueueOptions, type JobCounts } from './engine/queue/queue.j
 export { Worker, type WorkerOptions, type Processor } from './engine/consuming/worker.js';
 export type { WorkerInfo } from './engine/consuming/worker-registry.js';
 export type { RateLimiterOptions } from './engine/consuming/worker-options.js';
+export type { SandboxOptions } from './engine/consuming/sandbox-options.js';
+export type { SandboxedJob } from './engine/consuming/sandbox-job.js';
 export { Job, type JobState } from './engine/jobs/job.js';
 export type { JobType, JobStateName } from './engine/inspecting/job-queries.js';
 export type { RetryOptions, RetryJobsOptions } from './engine/jobs/job-edits.js';

@@ -9,8 +9,10 @@ import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } fr
 import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { invalid } from '../shared/errors.js';
 import { checkRegistryTtl } from './worker-registry.js';
+import type { SandboxWorkerOptions } from './sandbox-options.js';
 
-export interface WorkerOptions {
+/** useWorkerThreads, workerForkOptions, workerThreadsOptions and sandbox apply to a processor file (sandbox-options.ts). */
+export interface WorkerOptions extends SandboxWorkerOptions {
   connection?: ConnectionInput;
   prefix?: string;
   concurrency?: number;

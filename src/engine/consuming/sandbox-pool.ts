@@ -1,0 +1,132 @@
+/**
+ * A Worker's sandbox children: started as jobs need them, at most one per slot (the worker's
+ * concurrency), reused job after job, ended when idle for sandbox.idleMs, replaced when one dies
+ * (the next job that needs a child starts a new one), and all ended by close().
+ */
+import { openChannel, type SandboxChannel } from './sandbox-channel.js';
+import type { SandboxSettings } from './sandbox-options.js';
+import type { ToParent } from './sandbox-protocol.js';
+
+/** What a run does with its child's messages and its end (sandbox-processor.ts). */
+export interface ChildUser {
+  message(msg: ToParent): void;
+  ended(why: string): void;
+}
+
+export class SandboxChild {
+  readonly channel: SandboxChannel;
+  /** The run this child serves now. */
+  user: ChildUser | undefined;
+  /** Whether its module loaded: undefined until it said. */
+  loaded: boolean | undefined;
+  gone = false;
+  idleTimer: NodeJS.Timeout | undefined;
+  /** Resolves once the child has ended. */
+  readonly ended: Promise<void>;
+
+  constructor(settings: SandboxSettings, onEnded: (child: SandboxChild, why: string) => void) {
+    let resolveEnded!: () => void;
+    this.ended = new Promise((resolve) => (resolveEnded = resolve));
+    this.channel = openChannel(settings, {
+      message: (msg) => {
+        if (msg.t === 'ready') this.loaded = true;
+        else if (msg.t === 'load') this.loaded = false;
+        this.user?.message(msg);
+      },
+      ended: (why) => {
+        this.gone = true;
+        onEnded(this, why);
+        resolveEnded();
+      },
+    });
+  }
+}
+
+export class SandboxPool {
+  private readonly children = new Set<SandboxChild>();
+  private readonly idle: SandboxChild[] = [];
+  private readonly waiting: { resolve(child: SandboxChild): void; reject(err: Error): void }[] = [];
+  private closed = false;
+
+  constructor(readonly settings: SandboxSettings) {}
+
+  /** A child to run one job on: an idle one, a new one while below the size, else the next freed. */
+  acquire(): SandboxChild | Promise<SandboxChild> {
+    if (this.closed) throw this.closedError();
+    const child = this.idle.pop();
+    if (child) {
+      clearTimeout(child.idleTimer);
+      return child;
+    }
+    if (this.children.size < this.settings.size) return this.start();
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  }
+
+  /** A child whose run is over, healthy: it serves the next job. */
+  release(child: SandboxChild): void {
+    child.user = undefined;
+    if (child.gone) return;
+    if (this.closed) return child.channel.kill();
+    const next = this.waiting.shift();
+    if (next) return next.resolve(child);
+    this.idle.push(child);
+    const idleMs = this.settings.idleMs;
+    if (idleMs !== undefined) child.idleTimer = setTimeout(() => this.endIdle(child), idleMs);
+  }
+
+  /** A child that cannot serve again (a load failure, a run abandoned after an abort): ended. */
+  discard(child: SandboxChild): void {
+    child.user = undefined;
+    child.channel.kill();
+  }
+
+  /** The process ids of the children alive now (a thread's is this process's). */
+  pids(): number[] {
+    return [...this.children].map((c) => c.channel.pid);
+  }
+
+  get size(): number {
+    return this.children.size;
+  }
+
+  /** Ends every child, idle or running, and resolves once all have ended. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const w of this.waiting.splice(0)) w.reject(this.closedError());
+    const all = [...this.children];
+    for (const child of all) {
+      clearTimeout(child.idleTimer);
+      child.channel.kill();
+    }
+    await Promise.all(all.map((c) => c.ended));
+  }
+
+  private closedError(): Error {
+    return new Error(`the worker closed: its sandbox of ${this.settings.path} runs no more jobs`);
+  }
+
+  private start(): SandboxChild {
+    const child = new SandboxChild(this.settings, (c, why) => this.onEnded(c, why));
+    this.children.add(child);
+    return child;
+  }
+
+  private endIdle(child: SandboxChild): void {
+    const at = this.idle.indexOf(child);
+    if (at < 0) return;
+    this.idle.splice(at, 1);
+    child.channel.kill();
+  }
+
+  /** A child ended (killed, crashed, idle): its run hears why, and a job waiting for a child gets a new one. */
+  private onEnded(child: SandboxChild, why: string): void {
+    this.children.delete(child);
+    clearTimeout(child.idleTimer);
+    const at = this.idle.indexOf(child);
+    if (at >= 0) this.idle.splice(at, 1);
+    const user = child.user;
+    child.user = undefined;
+    user?.ended(why);
+    if (!this.closed && this.waiting.length > 0) this.waiting.shift()!.resolve(this.start());
+  }
+}
