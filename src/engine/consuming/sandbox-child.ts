@@ -99,4 +99,9 @@ else {
   process.on('message', (msg) => receive(msg as ToChild));
   // the parent is gone (it died, or closed without ending this child): nothing is left to serve
   process.on('disconnect', () => process.exit(0));
+  // Ctrl-C reaches the whole process group, and a service manager's SIGTERM often every process of
+  // the service: the parent decides when its children end (its graceful stop lets running jobs
+  // finish, then ends them), so these do not end a child on their own
+  process.on('SIGINT', () => undefined);
+  process.on('SIGTERM', () => undefined);
 }

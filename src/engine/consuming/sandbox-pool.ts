@@ -62,6 +62,32 @@ export class SandboxPool {
     return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
   }
 
+  /**
+   * Starts a child (unless one is idle) and resolves once it has loaded the processor module; rejects
+   * with why it could not (the module's path, and "cannot be loaded: ..." or "exports no function").
+   * The child then waits for the first job. For a caller that wants a bad module refused up front.
+   */
+  async warm(): Promise<void> {
+    const child = await this.acquire();
+    if (child.loaded === true) return this.release(child);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.user = {
+          message: (msg) => {
+            if (msg.t === 'ready') resolve();
+            else if (msg.t === 'load') reject(new Error(msg.e.message));
+          },
+          ended: (why) => reject(new Error(`${this.settings.path}: its sandbox ${child.channel.label} ${why} while loading it`)),
+        };
+        if (child.loaded === false) reject(new Error(`${this.settings.path} cannot be loaded`));
+      });
+    } catch (err) {
+      this.discard(child);
+      throw err;
+    }
+    this.release(child);
+  }
+
   /** A child whose run is over, healthy: it serves the next job. */
   release(child: SandboxChild): void {
     child.user = undefined;

@@ -23,6 +23,14 @@ export class Sandbox {
   /** The runner's processor: it declares three parameters, so the runner gives each run a signal. */
   readonly processor: Processor = (job, _token, signal) => this.run(job, signal);
 
+  /**
+   * Resolves once a child has loaded the processor module (it then waits for the first job); rejects
+   * with why it could not, naming the file ("... cannot be loaded: ...", "... exports no function").
+   */
+  warm(): Promise<void> {
+    return this.pool.warm();
+  }
+
   /** Ends every child it started; resolves once all have ended. */
   close(): Promise<void> {
     return this.pool.close();
