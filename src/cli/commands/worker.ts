@@ -30,11 +30,12 @@ interface WorkerFlags extends BroadcastFlags {
 }
 
 /** Where `worker` runs the script: a child process per slot (the default), a worker thread per slot, or this process. */
-type SandboxMode = 'process' | 'thread' | 'none';
+const SANDBOX_MODES = ['process', 'thread', 'none'] as const;
+type SandboxMode = (typeof SANDBOX_MODES)[number];
 
 function sandboxMode(text: string | undefined): SandboxMode {
   if (text === undefined) return 'process';
-  if (text === 'process' || text === 'thread' || text === 'none') return text;
+  if ((SANDBOX_MODES as readonly string[]).includes(text)) return text as SandboxMode;
   throw invalid(`--sandbox must be process, thread or none, got "${text}"`);
 }
 
@@ -72,7 +73,7 @@ export function register(program: Command): void {
     .option('--max-jobs <n>', 'exit 0 after this many jobs finished')
     .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
     .option('--fail-fast', 'stop at the first job that fails for good, and exit 1')
-    .option('--sandbox <mode>', 'where the script runs: process (a child process per slot, the default), thread (a worker thread per slot) or none (in this process)')
+    .option('--sandbox <mode>', 'where the script runs: process (a child process per slot), thread (a worker thread per slot) or none (in this process) (default: process)')
     .option('--log-json', 'what the worker says on stderr (start, stop, connection, pause, exit) as one JSON object per line')
     .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
     .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')

@@ -35,7 +35,7 @@ async function loadModule(url: string): Promise<UserProcessor> {
   try {
     mod = await import(url);
   } catch (err) {
-    throw new Error(`${path} cannot be loaded: ${String((err as Error)?.stack ?? err).split('\n')[0]}`);
+    throw new Error(`${path} cannot be loaded: ${String(err instanceof Error ? err.message : err).split('\n')[0]}`);
   }
   let fn = (mod as { default?: unknown }).default ?? mod;
   // CommonJS compiled from ESM sometimes nests the function one level deeper
