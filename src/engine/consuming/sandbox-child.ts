@@ -14,7 +14,8 @@ type UserProcessor = (job: unknown, token: string | undefined, signal: AbortSign
 
 /** The way to the parent: a worker thread's port, or the forked process's IPC channel. */
 const port = !isMainThread && parentPort ? parentPort : undefined;
-const send: (msg: ToParent) => void = port ? (msg) => port.postMessage(msg) : (msg) => void process.send!(msg);
+// a thread's messages are JSON text, as a process's are (sandbox-channel.ts)
+const send: (msg: ToParent) => void = port ? (msg) => port.postMessage(JSON.stringify(msg)) : (msg) => void process.send!(msg);
 /** The processor module's file URL: the thread's workerData, the process's first argument. */
 const moduleUrl: string = port ? (workerData as { file: string }).file : process.argv[2];
 
@@ -94,7 +95,7 @@ function receive(msg: ToChild): void {
   }
 }
 
-if (port) port.on('message', receive);
+if (port) port.on('message', (msg: string) => receive(JSON.parse(msg) as ToChild));
 else {
   process.on('message', (msg) => receive(msg as ToChild));
   // the parent is gone (it died, or closed without ending this child): nothing is left to serve
