@@ -164,6 +164,16 @@ describe('Sandboxed processors (real valkey-server)', function () {
         expect(child(after)).to.equal(child(first));
       });
 
+      it("refuses a job call made after its run ended: it never reaches the job the child runs next", async () => {
+        const { queue, settled, add } = sandboxed(mode);
+        const stray = await add({ act: 'stray', ms: 100 });
+        const next = await add({ act: 'slow', ms: 600 });
+        expect((await settled(stray)).state).to.equal('completed');
+        expect((await settled(next)).state).to.equal('completed');
+        expect((await queue.getJob(next))!.data).to.deep.equal({ act: 'slow', ms: 600 });
+        expect((await queue.getJob(stray))!.data).to.deep.equal({ act: 'stray', ms: 100 });
+      });
+
       it('ends a child idle for sandbox.idleMs, and starts another when a job needs one', async () => {
         const { worker, settled, add } = sandboxed(mode, { sandbox: { idleMs: 200 } });
         expect((await settled(await add({}))).state).to.equal('completed');

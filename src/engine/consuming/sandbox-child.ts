@@ -50,11 +50,12 @@ let abort: AbortController | undefined;
 let nextCall = 0;
 const calls = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
 
-function callParent(op: SandboxCall, args: unknown[]): Promise<unknown> {
+/** A job call of run `r` (one the processor makes after its run ended is refused by the parent). */
+function callParent(r: number, op: SandboxCall, args: unknown[]): Promise<unknown> {
   const n = ++nextCall;
   return new Promise((resolve, reject) => {
     calls.set(n, { resolve, reject });
-    send({ t: 'call', n, op, args });
+    send({ t: 'call', n, r, op, args });
   });
 }
 
@@ -69,7 +70,7 @@ async function run(msg: Extract<ToChild, { t: 'run' }>): Promise<void> {
   }
   let reply: ToParent;
   try {
-    const job = sandboxedJob(msg.job, callParent);
+    const job = sandboxedJob(msg.job, (op, args) => callParent(msg.r, op, args));
     reply = { t: 'done', v: await fn(job, msg.job.token, controller.signal) };
   } catch (err) {
     reply = { t: 'done', e: errorToWire(err) };

@@ -17,6 +17,8 @@ export class SandboxChild {
   readonly channel: SandboxChannel;
   /** The run this child serves now. */
   user: ChildUser | undefined;
+  /** Its runs so far: the number of the current one (a job call names its run). */
+  runs = 0;
   /** Whether its module loaded: undefined until it said. */
   loaded: boolean | undefined;
   gone = false;
@@ -31,7 +33,8 @@ export class SandboxChild {
       message: (msg) => {
         if (msg.t === 'ready') this.loaded = true;
         else if (msg.t === 'load') this.loaded = false;
-        this.user?.message(msg);
+        if (this.user) this.user.message(msg);
+        else if (msg.t === 'call') this.refuse(msg.n, msg.op);
       },
       ended: (why) => {
         this.gone = true;
@@ -39,6 +42,14 @@ export class SandboxChild {
         resolveEnded();
       },
     });
+  }
+
+  /**
+   * Answers a job call made when its run was over (a processor's timer after it returned): it must
+   * not reach the next job's Job.
+   */
+  refuse(n: number, op: string): void {
+    this.channel.send({ t: 'reply', n, e: { name: 'Error', message: `job call ${op} refused: the sandboxed run that made it is over` } });
   }
 }
 

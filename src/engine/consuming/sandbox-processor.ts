@@ -53,6 +53,8 @@ class SandboxRun implements ChildUser {
   private calls: Set<Promise<void>> | undefined;
   private graceTimer: NodeJS.Timeout | undefined;
   private settled = false;
+  /** This run's number on its child: a job call of another run is refused. */
+  private readonly r: number;
 
   constructor(
     private readonly sandbox: Sandbox,
@@ -61,17 +63,22 @@ class SandboxRun implements ChildUser {
     private readonly signal: AbortSignal | undefined,
     private readonly resolve: (value: unknown) => void,
     private readonly reject: (err: Error) => void,
-  ) {}
+  ) {
+    this.r = ++child.runs;
+  }
 
   start(): void {
     this.child.user = this;
-    this.child.channel.send({ t: 'run', job: wireJob(this.job) });
+    this.child.channel.send({ t: 'run', r: this.r, job: wireJob(this.job) });
     this.signal?.addEventListener('abort', this.onAbort);
   }
 
   message(msg: ToParent): void {
     if (msg.t === 'done') this.done(msg);
-    else if (msg.t === 'call') this.call(msg.n, msg.op, msg.args);
+    else if (msg.t === 'call') {
+      if (msg.r === this.r) this.call(msg.n, msg.op, msg.args);
+      else this.child.refuse(msg.n, msg.op);
+    }
     else if (msg.t === 'load') {
       this.sandbox.pool.discard(this.child);
       this.fail(new Error(`job ${this.job.id}: the sandboxed processor ${msg.e.message}`));

@@ -50,9 +50,9 @@ export const SANDBOX_CALLS = [
 ] as const;
 export type SandboxCall = (typeof SANDBOX_CALLS)[number];
 
-/** Parent to child. */
+/** Parent to child. `r` numbers a child's runs: a job call names the run that made it. */
 export type ToChild =
-  | { t: 'run'; job: WireJob }
+  | { t: 'run'; r: number; job: WireJob }
   | { t: 'abort'; reason: string }
   | { t: 'reply'; n: number; v?: unknown; e?: WireError };
 
@@ -63,7 +63,7 @@ export type ToChild =
 export type ToParent =
   | { t: 'ready' }
   | { t: 'done'; v?: unknown; e?: WireError }
-  | { t: 'call'; n: number; op: SandboxCall; args: unknown[] }
+  | { t: 'call'; n: number; r: number; op: SandboxCall; args: unknown[] }
   | { t: 'load'; e: WireError };
 
 export function errorToWire(err: unknown): WireError {
