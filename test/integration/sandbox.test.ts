@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -194,6 +195,23 @@ describe('Sandboxed processors (real valkey-server)', function () {
     await worker.close(true);
     for (const pid of pids) expect(alive(pid), `child ${pid}`).to.equal(false);
     expect(worker.sandbox!.pool.size).to.equal(0);
+  });
+
+  it('a process that exits without closing its worker takes its children with it, even one stuck in a loop', async () => {
+    const name = uniqueQueue('sandbox-exit');
+    const queue = new Queue(name, { connection: server().url });
+    open.push(queue);
+    await queue.add('act', { act: 'loop' });
+    const index = new URL('../../src/index.js', import.meta.url).href;
+    const script = `
+      const { Worker } = await import(${JSON.stringify(index)});
+      const w = new Worker(${JSON.stringify(name)}, ${JSON.stringify(ACTS)}, { connection: ${JSON.stringify(server().url)} });
+      w.on('active', () => setTimeout(() => { console.log(JSON.stringify(w.sandbox.pool.pids())); process.exit(0); }, 200));`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(run.status, run.stderr).to.equal(0);
+    const pids = JSON.parse(run.stdout.trim()) as number[];
+    expect(pids).to.have.length(1);
+    await waitFor(() => !alive(pids[0]), `child ${pids[0]} ends`, 5_000);
   });
 
   it('refuses a processor file that does not exist, and a URL that is not a file: URL', () => {

@@ -58,6 +58,14 @@ export class SandboxPool {
   private readonly idle: SandboxChild[] = [];
   private readonly waiting: { resolve(child: SandboxChild): void; reject(err: Error): void }[] = [];
   private closed = false;
+  /**
+   * Kills the children when this process exits without closing the worker (a second Ctrl-C, an
+   * uncaught error): an idle child would leave on its own once its channel closes, but one stuck in
+   * a loop never reads that.
+   */
+  private readonly killAll = (): void => {
+    for (const child of this.children) child.channel.kill();
+  };
 
   constructor(readonly settings: SandboxSettings) {}
 
@@ -129,6 +137,7 @@ export class SandboxPool {
   /** Ends every child, idle or running, and resolves once all have ended. */
   async close(): Promise<void> {
     this.closed = true;
+    process.off('exit', this.killAll);
     for (const w of this.waiting.splice(0)) w.reject(this.closedError());
     const all = [...this.children];
     for (const child of all) {
@@ -144,6 +153,7 @@ export class SandboxPool {
 
   private start(): SandboxChild {
     const child = new SandboxChild(this.settings, (c, why) => this.onEnded(c, why));
+    if (this.children.size === 0) process.on('exit', this.killAll);
     this.children.add(child);
     return child;
   }
@@ -158,6 +168,7 @@ export class SandboxPool {
   /** A child ended (killed, crashed, idle): its run hears why, and a job waiting for a child gets a new one. */
   private onEnded(child: SandboxChild, why: string): void {
     this.children.delete(child);
+    if (this.children.size === 0) process.off('exit', this.killAll);
     clearTimeout(child.idleTimer);
     const at = this.idle.indexOf(child);
     if (at >= 0) this.idle.splice(at, 1);
