@@ -1,10 +1,11 @@
 import { expect } from 'chai';
 import { join } from 'node:path';
 import { Queue } from '../../src/engine/queue/queue.js';
-import { runCli } from '../helpers/cli.js';
+import { spawn } from 'node:child_process';
+import { GLIDEMQ_BIN, NO_PROFILE, runCli } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
-import { useServer } from '../helpers/valkey.js';
+import { useServer, waitFor } from '../helpers/valkey.js';
 
 const processor = (file: string) => join(REPO_ROOT, 'fixtures', 'processors', file);
 const ACTS = processor('sandbox-acts.mjs');
@@ -72,6 +73,26 @@ describe('CLI: worker runs its script sandboxed (--sandbox process|thread|none)'
     expect(jobs).to.have.length(6);
     const pids = new Set(jobs.map((j) => (j.returnvalue as { pid: number }).pid));
     expect(pids.size).to.be.within(1, 3);
+  });
+
+  it('a Ctrl-C to the whole process group stops the worker gracefully: its child finishes the running job', async () => {
+    const job = await q.add('slow', { act: 'slow', ms: 1500 });
+    // a group of its own, as a terminal's foreground job is, so the signal goes to the worker and its children
+    const env = { ...process.env, GLIDEMQ_URL: undefined, GLIDEMQ_PASSWORD: undefined, ...NO_PROFILE, NO_COLOR: '1' };
+    const worker = spawn(process.execPath, [GLIDEMQ_BIN, '-u', server().url, 'worker', ACTS, '-q', name], { cwd: REPO_ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    worker.stderr!.on('data', (d) => (stderr += d));
+    worker.stdout!.resume();
+    const exited = new Promise<number | null>((resolve) => worker.once('close', (code) => resolve(code)));
+    try {
+      await waitFor(async () => (await q.getJob(job.id))?.processedOn !== undefined && stderr.includes('worker started'), 'the job runs');
+      process.kill(-worker.pid!, 'SIGINT');
+      expect(await exited, stderr).to.equal(0);
+    } finally {
+      if (worker.exitCode === null) process.kill(-worker.pid!, 'SIGKILL');
+    }
+    const done = (await q.getJob(job.id))!;
+    expect(done.state, done.failedReason).to.equal('completed');
   });
 
   it('bad input: a script that does not load or exports no function, an unknown mode, --sandbox with --broadcast (exit 2, one line)', async () => {
