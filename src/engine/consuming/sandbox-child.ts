@@ -45,7 +45,8 @@ async function loadModule(url: string): Promise<UserProcessor> {
   return fn as UserProcessor;
 }
 
-/** The run in progress: its abort, and its calls to the parent waiting for their answers. */
+/** The run in progress: its number and abort, and its calls to the parent waiting for their answers. */
+let current = 0;
 let abort: AbortController | undefined;
 let nextCall = 0;
 const calls = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
@@ -61,6 +62,7 @@ function callParent(r: number, op: SandboxCall, args: unknown[]): Promise<unknow
 
 async function run(msg: Extract<ToChild, { t: 'run' }>): Promise<void> {
   const controller = (abort = new AbortController());
+  current = msg.r;
   let fn: UserProcessor;
   try {
     fn = await loaded;
@@ -79,14 +81,16 @@ async function run(msg: Extract<ToChild, { t: 'run' }>): Promise<void> {
   try {
     send(reply);
   } catch (err) {
-    // a result the channel cannot carry (JSON for a process, a structured clone for a thread)
+    // a result JSON cannot carry (a BigInt, a cycle)
     send({ t: 'done', e: { name: 'UnrecoverableError', message: `the processor returned a value that cannot be stored as JSON: ${(err as Error).message}`, unrecoverable: true } });
   }
 }
 
 function receive(msg: ToChild): void {
   if (msg.t === 'run') void run(msg);
-  else if (msg.t === 'abort') abort?.abort(new Error(msg.reason));
+  else if (msg.t === 'abort') {
+    if (msg.r === current) abort?.abort(new Error(msg.reason));
+  }
   else if (msg.t === 'reply') {
     const waiting = calls.get(msg.n);
     if (!waiting) return;

@@ -93,7 +93,7 @@ class SandboxRun implements ChildUser {
   private readonly onAbort = (): void => {
     const signal = this.signal!;
     const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? 'aborted');
-    this.child.channel.send({ t: 'abort', reason });
+    this.child.channel.send({ t: 'abort', r: this.r, reason });
     this.graceTimer = setTimeout(() => {
       this.sandbox.pool.discard(this.child);
       this.fail(abortError(signal));
@@ -101,7 +101,9 @@ class SandboxRun implements ChildUser {
   };
 
   private done(msg: Extract<ToParent, { t: 'done' }>): void {
-    // the child is free for the next job at once; this outcome waits for the calls it made
+    // the child is free for the next job at once (an abort or its grace no longer concerns it);
+    // this outcome waits for the calls it made
+    this.detach();
     this.sandbox.pool.release(this.child);
     const settle = () => (msg.e ? this.fail(errorFromWire(msg.e)) : this.succeed(msg.v));
     if (this.calls?.size) void Promise.allSettled(this.calls).then(settle);
@@ -136,9 +138,14 @@ class SandboxRun implements ChildUser {
   private end(): boolean {
     if (this.settled) return false;
     this.settled = true;
+    this.detach();
+    return true;
+  }
+
+  /** The signal no longer reaches the child. */
+  private detach(): void {
     clearTimeout(this.graceTimer);
     this.signal?.removeEventListener('abort', this.onAbort);
-    return true;
   }
 }
 

@@ -53,7 +53,7 @@ export type SandboxCall = (typeof SANDBOX_CALLS)[number];
 /** Parent to child. `r` numbers a child's runs: a job call names the run that made it. */
 export type ToChild =
   | { t: 'run'; r: number; job: WireJob }
-  | { t: 'abort'; reason: string }
+  | { t: 'abort'; r: number; reason: string }
   | { t: 'reply'; n: number; v?: unknown; e?: WireError };
 
 /**
