@@ -6,6 +6,8 @@ export type { BatchProcessor } from './engine/consuming/batch-runner.js';
 export type { BatchOptions } from './engine/consuming/batch-options.js';
 export type { WorkerInfo } from './engine/consuming/worker-registry.js';
 export type { RateLimiterOptions } from './engine/consuming/worker-options.js';
+export type { SandboxOptions } from './engine/consuming/sandbox-options.js';
+export type { SandboxedJob } from './engine/consuming/sandbox-job.js';
 export { Job, type JobState } from './engine/jobs/job.js';
 export type { JobType, JobStateName } from './engine/inspecting/job-queries.js';
 export type { RetryOptions, RetryJobsOptions } from './engine/jobs/job-edits.js';

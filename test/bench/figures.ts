@@ -4,7 +4,7 @@
  */
 import type { Redis } from 'ioredis';
 import { commandStats, infoSection, percentile, SCRIPT_COMMANDS, sentCommands, serverCpuSeconds, sleep } from './measure.js';
-import type { BenchJob, System } from './systems.js';
+import type { BenchJob, SandboxKind, System } from './systems.js';
 
 export interface Sizes {
   serialMs: number;
@@ -97,7 +97,8 @@ export interface ProcessResult {
 
 /**
  * Processes a preloaded backlog with a no-op processor; rate = jobs/s between the first and the
- * last completion (worker start-up excluded), the run ending at the backlog's end or maxMs.
+ * last completion (worker start-up excluded), the run ending at the backlog's end or maxMs. With
+ * `sandbox`, the no-op is a processor file run in the system's sandbox of that kind.
  */
 export async function processBacklog(
   sys: System,
@@ -105,6 +106,7 @@ export async function processBacklog(
   concurrency: number,
   s: Sizes,
   admin?: Redis,
+  sandbox?: SandboxKind,
 ): Promise<ProcessResult> {
   let done = 0;
   let tFirst = 0;
@@ -125,7 +127,7 @@ export async function processBacklog(
     sentCommands.start();
     client0 = process.cpuUsage();
   }
-  const w = await sys.worker(url, QUEUE, concurrency, onCompleted);
+  const w = await sys.worker(url, QUEUE, concurrency, onCompleted, undefined, sandbox);
   const guard = setTimeout(finish, s.processMaxMs + 10_000);
   await finished;
   clearTimeout(guard);

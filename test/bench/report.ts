@@ -37,6 +37,9 @@ export const ROWS: Row[] = [
   { key: 'events.c10', label: 'process c=10, a QueueEvents listening', unit: 'jobs/s', better: 'higher' },
   { key: 'events.cpu', label: 'server CPU per job (c=10, a QueueEvents listening)', unit: 'µs', better: 'lower', digits: 1 },
   { key: 'mem.job', label: 'memory per waiting job (100-byte payload)', unit: 'bytes', better: 'lower', target: { ratio: 1, text: '<= 1x' } },
+  // A no-op processor file, run in each system's sandbox (BullMQ: its Worker given the file, and useWorkerThreads).
+  { key: 'sandbox.process', label: 'sandboxed processing at c=10, no-op processor, processes', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
+  { key: 'sandbox.thread', label: 'sandboxed processing at c=10, no-op processor, threads', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
   { key: 'dur.always', label: 'process c=10, appendfsync always', unit: 'jobs/s', better: 'higher' },
   { key: 'dur.everysec', label: 'process c=10, appendfsync everysec', unit: 'jobs/s', better: 'higher' },
   { key: 'dur.off', label: 'process c=10, appendonly no', unit: 'jobs/s', better: 'higher' },

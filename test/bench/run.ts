@@ -204,6 +204,14 @@ async function main(): Promise<void> {
         put('flow.cpu', sys, r.cpuUsPerFlow, 'server CPU µs/flow');
       });
       await each('flow.e2e', main, async (sys) => put('flow.e2e', sys, await flowEndToEnd(FLOW_SIDES[sys.name], main.s.url, flowSizes), 'ms add -> parent done (100 children)'));
+      for (const kind of ['process', 'thread'] as const) {
+        const key = `sandbox.${kind}`;
+        await each(key, main, async (sys) => {
+          await preload(sys, main.s.url, side.backlog);
+          const where = kind === 'process' ? 'child processes' : 'worker threads';
+          put(key, sys, (await processBacklog(sys, main.s.url, 10, side, undefined, kind)).rate, `jobs/s, a processor file in ${where}`);
+        });
+      }
       for (const [key, srv] of [['dur.always', always], ['dur.everysec', everysec], ['dur.off', main]] as const) {
         if (!srv) continue;
         await each(key, srv, async (sys) => {

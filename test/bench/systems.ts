@@ -3,6 +3,7 @@
  * against glidemq and against BullMQ. Each side uses its library the way its documentation shows.
  */
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Queue as BullQueue, QueueEvents as BullQueueEvents, Worker as BullWorker } from 'bullmq';
 import { Queue, QueueEvents, Worker } from '../../src/index.js';
 
@@ -31,8 +32,9 @@ export interface System {
   /**
    * Starts a worker with a no-op processor; `onCompleted` sees each finished job's data. With
    * `onStart`, the processor awaits it with the job's data first (the other figures keep the bare no-op).
+   * With `sandbox`, the no-op is a processor file run in the system's sandbox of that kind.
    */
-  worker(url: string, queue: string, concurrency: number, onCompleted: (data: any) => void, onStart?: OnStart): Promise<RunningWorker>;
+  worker(url: string, queue: string, concurrency: number, onCompleted: (data: any) => void, onStart?: OnStart, sandbox?: SandboxKind): Promise<RunningWorker>;
   /** Starts the system's QueueEvents on the queue with a `completed` listener; resolves once it reads. */
   listen(url: string, queue: string): Promise<RunningWorker>;
 }
@@ -63,6 +65,12 @@ function hostPort(url: string): { host: string; port: number; tls?: { ca?: Buffe
 
 export type OnStart = (data: any) => Promise<void>;
 
+/** Where a sandboxed row runs the no-op processor file: child processes, or worker threads. */
+export type SandboxKind = 'process' | 'thread';
+
+/** The no-op processor file of the sandboxed rows (noop-processor.ts). */
+const NOOP_FILE = fileURLToPath(new URL('./noop-processor.js', import.meta.url));
+
 const noop = async () => null;
 
 /** The processor a worker runs: the no-op, or one that awaits `onStart` first. */
@@ -85,8 +93,9 @@ export const glidemq: System = {
       close: () => q.close(),
     };
   },
-  async worker(url, queue, concurrency, onCompleted, onStart) {
-    const w = new Worker(queue, processorFor(onStart), { connection: glidemqConnection(url), concurrency, autorun: false });
+  async worker(url, queue, concurrency, onCompleted, onStart, sandbox) {
+    const processor = sandbox ? NOOP_FILE : processorFor(onStart);
+    const w = new Worker(queue, processor, { connection: glidemqConnection(url), concurrency, autorun: false, useWorkerThreads: sandbox === 'thread' });
     w.on('completed', (job) => onCompleted(job.data));
     w.on('error', (err) => console.error(`glidemq worker error: ${String(err)}`));
     w.run().catch(() => undefined); // settles at close
@@ -114,8 +123,9 @@ export const bullmq: System = {
       close: () => q.close(),
     };
   },
-  async worker(url, queue, concurrency, onCompleted, onStart) {
-    const w = new BullWorker(queue, processorFor(onStart), { connection: hostPort(url), concurrency, autorun: false });
+  async worker(url, queue, concurrency, onCompleted, onStart, sandbox) {
+    const processor = sandbox ? NOOP_FILE : processorFor(onStart);
+    const w = new BullWorker(queue, processor, { connection: hostPort(url), concurrency, autorun: false, useWorkerThreads: sandbox === 'thread' });
     w.on('completed', (job) => onCompleted(job.data));
     w.on('error', (err) => console.error(`BullMQ worker error: ${String(err)}`));
     void w.run();

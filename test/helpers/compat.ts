@@ -35,7 +35,7 @@ export interface Compat {
   /** A Queue with a fresh name (the label given to useCompat, then random hex). */
   queue: (opts?: QueueOptions) => Queue;
   /** A Worker on `q`'s name: blockTimeout 1000, then the file's defaults, then `opts`; errors are swallowed. */
-  worker: <R>(q: Queue, processor: Processor<any, R>, opts?: Partial<WorkerOptions>) => Worker<any, R>;
+  worker: <R>(q: Queue, processor: Processor<any, R> | string | URL, opts?: Partial<WorkerOptions>) => Worker<any, R>;
   /** Runs `close` after the test, before what was registered earlier. */
   closeLater: (close: () => Promise<unknown>) => void;
   /** The server's clock in ms (the clock the engine stores its times in). */
@@ -67,7 +67,7 @@ export function useCompat(label: string, workerDefaults: Partial<WorkerOptions> 
     closeLater(() => q.close());
     return q;
   };
-  const worker = <R>(q: Queue, processor: Processor<any, R>, opts: Partial<WorkerOptions> = {}) => {
+  const worker = <R>(q: Queue, processor: Processor<any, R> | string | URL, opts: Partial<WorkerOptions> = {}) => {
     const w = new Worker<any, R>(q.name, processor, { connection: connection(), blockTimeout: 1000, ...workerDefaults, ...opts });
     w.on('error', () => undefined);
     closeLater(() => w.close(true));

@@ -1,4 +1,6 @@
 /** `glidemq worker <script>`: runs a processor module against a queue until stopped. */
+import { existsSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_SOCKET_TIMEOUT } from '../../engine/connecting/connection.js';
 import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
@@ -24,6 +26,17 @@ interface WorkerFlags extends BroadcastFlags {
   exitWhenIdle?: boolean;
   failFast?: boolean;
   logJson?: boolean;
+  sandbox?: string;
+}
+
+/** Where `worker` runs the script: a child process per slot (the default), a worker thread per slot, or this process. */
+const SANDBOX_MODES = ['process', 'thread', 'none'] as const;
+type SandboxMode = (typeof SANDBOX_MODES)[number];
+
+function sandboxMode(text: string | undefined): SandboxMode {
+  if (text === undefined) return 'process';
+  if ((SANDBOX_MODES as readonly string[]).includes(text)) return text as SandboxMode;
+  throw invalid(`--sandbox must be process, thread or none, got "${text}"`);
 }
 
 function workerOptions(ctx: CommandContext, f: WorkerFlags): WorkerOptions {
@@ -60,6 +73,7 @@ export function register(program: Command): void {
     .option('--max-jobs <n>', 'exit 0 after this many jobs finished')
     .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
     .option('--fail-fast', 'stop at the first job that fails for good, and exit 1')
+    .option('--sandbox <mode>', 'where the script runs: process (a child process per slot), thread (a worker thread per slot) or none (in this process) (default: process)')
     .option('--log-json', 'what the worker says on stderr (start, stop, connection, pause, exit) as one JSON object per line')
     .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
     .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')
@@ -74,6 +88,10 @@ The module's default export (ESM) or module.exports (CommonJS) is async (job) =>
 result is stored as the job's return value, a throw fails the attempt (retried while attempts
 remain). SIGINT/SIGTERM stop taking jobs and let running ones finish; a second signal exits at once.
 
+The script runs sandboxed: in a child process per slot (--concurrency of them at most), so a
+script that crashes, exits, loops or runs out of memory fails its job, never the worker.
+--sandbox thread uses worker threads instead, --sandbox none runs it in the worker's own process.
+
 stdout has one line per finished job (--json: one object per line). stderr says what the worker
 does: its start (queue, server, concurrency, version), a stop a signal asked for, a connection
 lost and restored, the queue paused and resumed, the delayed jobs --exit-when-idle waits for, and
@@ -84,6 +102,8 @@ Examples:
   $ glidemq worker ./resize.mjs -q images --exit-when-idle --json
   $ glidemq worker ./job.js -q nightly --max-jobs 100 --fail-fast
   $ glidemq worker ./send-email.js -q emails --log-json 2>>/var/log/emails-worker.ndjson
+  $ glidemq worker ./resize.mjs -q images --sandbox thread --concurrency 4
+  $ glidemq worker ./fast.js -q pings --sandbox none
   $ glidemq worker ./audit.js --broadcast orders --subscription audit --subjects 'orders.*,refunds.>'`,
     )
     .action(
@@ -93,6 +113,10 @@ Examples:
         if (!broadcast && !flags.queue) throw invalid('--queue <name> is required (or --broadcast <name> --subscription <name>)');
         const only = (['subjects', 'attempts', 'backoff', 'startFrom'] as const).find((k) => !broadcast && flags[k] !== undefined);
         if (only) throw invalid(`--${only.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only with --broadcast`);
+        if (broadcast && flags.sandbox !== undefined && flags.sandbox !== 'none') {
+          throw invalid('--sandbox applies only with --queue: a broadcast worker runs its script in its own process');
+        }
+        const mode = sandboxMode(flags.sandbox);
         const opts = workerOptions(ctx, flags);
         const maxJobs = flags.maxJobs === undefined ? undefined : parseInteger(flags.maxJobs, '--max-jobs', 1);
         const limits = { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast };
@@ -101,9 +125,10 @@ Examples:
           const bopts = broadcastWorkerOptions(opts, flags);
           return runBroadcastWorker(ctx, await loadProcessor(script), flags, bopts, limits, logJson);
         }
-        const processor = await loadProcessor(script);
+        const processor = mode === 'none' ? await loadProcessor(script) : processorFile(script);
+        const worker = await queueWorker(flags.queue as string, processor, { ...opts, useWorkerThreads: mode === 'thread' });
         await warnIfNeverUsed(ctx, flags.queue as string, logJson);
-        return runWorker(ctx, flags.queue as string, processor, opts, limits, logJson);
+        return runWorker(ctx, flags.queue as string, worker, opts, limits, logJson);
       }),
     );
 }
@@ -138,18 +163,39 @@ async function warnIfNeverUsed(ctx: CommandContext, queueName: string, logJson: 
   }
 }
 
+/** The script a sandbox runs: it must exist (that it loads, its first child says: see runWorker). */
+function processorFile(script: string): string {
+  const path = resolve(process.cwd(), script);
+  if (!existsSync(path) || !statSync(path).isFile()) throw invalid(`processor script ${path} does not exist`);
+  return path;
+}
+
 /** How long `worker` waits for the check that the queue was ever used. */
 const WARN_CHECK_MS = 1500;
+
+/**
+ * The worker, not started. A sandboxed script is loaded by its first child here: one that cannot be
+ * loaded, or exports no function, is refused as an in-process one is (loadProcessor).
+ */
+async function queueWorker(queueName: string, processor: Awaited<ReturnType<typeof loadProcessor>> | string, opts: WorkerOptions): Promise<Worker> {
+  const worker = new Worker(queueName, processor, { ...opts, autorun: false });
+  try {
+    await worker.sandbox?.warm();
+  } catch (err) {
+    await worker.close(true);
+    throw invalid(`processor script ${(err as Error).message}`);
+  }
+  return worker;
+}
 
 function runWorker(
   ctx: CommandContext,
   queueName: string,
-  processor: Awaited<ReturnType<typeof loadProcessor>>,
+  worker: Worker,
   opts: WorkerOptions,
   limits: RunLimits,
   logJson: boolean,
 ): Promise<number> {
-  const worker = new Worker(queueName, processor, { ...opts, autorun: false });
   return runUntilStopped(worker, {
     json: ctx.json,
     logJson,

@@ -11,8 +11,10 @@ import { invalid } from '../shared/errors.js';
 import { checkRegistryTtl } from './worker-registry.js';
 import { checkBatch, type BatchOptions } from './batch-options.js';
 import { checkDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
+import type { SandboxWorkerOptions } from './sandbox-options.js';
 
-export interface WorkerOptions {
+/** useWorkerThreads, workerForkOptions, workerThreadsOptions and sandbox apply to a processor file (sandbox-options.ts). */
+export interface WorkerOptions extends SandboxWorkerOptions {
   connection?: ConnectionInput;
   prefix?: string;
   concurrency?: number;

@@ -53,6 +53,8 @@ import { checkDeadLetterQueue, storeDeadLetterQueue } from '../administering/dea
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
 import type { WorkerPart } from './worker-part.js';
+import { isProcessorFile, resolveSandbox } from './sandbox-options.js';
+import { Sandbox } from './sandbox-processor.js';
 
 export type { WorkerOptions } from './worker-options.js';
 export type { Processor } from './worker-runner.js';
@@ -86,25 +88,35 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   readonly recovery: ClaimRecovery;
   /** A worker without a processor's: getNextJob and the jobs it hands out (manual-fetch.ts). */
   private readonly manual: ManualFetch | undefined;
+  /** A processor given as a file runs in this pool of children (sandbox-processor.ts). */
+  readonly sandbox: Sandbox | undefined;
+  private readonly processor: Processor<D, R> | BatchProcessor<D, R> | null | undefined;
 
   /**
    * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
-   * jobs with getNextJob(token) and finishes them itself (BullMQ's manual processing).
+   * jobs with getNextJob(token) and finishes them itself (BullMQ's manual processing). A processor
+   * given as a file (a path or a file URL: BullMQ's sandboxed processor) runs in child processes,
+   * or worker threads with `useWorkerThreads`, one per slot (sandbox-processor.ts).
    */
-  constructor(name: string, processor?: Processor<D, R> | null, opts?: WorkerOptions & { batch?: undefined });
+  constructor(name: string, processor?: Processor<D, R> | string | URL | null, opts?: WorkerOptions & { batch?: undefined });
   /** A batch worker (the `batch` option): its processor takes the jobs of a batch (batch-runner.ts). */
   constructor(name: string, processor: BatchProcessor<D, R>, opts: WorkerOptions & { batch: BatchOptions });
   /** Options not known until run time: the processor takes a job, or a batch's jobs with `batch`. */
-  constructor(name: string, processor?: Processor<D, R> | BatchProcessor<D, R> | null, opts?: WorkerOptions);
+  constructor(name: string, processor?: Processor<D, R> | BatchProcessor<D, R> | string | URL | null, opts?: WorkerOptions);
   constructor(
     readonly name: string,
-    private readonly processor?: Processor<D, R> | BatchProcessor<D, R> | null,
+    processor?: Processor<D, R> | BatchProcessor<D, R> | string | URL | null,
     opts: WorkerOptions = {},
   ) {
     super();
     this.keys = new QueueKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.settings = resolveSettings(opts);
     checkDeadLetterQueue(opts.deadLetterQueue, name); // (a queue cannot be its own)
+    if (isProcessorFile(processor)) {
+      if (this.settings.batch) throw invalid(`batch: a batch worker runs a processor function (jobs) => results in its own process; a sandboxed processor file (${String(processor)}) runs one job per call`);
+      this.sandbox = new Sandbox(resolveSandbox(processor, opts, this.settings.concurrency));
+      this.processor = this.sandbox.processor as Processor<D, R>;
+    } else this.processor = processor;
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
@@ -150,7 +162,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       finisher: this.finisher,
       fetchOne: () => this.readLoop.fetchOne(),
       afterSlotFreed: () => this.afterSlotFreed(),
-    }, processor, this.settings.batch);
+    }, this.processor, this.settings.batch);
     // a '{relay}' mark asks for both outboxes: flow settlements and dead letters (dead-letter-outbox.ts)
     this.flowRelay = new FlowRelay(part, relayOutboxes);
     const upkeep = new Upkeep(part.client, this.keys, part.emitError);
@@ -172,7 +184,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       activate: (pairs) => this.readLoop.claiming(async () => void (await this.readLoop.activateDelivered(pairs, []))),
       running: this.live,
     });
-    if (typeof processor !== 'function') {
+    if (typeof this.processor !== 'function') {
       this.manual = new ManualFetch({ ...part, acquired: this.acquired, settle: () => this.settle(), closing: () => this.closing !== undefined });
     } else if (opts.autorun !== false) void this.run().catch((err) => this.emitError(err));
   }
@@ -391,6 +403,9 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       }
       this.readLoop.closeReader();
       if (this.acquired.owned) await closeClient(this.client);
+      // after the connection: a job whose child this ends is left to stalled recovery, as a job
+      // still running in-process is
+      await this.sandbox?.close();
       this.emit('closed');
     })();
     return this.closing;

@@ -1,0 +1,192 @@
+/**
+ * A processor file run in a sandbox (`new Worker(name, file)`): the Processor (job, token, signal)
+ * the Worker's runner calls for each job. It sends the job to a child of the pool (sandbox-pool.ts),
+ * makes on the real Job, under the claim, each call the processor makes there (progress, logs,
+ * data, moveToDelayed), and settles with the child's outcome. A child that dies, or whose module
+ * does not load, fails the job with a reason that says so, and the next job gets a new child. An
+ * aborted signal is passed on to the child; a child that has not settled within sandbox.abortGraceMs
+ * is killed and replaced, and the job fails with the abort's reason.
+ */
+import type { Job } from '../jobs/job.js';
+import { SandboxPool, type ChildUser, type SandboxChild } from './sandbox-pool.js';
+import type { SandboxSettings } from './sandbox-options.js';
+import { errorFromWire, errorToWire, type SandboxCall, type ToParent, type WireJob } from './sandbox-protocol.js';
+import type { Processor } from './worker-runner.js';
+
+export class Sandbox {
+  readonly pool: SandboxPool;
+
+  constructor(readonly settings: SandboxSettings) {
+    this.pool = new SandboxPool(settings);
+  }
+
+  /** The runner's processor: it declares three parameters, so the runner gives each run a signal. */
+  readonly processor: Processor = (job, _token, signal) => this.run(job, signal);
+
+  /**
+   * Resolves once a child has loaded the processor module (it then waits for the first job); rejects
+   * with why it could not, naming the file ("... cannot be loaded: ...", "... exports no function").
+   */
+  warm(): Promise<void> {
+    return this.pool.warm();
+  }
+
+  /** Ends every child it started; resolves once all have ended. */
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private async run(job: Job, signal: AbortSignal | undefined): Promise<unknown> {
+    if (signal?.aborted) throw abortError(signal);
+    const child = await this.pool.acquire();
+    if (signal?.aborted) {
+      this.pool.release(child);
+      throw abortError(signal);
+    }
+    return new Promise((resolve, reject) => new SandboxRun(this, child, job, signal, resolve, reject).start());
+  }
+}
+
+/** One job's run on one child. */
+class SandboxRun implements ChildUser {
+  /** The job calls the child made that are not answered yet: the outcome waits for them. */
+  private calls: Set<Promise<void>> | undefined;
+  private graceTimer: NodeJS.Timeout | undefined;
+  private settled = false;
+  /** This run's number on its child: a job call of another run is refused. */
+  private readonly r: number;
+
+  constructor(
+    private readonly sandbox: Sandbox,
+    private readonly child: SandboxChild,
+    private readonly job: Job,
+    private readonly signal: AbortSignal | undefined,
+    private readonly resolve: (value: unknown) => void,
+    private readonly reject: (err: Error) => void,
+  ) {
+    this.r = ++child.runs;
+  }
+
+  start(): void {
+    this.child.user = this;
+    this.child.channel.send({ t: 'run', r: this.r, job: wireJob(this.job) });
+    this.signal?.addEventListener('abort', this.onAbort);
+  }
+
+  message(msg: ToParent): void {
+    if (msg.t === 'done') this.done(msg);
+    else if (msg.t === 'call') {
+      if (msg.r === this.r) this.call(msg.n, msg.op, msg.args);
+      else this.child.refuse(msg.n, msg.op);
+    }
+    else if (msg.t === 'load') {
+      this.sandbox.pool.discard(this.child);
+      this.fail(new Error(`job ${this.job.id}: the sandboxed processor ${msg.e.message}`));
+    }
+  }
+
+  ended(why: string): void {
+    this.fail(new Error(`job ${this.job.id}: its sandbox ${this.child.channel.label} ${why} while running it`));
+  }
+
+  /** The signal aborted: the child hears it, and gets abortGraceMs to settle before it is killed. */
+  private readonly onAbort = (): void => {
+    const signal = this.signal!;
+    const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? 'aborted');
+    this.child.channel.send({ t: 'abort', r: this.r, reason });
+    this.graceTimer = setTimeout(() => {
+      this.sandbox.pool.discard(this.child);
+      this.fail(abortError(signal));
+    }, this.sandbox.settings.abortGraceMs);
+  };
+
+  private done(msg: Extract<ToParent, { t: 'done' }>): void {
+    // the child is free for the next job at once (an abort or its grace no longer concerns it);
+    // this outcome waits for the calls it made
+    this.detach();
+    this.sandbox.pool.release(this.child);
+    const settle = () => (msg.e ? this.fail(errorFromWire(msg.e)) : this.succeed(msg.v));
+    if (this.calls?.size) void Promise.allSettled(this.calls).then(settle);
+    else settle();
+  }
+
+  private call(n: number, op: SandboxCall, args: unknown[]): void {
+    const child = this.child;
+    const made = (async () => {
+      try {
+        const make = Object.hasOwn(CALLS, op) ? CALLS[op] : undefined;
+        if (!make) throw new Error(`job ${this.job.id}: a sandboxed job has no call ${String(op)}`);
+        child.channel.send({ t: 'reply', n, v: await make(this.job, args as never[]) });
+      } catch (err) {
+        child.channel.send({ t: 'reply', n, e: errorToWire(err) });
+      }
+    })();
+    const calls = (this.calls ??= new Set());
+    calls.add(made);
+    void made.then(() => calls.delete(made));
+  }
+
+  private succeed(value: unknown): void {
+    if (this.end()) this.resolve(value);
+  }
+
+  private fail(err: Error): void {
+    if (this.end()) this.reject(err);
+  }
+
+  /** True the first time: the run is over. */
+  private end(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.detach();
+    return true;
+  }
+
+  /** The signal no longer reaches the child. */
+  private detach(): void {
+    clearTimeout(this.graceTimer);
+    this.signal?.removeEventListener('abort', this.onAbort);
+  }
+}
+
+/** What the child's job is made of (sandbox-job.ts gives it its calls). */
+function wireJob(job: Job): WireJob {
+  return {
+    id: job.id,
+    name: job.name,
+    data: job.data,
+    opts: job.opts,
+    attemptsMade: job.attemptsMade,
+    attemptsStarted: job.attemptsStarted,
+    stalledCount: job.stalledCount,
+    timestamp: job.timestamp,
+    delay: job.delay,
+    progress: job.progress,
+    processedOn: job.processedOn,
+    token: job.token,
+    queueName: job.queueName,
+    queueQualifiedName: job.queueQualifiedName,
+    parent: job.parent,
+    parentKey: job.parentKey,
+  };
+}
+
+/** The aborted signal's reason as the job's error (the runner made it an Error with the reason). */
+function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error(String(reason ?? 'aborted'));
+}
+
+/** The job calls a sandboxed processor makes, made on the real Job under its claim. */
+const CALLS: Record<SandboxCall, (job: Job, args: any[]) => Promise<unknown>> = {
+  updateProgress: (job, [progress]) => job.updateProgress(progress),
+  log: (job, [line, keep]) => job.log(String(line), keep),
+  updateData: (job, [data]) => job.updateData(data),
+  clearLogs: (job, [keep]) => job.clearLogs(keep),
+  moveToDelayed: (job, [timestamp, step]) => job.moveToDelayed(timestamp, step),
+  moveToDelayedIn: (job, [delayMs, step]) => job.moveToDelayedIn(delayMs, step),
+  moveToWaitingChildren: (job, [token, opts]) => job.moveToWaitingChildren(token, opts),
+  getChildrenValues: (job) => job.getChildrenValues(),
+  getIgnoredChildrenFailures: (job) => job.getIgnoredChildrenFailures(),
+  getDependenciesCount: (job, [opts]) => job.getDependenciesCount(opts),
+};
