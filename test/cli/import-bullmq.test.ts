@@ -1,0 +1,161 @@
+/**
+ * `glidemq import-bullmq` (issue 31): BullMQ queues made in the test by BullMQ itself (the
+ * devDependency), with jobs in every state, logs and a job scheduler, copied into glidemq through
+ * the CLI. Counts match on both sides, a second run copies nothing, --dry-run writes nothing, and a
+ * connected BullMQ worker makes it refuse unless --force.
+ */
+import { expect } from 'chai';
+import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
+import { Queue } from '../../src/engine/queue/queue.js';
+import { runCli } from '../helpers/cli.js';
+import { uniqueQueue } from '../helpers/engine.js';
+import { useServer, waitFor } from '../helpers/valkey.js';
+
+const HOUR = 3_600_000;
+
+describe('CLI: import-bullmq', function () {
+  this.timeout(60000);
+  const server = useServer();
+  const cli = (args: string[]) => runCli(['-u', server().url, ...args]);
+  const closers: (() => Promise<unknown>)[] = [];
+  let name: string;
+  let bull: BullQueue;
+  let q: Queue;
+  const bullConnection = () => ({ host: '127.0.0.1', port: server().port });
+
+  beforeEach(() => {
+    name = uniqueQueue('bullimport');
+    bull = new BullQueue(name, { connection: bullConnection() });
+    q = new Queue(name, { connection: server().url });
+    closers.push(() => bull.close(), () => q.close());
+  });
+  afterEach(async () => {
+    for (const c of closers.splice(0).reverse()) await c();
+  });
+
+  /** A BullMQ worker that completes 'ok' jobs (logging a line) and fails 'bad' ones, run until both finished, then closed. */
+  async function finishSome(): Promise<void> {
+    await bull.add('ok', { a: 1 });
+    await bull.add('bad', { b: 2 }, { jobId: 'bad-1', attempts: 2, backoff: 0 });
+    const w = new BullWorker(
+      name,
+      async (job) => {
+        if (job.name === 'bad') throw new Error(`boom on attempt ${job.attemptsMade + 1}`);
+        await job.log('first line');
+        await job.log('second line');
+        return { sum: 3 };
+      },
+      { connection: bullConnection() },
+    );
+    w.on('error', () => undefined);
+    await waitFor(async () => {
+      const c = await bull.getJobCounts('completed', 'failed');
+      return c.completed === 1 && c.failed === 1;
+    }, 'the BullMQ worker to finish its two jobs');
+    await w.close();
+  }
+
+  /** Jobs in every state glidemq copies, made by BullMQ; returns the waiting job's id. */
+  async function fill(): Promise<void> {
+    await finishSome();
+    await bull.add('w', { n: 1 });
+    await bull.add('w', { n: 2 }, { jobId: 'order-7' });
+    await bull.add('w', { n: 3 }, { jobId: 'tenant 9' });
+    await bull.add('p', { n: 4 }, { priority: 5 });
+    await bull.add('d', { n: 5 }, { delay: HOUR, jobId: 'later' });
+    await bull.upsertJobScheduler('nightly', { pattern: '0 3 * * *' }, { name: 'report', data: { full: true } });
+  }
+
+  it('copies every state, logs and the scheduler; counts match; a second run copies nothing', async () => {
+    await fill();
+    const before = Date.now();
+    const r = await cli(['import-bullmq', name, '--json']);
+    expect(r.code, r.stderr + r.stdout).to.equal(0);
+    const [out] = JSON.parse(r.stdout).queues;
+    const expected = { waiting: 3, paused: 0, prioritized: 1, delayed: 1, completed: 1, failed: 1, schedulers: 1 };
+    expect(out.source).to.deep.equal(expected);
+    expect(out.target).to.deep.equal(expected);
+    expect(out.imported).to.deep.equal(expected);
+    expect(out.logLines).to.equal(2);
+    // BullMQ's numeric ids and an id holding whitespace are renamed; custom ids glidemq takes are kept
+    const renamed = Object.fromEntries(out.renamed.map((x: { from: string; to: string }) => [x.from, x.to]));
+    expect(renamed['tenant 9']).to.equal('bullmq-tenant%209');
+    expect(renamed['1']).to.equal('bullmq-1');
+    expect(renamed).to.not.have.property('order-7');
+    // the scheduler's pending run is not copied: the glidemq scheduler adds it
+    expect(out.skipped.map((s: { why: string }) => s.why).join()).to.match(/scheduler's next run/);
+
+    const completed = (await q.getJob('bullmq-1'))!;
+    expect(completed.state).to.equal('completed');
+    expect(completed.returnvalue).to.deep.equal({ sum: 3 });
+    expect((await q.getJobLogs('bullmq-1')).logs).to.deep.equal(['first line', 'second line']);
+    const failed = (await q.getJob('bad-1'))!;
+    expect(failed.state).to.equal('failed');
+    expect(failed.failedReason).to.equal('boom on attempt 2');
+    expect(failed.attemptsMade).to.equal(2);
+    expect(failed.stacktrace?.length).to.be.greaterThan(0);
+    expect(failed.stacktrace?.[0]).to.match(/boom/);
+    expect((await q.getJob('order-7'))!.data).to.deep.equal({ n: 2 });
+    expect(await q.getJobState('bullmq-tenant%209')).to.equal('waiting');
+    const prioritized = (await q.getJobs(['prioritized']))[0];
+    expect(prioritized.data).to.deep.equal({ n: 4 });
+    const delayed = (await q.getJob('later'))!;
+    expect(delayed.state).to.equal('delayed');
+    const [runAt] = (await q.client.zmscore(q.keys.scheduled, 'later')).map(Number);
+    expect(runAt).to.be.within(before + HOUR - 60_000, before + HOUR + 60_000);
+    const scheduler = (await q.getJobScheduler('nightly'))!;
+    expect(scheduler.pattern).to.equal('0 3 * * *');
+    expect(scheduler.name).to.equal('report');
+
+    const again = await cli(['import-bullmq', name, '--json']);
+    expect(again.code, again.stderr).to.equal(0);
+    const [second] = JSON.parse(again.stdout).queues;
+    expect(Object.values(second.imported).every((n) => n === 0)).to.equal(true);
+    expect(second.present).to.equal(8);
+    expect(second.target).to.deep.equal(expected);
+  });
+
+  it('--dry-run prints what it would copy and writes nothing', async () => {
+    await fill();
+    const r = await cli(['import-bullmq', name, '--dry-run']);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout).to.match(/would import 8 items/);
+    expect(r.stdout).to.match(/renamed bullmq-<id>/);
+    expect(await q.client.keys(`${q.keys.base}*`)).to.deep.equal([]);
+  });
+
+  it('a paused BullMQ queue: its jobs count as paused on both sides, and the glidemq queue is paused', async () => {
+    await bull.pause();
+    await bull.add('w', { n: 1 });
+    await bull.add('w', { n: 2 });
+    const r = await cli(['import-bullmq', name, '--json']);
+    expect(r.code, r.stderr).to.equal(0);
+    const [out] = JSON.parse(r.stdout).queues;
+    expect(out.source.paused).to.equal(2);
+    expect(out.target.paused).to.equal(2);
+    expect(await q.isPaused()).to.equal(true);
+  });
+
+  it('refuses while a BullMQ worker is connected, and --force copies anyway', async () => {
+    await bull.add('w', { n: 1 }, { delay: HOUR });
+    const w = new BullWorker(name, async () => undefined, { connection: bullConnection() });
+    w.on('error', () => undefined);
+    closers.push(() => w.close());
+    await w.waitUntilReady();
+    await waitFor(async () => (await bull.getWorkersCount()) > 0, 'the BullMQ worker to name its connection');
+    const r = await cli(['import-bullmq', name]);
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/BullMQ is working on queue .*worker connection.*--force/);
+    expect(await q.client.keys(`${q.keys.base}*`)).to.deep.equal([]);
+    const forced = await cli(['import-bullmq', name, '--force', '--json']);
+    expect(forced.code, forced.stderr).to.equal(0);
+    expect(JSON.parse(forced.stdout).queues[0].imported.delayed).to.equal(1);
+  });
+
+  it('usage errors: one line on stderr, exit 2', async () => {
+    const r = await cli(['import-bullmq', 'a', 'b', '--into', 'c']);
+    expect(r.code).to.equal(2);
+    expect(r.stderr.trim().split('\n')).to.have.length(1);
+    expect(r.stderr).to.match(/--into/);
+  });
+});
