@@ -64,6 +64,13 @@ describe('CLI: import-bullmq', function () {
     await bull.add('p', { n: 4 }, { priority: 5 });
     await bull.add('d', { n: 5 }, { delay: HOUR, jobId: 'later' });
     await bull.upsertJobScheduler('nightly', { pattern: '0 3 * * *' }, { name: 'report', data: { full: true } });
+    // an interval's first run waits at once in BullMQ
+    await bull.upsertJobScheduler('hourly', { every: HOUR }, { name: 'tick' });
+  }
+
+  /** When BullMQ's scheduler `id` runs next. */
+  async function bullNext(id: string): Promise<number> {
+    return (await bull.getJobScheduler(id))!.next!;
   }
 
   it('copies every state, logs and the scheduler; counts match; a second run copies nothing', async () => {
@@ -72,18 +79,15 @@ describe('CLI: import-bullmq', function () {
     const r = await cli(['import-bullmq', name, '--json']);
     expect(r.code, r.stderr + r.stdout).to.equal(0);
     const [out] = JSON.parse(r.stdout).queues;
-    const expected = { waiting: 3, paused: 0, prioritized: 1, delayed: 1, completed: 1, failed: 1, schedulers: 1 };
+    const expected = { waiting: 3, paused: 0, prioritized: 1, delayed: 1, completed: 1, failed: 1, schedulers: 2 };
     expect(out.source).to.deep.equal(expected);
     expect(out.target).to.deep.equal(expected);
     expect(out.imported).to.deep.equal(expected);
     expect(out.logLines).to.equal(2);
     // BullMQ's numeric ids and an id holding whitespace are renamed; custom ids glidemq takes are kept
-    const renamed = Object.fromEntries(out.renamed.map((x: { from: string; to: string }) => [x.from, x.to]));
-    expect(renamed['tenant 9']).to.equal('bullmq-tenant%209');
-    expect(renamed['1']).to.equal('bullmq-1');
-    expect(renamed).to.not.have.property('order-7');
-    // the scheduler's pending run is not copied: the glidemq scheduler adds it
-    expect(out.skipped.map((s: { why: string }) => s.why).join()).to.match(/scheduler's next run/);
+    expect(out.renamed).to.deep.equal({ as: 'bullmq-<id>', numeric: 3, others: [{ from: 'tenant 9', to: 'bullmq-tenant%209' }] });
+    // the schedulers' next runs (one delayed, one waiting) are not copied: the glidemq schedulers add them
+    expect(out.skipped.map((s: { id: string }) => s.id).sort()).to.deep.equal([`repeat:hourly:${await bullNext('hourly')}`, `repeat:nightly:${await bullNext('nightly')}`]);
 
     const completed = (await q.getJob('bullmq-1'))!;
     expect(completed.state).to.equal('completed');
@@ -106,12 +110,17 @@ describe('CLI: import-bullmq', function () {
     const scheduler = (await q.getJobScheduler('nightly'))!;
     expect(scheduler.pattern).to.equal('0 3 * * *');
     expect(scheduler.name).to.equal('report');
+    expect(scheduler.next).to.equal(await bullNext('nightly'));
+    const hourly = (await q.getJobScheduler('hourly'))!;
+    expect(hourly.every).to.equal(HOUR);
+    // its first run was due already: glidemq runs it at once (the server's now)
+    expect(hourly.next).to.be.within(await bullNext('hourly'), Date.now() + 1000);
 
     const again = await cli(['import-bullmq', name, '--json']);
     expect(again.code, again.stderr).to.equal(0);
     const [second] = JSON.parse(again.stdout).queues;
     expect(Object.values(second.imported).every((n) => n === 0)).to.equal(true);
-    expect(second.present).to.equal(8);
+    expect(second.present).to.equal(9);
     expect(second.target).to.deep.equal(expected);
   });
 
@@ -119,8 +128,8 @@ describe('CLI: import-bullmq', function () {
     await fill();
     const r = await cli(['import-bullmq', name, '--dry-run']);
     expect(r.code, r.stderr).to.equal(0);
-    expect(r.stdout).to.match(/would import 8 items/);
-    expect(r.stdout).to.match(/renamed bullmq-<id>/);
+    expect(r.stdout).to.match(/would import 9 items/);
+    expect(r.stdout).to.match(/3 numeric ids .* would be renamed bullmq-<id>, e.g. 1 → bullmq-1/);
     expect(await q.client.keys(`${q.keys.base}*`)).to.deep.equal([]);
   });
 
@@ -134,6 +143,18 @@ describe('CLI: import-bullmq', function () {
     expect(out.source.paused).to.equal(2);
     expect(out.target.paused).to.equal(2);
     expect(await q.isPaused()).to.equal(true);
+  });
+
+  it('a scheduler glidemq cannot take (limit) is named, its next run is copied as a job, and the counts differ: exit 1', async () => {
+    await bull.upsertJobScheduler('thrice', { every: HOUR, limit: 3 }, { name: 'tick' });
+    const r = await cli(['import-bullmq', name, '--json']);
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.match(/counts differ/);
+    const [out] = JSON.parse(r.stdout).queues;
+    expect(out.skipped).to.deep.equal([{ id: 'scheduler thrice', why: 'it uses limit, which glidemq schedulers do not support' }]);
+    expect(out.source.schedulers).to.equal(1);
+    expect(out.target.schedulers).to.equal(0);
+    expect(out.imported.waiting).to.equal(1);
   });
 
   it('refuses while a BullMQ worker is connected, and --force copies anyway', async () => {

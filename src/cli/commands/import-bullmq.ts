@@ -22,21 +22,20 @@ function describe(r: BullImportResult, where: string): void {
   const verb = r.dryRun ? 'would import' : 'imported';
   const total = COUNTED.reduce((n, s) => n + r.imported[s], 0);
   print(`${r.queue} (BullMQ at ${where}) → ${r.into}: ${verb} ${plural(total, 'item')}, ${r.present} there already${r.logLines ? `, ${plural(r.logLines, 'log line')}` : ''}`);
-  const head = ['', ...COUNTED];
-  const rows = [
-    ['BullMQ', ...COUNTED.map((s) => String(r.source[s]))],
-    [r.dryRun ? 'to import' : 'imported', ...COUNTED.map((s) => String(r.imported[s]))],
-    [r.dryRun ? 'glidemq now' : 'glidemq', ...COUNTED.map((s) => String(r.target[s]))],
-  ];
-  print(table({ head, rows, numeric: COUNTED.map((_, i) => i + 1) }));
-  if (r.renamed.length) {
-    const shown = r.renamed.slice(0, SHOWN).map((x) => `${x.from} → ${x.to}`).join(', ');
-    print(`${plural(r.renamed.length, 'id')} glidemq cannot keep (whole numbers, or holding ':', braces or whitespace) ${r.dryRun ? 'would be' : 'were'} renamed ${RENAMED_ID_PREFIX}<id>: ${shown}${r.renamed.length > SHOWN ? `, … ${r.renamed.length - SHOWN} more (--json lists them all)` : ''}`);
+  // one row per state: the columns stay narrow whatever the terminal's width
+  const head = ['state', 'BullMQ', r.dryRun ? 'to import' : 'imported', r.dryRun ? 'glidemq now' : 'glidemq'];
+  const rows = COUNTED.map((s) => [s, String(r.source[s]), String(r.imported[s]), String(r.target[s])]);
+  print(table({ head, rows, numeric: [1, 2, 3] }));
+  const { numeric, others, as } = r.renamed;
+  if (numeric) print(`${plural(numeric, "numeric id")} (BullMQ's own; glidemq keeps whole numbers for the ids it hands out) ${r.dryRun ? 'would be' : 'were'} renamed ${as}, e.g. 1 → ${as.replace('<id>', '1')}`);
+  if (others.length) {
+    const shown = others.slice(0, SHOWN).map((x) => `${x.from} → ${x.to}`).join(', ');
+    print(`${plural(others.length, 'id')} holding ':', braces or whitespace ${r.dryRun ? 'would be' : 'were'} renamed ${as} (those characters as %XX): ${shown}${others.length > SHOWN ? `, … ${others.length - SHOWN} more (--json lists them all)` : ''}`);
   }
   for (const s of r.skipped.slice(0, SHOWN)) print(`not copied: ${s.id}: ${s.why}`);
   if (r.skipped.length > SHOWN) print(`not copied: … ${r.skipped.length - SHOWN} more (--json lists them all)`);
+  if (!r.sourceFound) warn(`no BullMQ queue "${r.queue}" under prefix "${r.sourcePrefix}" at ${where} (is --source or --source-prefix right?)`);
   if (r.activity.active) warn(`${plural(r.activity.active, 'active BullMQ job')} left where ${r.activity.active === 1 ? 'it is' : 'they are'} (its worker finishes it in BullMQ)`);
-  if (!r.matches) printError(`${r.into}: the counts differ from BullMQ's ${r.dryRun ? 'once imported ' : ''}(the glidemq queue held other jobs, or some were not copied: see above)`);
 }
 
 export function register(program: Command): void {
@@ -95,6 +94,11 @@ Examples:
           printJson({ queues: results.map((r) => ({ ...r, activity: undefined, bullmqActivity: r.activity })) });
         } else {
           for (const r of results) if (!r.refused) describe(r, where);
+        }
+        for (const r of results) {
+          if (!r.refused && !r.matches) {
+            printError(`${r.into}: the counts differ from BullMQ's ${r.dryRun ? 'once imported ' : ''}(the glidemq queue held other jobs, or some were not copied: ${ctx.json ? 'see skipped' : 'see above'})`);
+          }
         }
         const refused = results.find((r) => r.refused);
         if (refused) {

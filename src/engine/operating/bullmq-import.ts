@@ -7,16 +7,16 @@
  *   - read every job in wait, the legacy paused list, prioritized, delayed, completed and failed,
  *     with its logs, and the job schedulers; active jobs are left to the BullMQ worker that holds them;
  *   - map ids (a whole-number id, or one holding ':' and the like, is renamed bullmq-<id>);
- *   - write (not in a dry run): a paused source pauses the target first, then the jobs, then the
- *     schedulers (a scheduler's pending run in BullMQ's delayed set is not copied: the glidemq
- *     scheduler adds it when it is due);
+ *   - write (not in a dry run): a paused source pauses the target first, then the schedulers,
+ *     then the jobs (a scheduler's next run, a job waiting or delayed in BullMQ, is not copied when
+ *     the scheduler is: the glidemq scheduler adds it when it is due);
  *   - count both sides by state.
  */
 import type { Client } from '../connecting/connection.js';
 import { restoreJobs, type RestoreRecord, type RestoredState } from '../administering/job-restore.js';
 import type { Queue } from '../queue/queue.js';
-import { BullKeys, readActivity, readJobs, readSchedulers, readStateIds, isPaused, type BullActivity, type BullJob, type BullState } from './bullmq-source.js';
-import { glidemqId, isSchedulerRun, recordOf, schedulerOf } from './bullmq-mapping.js';
+import { BullKeys, queueExists, readActivity, readJobs, readSchedulers, readStateIds, isPaused, type BullActivity, type BullJob } from './bullmq-source.js';
+import { glidemqId, recordOf, RENAMED_ID_PREFIX, schedulerOf, schedulerRunId } from './bullmq-mapping.js';
 
 /** Counts per state, as both sides are compared. */
 export interface StateCounts {
@@ -47,6 +47,10 @@ export interface BullImportResult {
   queue: string;
   into: string;
   dryRun: boolean;
+  /** BullMQ's key prefix read. */
+  sourcePrefix: string;
+  /** Any key of the BullMQ queue exists (false: a queue name or prefix that is probably wrong). */
+  sourceFound: boolean;
   /** Why nothing was done: BullMQ is working on the queue (without force). */
   refused?: string;
   activity: BullActivity;
@@ -59,7 +63,7 @@ export interface BullImportResult {
   /** Log lines copied with the jobs written. */
   logLines: number;
   /** Ids glidemq could not keep, and the ids they got. */
-  renamed: { from: string; to: string }[];
+  renamed: RenamedIds;
   /** What was not copied, and why. */
   skipped: { id: string; why: string }[];
   /** The target's counts after the run (a dry run: as they are). */
@@ -113,18 +117,34 @@ async function existingIds(target: Queue, ids: string[]): Promise<Set<string>> {
   return out;
 }
 
+/** Ids glidemq could not keep: BullMQ's numeric ids (counted: each became bullmq-<id>), and the others, listed. */
+export interface RenamedIds {
+  /** How a renamed id is formed. */
+  as: string;
+  /** Whole-number ids renamed (BullMQ's own ids). */
+  numeric: number;
+  /** Other ids renamed (holding ':', braces, whitespace or control characters), each with its new id. */
+  others: { from: string; to: string }[];
+}
+
+/** Source jobs read per page: each page is read, mapped and written before the next is read. */
+const PAGE = 500;
+
 interface JobPlan {
   records: RestoreRecord[];
-  renamed: { from: string; to: string }[];
   skipped: { id: string; why: string }[];
 }
 
-/** The records to restore: jobs mapped to glidemq ids; scheduler runs, ids too long and ids two jobs would share left out. */
-function planJobs(jobs: BullJob[]): JobPlan {
-  const plan: JobPlan = { records: [], renamed: [], skipped: [] };
-  const taken = new Map<string, string>();
+/**
+ * The records to restore from one page of jobs: jobs mapped to glidemq ids; scheduler runs, ids too
+ * long, ids two jobs would share, and the next runs of schedulers imported or there (`covered`)
+ * left out. `taken` (glidemq id -> BullMQ id) spans the whole run;
+ * renamed ids are added to `renamed`.
+ */
+function planJobs(jobs: BullJob[], taken: Map<string, string>, renamed: RenamedIds, covered: Set<string>): JobPlan {
+  const plan: JobPlan = { records: [], skipped: [] };
   for (const job of jobs) {
-    if (job.state === 'delayed' && isSchedulerRun(job)) {
+    if (job.state !== 'completed' && job.state !== 'failed' && covered.has(job.id)) {
       plan.skipped.push({ id: job.id, why: "a job scheduler's next run: the imported scheduler adds it when it is due" });
       continue;
     }
@@ -139,10 +159,20 @@ function planJobs(jobs: BullJob[]): JobPlan {
       continue;
     }
     taken.set(id, job.id);
-    if (id !== job.id) plan.renamed.push({ from: job.id, to: id });
+    if (id !== job.id) {
+      if (/^-?\d+$/.test(job.id)) renamed.numeric++;
+      else renamed.others.push({ from: job.id, to: id });
+    }
     plan.records.push(recordOf(job, id));
   }
   return plan;
+}
+
+/** Which records of `records` this run writes (a dry run: would write; the rest are there already). */
+async function writeRecords(target: Queue, records: RestoreRecord[], dryRun: boolean): Promise<Set<string>> {
+  if (!dryRun) return restoreJobs(target.client, target.keys, records);
+  const there = await existingIds(target, records.map((r) => r.id));
+  return new Set(records.map((r) => r.id).filter((id) => !there.has(id)));
 }
 
 /** Copies one BullMQ queue into `target` (see the header); a dry run reads both sides and writes nothing. */
@@ -152,8 +182,8 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
   const activity = await readActivity(o.source, k);
   const refused = o.force ? undefined : refusalOf(activity, o.queue);
   const result: BullImportResult = {
-    queue: o.queue, into: o.target.name, dryRun, activity, source: zero(), imported: zero(), present: 0, logLines: 0,
-    renamed: [], skipped: [], target: zero(), matches: false,
+    queue: o.queue, into: o.target.name, dryRun, sourcePrefix: k.prefix, sourceFound: await queueExists(o.source, k), activity, source: zero(), imported: zero(), present: 0, logLines: 0,
+    renamed: { as: `${RENAMED_ID_PREFIX}<id>`, numeric: 0, others: [] }, skipped: [], target: zero(), matches: false,
   };
   if (refused) {
     result.refused = refused;
@@ -161,32 +191,13 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
     return result;
   }
   const paused = await isPaused(o.source, k);
-  const ids = await readStateIds(o.source, k);
-  const jobs: BullJob[] = [];
-  for (const [state, list] of ids) jobs.push(...(await readJobs(o.source, k, state as BullState, list)));
-  const schedulers = await readSchedulers(o.source, k);
-  const plan = planJobs(jobs);
-  result.renamed = plan.renamed;
-  result.skipped = plan.skipped;
-  for (const r of plan.records) result.source[countedAs(r.state, paused)]++;
-  result.source.schedulers = schedulers.length;
-
   if (paused && !dryRun) await o.target.pause();
-  let written: Set<string>;
-  if (dryRun) {
-    const there = await existingIds(o.target, plan.records.map((r) => r.id));
-    written = new Set(plan.records.map((r) => r.id).filter((id) => !there.has(id)));
-  } else {
-    written = await restoreJobs(o.target.client, o.target.keys, plan.records);
-  }
-  for (const r of plan.records) {
-    if (written.has(r.id)) {
-      result.imported[countedAs(r.state, paused)]++;
-      result.logLines += r.logs.length;
-    } else {
-      result.present++;
-    }
-  }
+  // Schedulers first. A scheduler's next run waits (or is delayed) in BullMQ as a job: the glidemq
+  // scheduler, which starts at that run, adds it again, so that job is copied only when its
+  // scheduler could not be.
+  const schedulers = await readSchedulers(o.source, k);
+  result.source.schedulers = schedulers.length;
+  const covered = new Set<string>();
   for (const s of schedulers) {
     const mapped = schedulerOf(s);
     if ('why' in mapped) {
@@ -195,6 +206,7 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
     }
     if (await o.target.getScheduler(s.id)) {
       result.present++;
+      covered.add(schedulerRunId(s.id, s.nextRun));
       continue;
     }
     if (!dryRun) {
@@ -206,6 +218,24 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
       }
     }
     result.imported.schedulers++;
+    covered.add(schedulerRunId(s.id, s.nextRun));
+  }
+  const taken = new Map<string, string>();
+  for (const [state, list] of await readStateIds(o.source, k)) {
+    for (let at = 0; at < list.length; at += PAGE) {
+      const plan = planJobs(await readJobs(o.source, k, state, list.slice(at, at + PAGE)), taken, result.renamed, covered);
+      result.skipped.push(...plan.skipped);
+      const written = await writeRecords(o.target, plan.records, dryRun);
+      for (const r of plan.records) {
+        result.source[countedAs(r.state, paused)]++;
+        if (written.has(r.id)) {
+          result.imported[countedAs(r.state, paused)]++;
+          result.logLines += r.logs.length;
+        } else {
+          result.present++;
+        }
+      }
+    }
   }
   result.target = await targetCounts(o.target);
   // a dry run compares what the target would hold: what it holds, and what the run would add

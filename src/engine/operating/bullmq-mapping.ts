@@ -84,9 +84,9 @@ export function optionsOf(rawOpts: string | undefined, timestamp: number | undef
   return { attempts, stored };
 }
 
-/** A job of a BullMQ job scheduler (its next run, which the scheduler, imported, makes again). */
-export function isSchedulerRun(job: BullJob): boolean {
-  return job.hash.rjk !== undefined || job.id.startsWith('repeat:');
+/** The id BullMQ gives the job of scheduler `id` due at `at` (its next run, waiting or delayed until it runs). */
+export function schedulerRunId(id: string, at: number): string {
+  return `repeat:${id}:${at}`;
 }
 
 function stateOf(job: BullJob): RestoredState {

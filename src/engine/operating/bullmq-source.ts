@@ -24,6 +24,8 @@ export class BullKeys {
   }
   state(s: BullState | 'active') { return `${this.base}:${s}`; }
   get meta() { return `${this.base}:meta`; }
+  /** The job id counter. */
+  get id() { return `${this.base}:id`; }
   get repeat() { return `${this.base}:repeat`; }
   scheduler(id: string) { return `${this.base}:repeat:${id}`; }
   job(id: string) { return `${this.base}:${id}`; }
@@ -106,6 +108,11 @@ export async function readSchedulers(client: Client, k: BullKeys): Promise<BullS
     out.push({ id: all[i], nextRun: Number(all[i + 1]), hash: await client.hgetall(k.scheduler(all[i])) });
   }
   return out;
+}
+
+/** Whether the queue has left a trace: its meta hash or its id counter (a queue that never held a job has neither). */
+export async function queueExists(client: Client, k: BullKeys): Promise<boolean> {
+  return (await client.exists(k.meta, k.id)) > 0;
 }
 
 export async function isPaused(client: Client, k: BullKeys): Promise<boolean> {
