@@ -44,7 +44,7 @@ export function register(program: Command): void {
     .description("copy BullMQ queues' jobs (every state, logs, job schedulers) into glidemq; safe to run again")
     .option('--source <url>', 'the server that holds the BullMQ queues (default: the glidemq server, --url)')
     .option('--source-prefix <prefix>', "BullMQ's key prefix", 'bull')
-    .option('--into <queue>', 'the glidemq queue to fill (one source queue only; default: the same name)')
+    .option('--into <queue>', 'the glidemq queue to fill, for one source queue (default: the same name)')
     .option('--dry-run', 'read both sides and print what would be copied; write nothing')
     .option('--force', 'copy even while BullMQ workers are connected or jobs are active')
     .addHelpText(
