@@ -9,7 +9,7 @@ import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
-import { useServer, waitFor } from '../helpers/valkey.js';
+import { freePort, useServer, waitFor } from '../helpers/valkey.js';
 
 const HOUR = 3_600_000;
 
@@ -178,5 +178,10 @@ describe('CLI: import-bullmq', function () {
     expect(r.code).to.equal(2);
     expect(r.stderr.trim().split('\n')).to.have.length(1);
     expect(r.stderr).to.match(/--into/);
+    const port = await freePort();
+    const away = await cli(['import-bullmq', 'a', '--source', `redis://u:secret@127.0.0.1:${port}`]);
+    expect(away.code).to.equal(2);
+    expect(away.stderr.trim().split('\n')).to.have.length(1);
+    expect(away.stderr).to.match(new RegExp(`BullMQ source: cannot reach redis://u:\\*\\*\\*@127.0.0.1:${port}`));
   });
 });

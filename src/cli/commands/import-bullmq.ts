@@ -4,7 +4,7 @@ import { closeClient, createClient, parseUrl, redactUrl } from '../../engine/con
 import { invalid } from '../../engine/shared/errors.js';
 import { COUNTED, importBullmqQueue, type BullImportResult } from '../../engine/operating/bullmq-import.js';
 import { RENAMED_ID_PREFIX } from '../../engine/operating/bullmq-mapping.js';
-import { action, type CommandContext, withQueue } from '../context.js';
+import { action, type CommandContext, describeError, withQueue } from '../context.js';
 import { plural, print, printError, printJson, table, warn } from '../output.js';
 
 interface ImportFlags {
@@ -77,8 +77,13 @@ Examples:
         const sourceSettings = f.source === undefined ? { ...ctx.connection, cluster: false } : { url: f.source, cluster: false, options: ctx.connection.options };
         const where = f.source === undefined ? ctx.where : redactUrl(f.source);
         const source = createClient(sourceSettings);
+        source.on('error', () => undefined); // a failure surfaces as the call's rejection (below)
         const results: BullImportResult[] = [];
         try {
+          // an unreachable source is named as the source, not as the glidemq server
+          await source.ping().catch((err: unknown) => {
+            throw invalid(`BullMQ source: ${describeError(err, where)}`);
+          });
           for (const queue of queues) {
             const into = f.into ?? queue;
             const r = await withQueue(ctx, into, (target) =>
