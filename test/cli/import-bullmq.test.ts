@@ -157,20 +157,25 @@ describe('CLI: import-bullmq', function () {
     expect(out.imported.waiting).to.equal(1);
   });
 
-  it('refuses while a BullMQ worker is connected, and --force copies anyway', async () => {
-    await bull.add('w', { n: 1 }, { delay: HOUR });
-    const w = new BullWorker(name, async () => undefined, { connection: bullConnection() });
+  it('refuses while a BullMQ worker is connected and a job is active; --force copies the rest and leaves the active job', async () => {
+    await bull.add('d', { n: 1 }, { delay: HOUR });
+    await bull.add('hold', { n: 2 });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const w = new BullWorker(name, () => held, { connection: bullConnection() });
     w.on('error', () => undefined);
-    closers.push(() => w.close());
-    await w.waitUntilReady();
-    await waitFor(async () => (await bull.getWorkersCount()) > 0, 'the BullMQ worker to name its connection');
+    closers.push(() => w.close(), async () => release());
+    await waitFor(async () => (await bull.getActiveCount()) === 1 && (await bull.getWorkersCount()) > 0, 'the BullMQ worker to hold its job');
     const r = await cli(['import-bullmq', name]);
     expect(r.code).to.equal(2);
-    expect(r.stderr).to.match(/BullMQ is working on queue .*worker connection.*--force/);
+    expect(r.stderr.trim().split('\n')).to.have.length(1);
+    expect(r.stderr).to.match(/BullMQ is working on queue .*worker connection.* and 1 active job .*--force/);
     expect(await q.client.keys(`${q.keys.base}*`)).to.deep.equal([]);
     const forced = await cli(['import-bullmq', name, '--force', '--json']);
     expect(forced.code, forced.stderr).to.equal(0);
-    expect(JSON.parse(forced.stdout).queues[0].imported.delayed).to.equal(1);
+    const [out] = JSON.parse(forced.stdout).queues;
+    expect(out.activity.active).to.equal(1);
+    expect(out.imported).to.include({ delayed: 1, waiting: 0 });
   });
 
   it('usage errors: one line on stderr, exit 2', async () => {

@@ -96,7 +96,7 @@ Examples:
           await closeClient(source);
         }
         if (ctx.json) {
-          printJson({ queues: results.map((r) => ({ ...r, activity: undefined, bullmqActivity: r.activity })) });
+          printJson({ queues: results });
         } else {
           for (const r of results) if (!r.refused) describe(r, where);
         }
