@@ -52,7 +52,8 @@ export function register(program: Command): void {
       `
 Copies waiting, paused, prioritized and delayed jobs (with their run times), completed jobs (return
 values) and failed jobs (reasons, stacks, attempts), with their timestamps and logs, and turns job
-schedulers into glidemq schedulers. Active jobs stay with the BullMQ worker that runs them.
+schedulers into glidemq schedulers. Active jobs stay with the BullMQ worker that runs them; parents
+waiting for their children (flows) are reported, not copied.
 
 Ids are kept where glidemq can keep them. BullMQ's own ids are whole numbers, which glidemq keeps
 for ids it hands out: those, and ids holding ':', braces or whitespace, become ${RENAMED_ID_PREFIX}<id>

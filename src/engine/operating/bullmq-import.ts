@@ -5,7 +5,8 @@
  *   - refuse while BullMQ works on the queue (a worker connection named for it, or active jobs),
  *     unless forced: a job copied while a worker runs it would run twice;
  *   - read every job in wait, the legacy paused list, prioritized, delayed, completed and failed,
- *     with its logs, and the job schedulers; active jobs are left to the BullMQ worker that holds them;
+ *     with its logs, and the job schedulers; active jobs are left to the BullMQ worker that holds them,
+ *     and parents waiting for their children (flows) are counted and reported, not copied;
  *   - map ids (a whole-number id, or one holding ':' and the like, is renamed bullmq-<id>);
  *   - write (not in a dry run): a paused source pauses the target first, then the schedulers,
  *     then the jobs (a scheduler's next run, a job waiting or delayed in BullMQ, is not copied when
@@ -15,7 +16,7 @@
 import type { Client } from '../connecting/connection.js';
 import { restoreJobs, type RestoreRecord, type RestoredState } from '../administering/job-restore.js';
 import type { Queue } from '../queue/queue.js';
-import { BullKeys, queueExists, readActivity, readJobs, readSchedulers, readStateIds, isPaused, type BullActivity, type BullJob } from './bullmq-source.js';
+import { BullKeys, queueExists, readActivity, readJobs, readSchedulers, readStateIds, isPaused, waitingChildrenCount, type BullActivity, type BullJob } from './bullmq-source.js';
 import { glidemqId, recordOf, RENAMED_ID_PREFIX, schedulerOf, schedulerRunId } from './bullmq-mapping.js';
 
 /** Counts per state, as both sides are compared. */
@@ -236,6 +237,10 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
         }
       }
     }
+  }
+  const parents = await waitingChildrenCount(o.source, k);
+  if (parents) {
+    result.skipped.push({ id: `${parents} parent job${parents === 1 ? '' : 's'}`, why: 'waiting for children (flows are not copied: add them again with FlowProducer once their children are done or copied)' });
   }
   result.target = await targetCounts(o.target);
   // a dry run compares what the target would hold: what it holds, and what the run would add

@@ -22,7 +22,7 @@ export class BullKeys {
   ) {
     this.base = `${prefix}:${queue}`;
   }
-  state(s: BullState | 'active') { return `${this.base}:${s}`; }
+  state(s: BullState | 'active' | 'waiting-children') { return `${this.base}:${s}`; }
   get meta() { return `${this.base}:meta`; }
   /** The job id counter. */
   get id() { return `${this.base}:id`; }
@@ -113,6 +113,11 @@ export async function readSchedulers(client: Client, k: BullKeys): Promise<BullS
 /** Whether the queue has left a trace: its meta hash or its id counter (a queue that never held a job has neither). */
 export async function queueExists(client: Client, k: BullKeys): Promise<boolean> {
   return (await client.exists(k.meta, k.id)) > 0;
+}
+
+/** Parents waiting for their children (flows), which the import does not copy. */
+export async function waitingChildrenCount(client: Client, k: BullKeys): Promise<number> {
+  return client.zcard(k.state('waiting-children'));
 }
 
 export async function isPaused(client: Client, k: BullKeys): Promise<boolean> {
