@@ -92,6 +92,8 @@ describe('CLI: import-bullmq', function () {
     const completed = (await q.getJob('bullmq-1'))!;
     expect(completed.state).to.equal('completed');
     expect(completed.returnvalue).to.deep.equal({ sum: 3 });
+    const bullCompleted = (await bull.getJob('1'))!;
+    expect(completed).to.include({ timestamp: bullCompleted.timestamp, processedOn: bullCompleted.processedOn, finishedOn: bullCompleted.finishedOn, attemptsMade: 1 });
     expect((await q.getJobLogs('bullmq-1')).logs).to.deep.equal(['first line', 'second line']);
     const failed = (await q.getJob('bad-1'))!;
     expect(failed.state).to.equal('failed');
