@@ -10,9 +10,10 @@ import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
 import { runUntilStopped, type IdleState, type RunLimits } from '../worker-lifecycle.js';
+import { confirmFromFlags, CONFIRM_FLAG, CONFIRM_TIMEOUT_FLAG, type ConfirmFlags } from '../confirm-flag.js';
 import { workerVoice } from '../worker-voice.js';
 
-interface WorkerFlags extends BroadcastFlags {
+interface WorkerFlags extends BroadcastFlags, ConfirmFlags {
   queue?: string;
   concurrency: string;
   lockDuration?: string;
@@ -37,6 +38,7 @@ function workerOptions(ctx: CommandContext, f: WorkerFlags): WorkerOptions {
     ...(f.maxStalledCount ? { maxStalledCount: parseInteger(f.maxStalledCount, '--max-stalled-count', 0, 1_000_000) } : {}),
     ...(f.blockTimeout ? { blockTimeout: positiveDuration(f.blockTimeout, '--block-timeout') } : {}),
     ...(f.globalConcurrency ? { globalConcurrency: parseInteger(f.globalConcurrency, '--global-concurrency', 1, 1_000_000) } : {}),
+    ...(f.confirm !== undefined || f.confirmTimeout !== undefined ? { confirm: confirmFromFlags(f) } : {}),
   };
 }
 
@@ -61,6 +63,8 @@ export function register(program: Command): void {
     .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
     .option('--fail-fast', 'stop at the first job that fails for good, and exit 1')
     .option('--log-json', 'what the worker says on stderr (start, stop, connection, pause, exit) as one JSON object per line')
+    .option(...CONFIRM_FLAG)
+    .option(...CONFIRM_TIMEOUT_FLAG)
     .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
     .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')
     .option('--subjects <filters>', 'with --broadcast: comma-separated subject filters (* one token, > the rest)')
@@ -93,6 +97,7 @@ Examples:
         if (!broadcast && !flags.queue) throw invalid('--queue <name> is required (or --broadcast <name> --subscription <name>)');
         const only = (['subjects', 'attempts', 'backoff', 'startFrom'] as const).find((k) => !broadcast && flags[k] !== undefined);
         if (only) throw invalid(`--${only.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only with --broadcast`);
+        if (broadcast && flags.confirm !== undefined) throw invalid('--confirm applies to a queue worker (--queue): a broadcast worker does not confirm its finishes yet');
         const opts = workerOptions(ctx, flags);
         const maxJobs = flags.maxJobs === undefined ? undefined : parseInteger(flags.maxJobs, '--max-jobs', 1);
         const limits = { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast };
