@@ -13,6 +13,7 @@ import { Broadcast } from '../../src/engine/broadcast/broadcast.js';
 import { ConfirmTimeoutError, InvalidArgumentError, NotSupportedError } from '../../src/engine/shared/errors.js';
 import { TestServer, useServer, waitFor } from '../helpers/valkey.js';
 import { uniqueQueue } from '../helpers/engine.js';
+import { runAudit } from '../../src/audit/audit.js';
 
 /** How many times `cmd` ran on the server (INFO commandstats). */
 async function commandCalls(c: Redis, cmd: string): Promise<number> {
@@ -66,6 +67,10 @@ describe('confirmed writes', function () {
         // replicas only needs no AOF (and here times out: no replica)
         const t = await expectRejects(q.add('j', {}, { confirm: { replicas: 1, timeout: 100 } }), ConfirmTimeoutError);
         expect(t.reached).to.equal('held on 0 of 1 replica');
+        const report = await runAudit({ url: server().url, cluster: false });
+        const check = report.nodes[0].checks.find((c) => c.id === 'confirmed-writes')!;
+        expect(check.status).to.equal('warn');
+        expect(check.message).to.match(/appendonly is no: confirm fsync is refused/);
       } finally {
         await q.close();
       }
@@ -197,6 +202,11 @@ describe('confirmed writes', function () {
         expect(await rc.exists(q.keys.job(b.id!))).to.equal(1);
         const t = await expectRejects(q.add('c', {}, { confirm: { replicas: 2, timeout: 100 } }), ConfirmTimeoutError);
         expect(t.reached).to.equal('held on 1 of 2 replicas');
+        // the audit says what confirmed writes can count on here, and advises min-replicas-to-write
+        const report = await runAudit({ url: primary().url, cluster: false });
+        const checks = new Map(report.nodes[0].checks.map((c) => [c.id, c]));
+        expect(checks.get('confirmed-writes')).to.include({ status: 'pass', actual: 'AOF on, 1 replica connected, WAITAOF available' });
+        expect(checks.get('min-replicas-to-write')!.message).to.match(/set min-replicas-to-write 1/);
       } finally {
         rc.disconnect();
         await q.close();
