@@ -77,6 +77,23 @@ describe('--confirm (CLI)', function () {
     }
   });
 
+  it('worker --require-durable starts on a server at the baseline, and refuses (exit 1, checks named) below it', async () => {
+    const name = uniqueQueue('cli-durable');
+    expect((await runCli(['enqueue', name, '{}', '-u', server().url])).code).to.equal(0);
+    const ok = await runCli(['worker', fixturePath('processors', 'echo.mjs'), '-q', name, '--require-durable', '--max-jobs', '1', '-u', server().url]);
+    expect(ok.code, ok.stderr).to.equal(0);
+    const c = server().client();
+    try {
+      await c.config('SET', 'min-replicas-to-write', '1');
+      const refused = await runCli(['worker', fixturePath('processors', 'echo.mjs'), '-q', name, '--require-durable', '-u', server().url]);
+      expect(refused.code, refused.stderr).to.equal(1);
+      expect(refused.stderr).to.match(/below the durable baseline.*min-replicas-to-write/);
+    } finally {
+      await c.config('SET', 'min-replicas-to-write', '0');
+      c.disconnect();
+    }
+  });
+
   it('bad --confirm values are usage errors (exit 2, one line)', async () => {
     const cases: [string[], RegExp][] = [
       [['enqueue', 'q', '--confirm', 'always'], /--confirm must be fsync, replicas=N or fsync,replicas=N/],

@@ -11,9 +11,11 @@ import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
 import { runUntilStopped, type IdleState, type RunLimits } from '../worker-lifecycle.js';
 import { confirmFromFlags, CONFIRM_FLAG, CONFIRM_TIMEOUT_FLAG, type ConfirmFlags } from '../confirm-flag.js';
+import { durableBaselineHolds } from '../require-durable.js';
 import { workerVoice } from '../worker-voice.js';
 
 interface WorkerFlags extends BroadcastFlags, ConfirmFlags {
+  requireDurable?: boolean;
   queue?: string;
   concurrency: string;
   lockDuration?: string;
@@ -65,6 +67,7 @@ export function register(program: Command): void {
     .option('--log-json', 'what the worker says on stderr (start, stop, connection, pause, exit) as one JSON object per line')
     .option(...CONFIRM_FLAG)
     .option(...CONFIRM_TIMEOUT_FLAG)
+    .option('--require-durable', 'refuse to start (exit 1, the failing checks named) when glidemq audit finds the server below the durable baseline')
     .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
     .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')
     .option('--subjects <filters>', 'with --broadcast: comma-separated subject filters (* one token, > the rest)')
@@ -99,6 +102,7 @@ Examples:
         if (only) throw invalid(`--${only.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only with --broadcast`);
         if (broadcast && flags.confirm !== undefined) throw invalid('--confirm applies to a queue worker (--queue): a broadcast worker does not confirm its finishes yet');
         const opts = workerOptions(ctx, flags);
+        if (flags.requireDurable && !(await durableBaselineHolds(ctx.connection))) return 1;
         const maxJobs = flags.maxJobs === undefined ? undefined : parseInteger(flags.maxJobs, '--max-jobs', 1);
         const limits = { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast };
         const logJson = !!flags.logJson;
