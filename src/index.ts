@@ -47,3 +47,4 @@ export { BackoffStrategyError, type BackoffStrategy, type AdvancedSettings } fro
 export { Broadcast, type BroadcastOptions, type BroadcastMessage, type SubscriptionInfo } from './engine/broadcast/broadcast.js';
 export { BroadcastWorker, type BroadcastWorkerOptions, type BroadcastProcessor } from './engine/broadcast/broadcast-worker.js';
 export { matchSubject, validateSubject, validatePattern } from './engine/shared/subjects.js';
+export type { ConfirmOptions } from './engine/producing/confirm.js';

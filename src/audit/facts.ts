@@ -22,6 +22,8 @@ export const CONFIG_NAMES = [
   'bind',
   'protected-mode',
   'requirepass',
+  'min-replicas-to-write',
+  'min-replicas-max-lag',
 ] as const;
 
 /** INFO text → field map across all sections. */
@@ -158,6 +160,7 @@ export async function gatherFacts(
   const info = parseInfo(String(await client.call('INFO', 'replication', 'persistence', 'memory', 'stats')));
   const [{ config, refused }, library, acl] = await Promise.all([readConfig(client), readLibrary(client), readAcl(client)]);
   const passwordless = await readPasswordless(client, config);
+  const waitaof = await readWaitaof(client);
   config.delete('requirepass'); // never keep a secret in the facts
   return {
     address,
@@ -170,5 +173,16 @@ export async function gatherFacts(
     library,
     passwordless,
     acl,
+    waitaof,
   };
+}
+
+/** Whether the node has WAITAOF (confirmed fsynced writes: Valkey 8, Redis 7.2+); undefined if COMMAND INFO is refused. */
+async function readWaitaof(client: Redis): Promise<boolean | undefined> {
+  try {
+    const reply = (await client.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];
+    return Array.isArray(reply) && reply[0] != null;
+  } catch {
+    return undefined;
+  }
 }

@@ -73,6 +73,8 @@ export interface NodeFacts {
   passwordless?: boolean;
   /** The node's ACL users; absent when not gathered. */
   acl?: AclFacts;
+  /** The node has WAITAOF (confirmed writes with fsync); undefined when it could not be asked. */
+  waitaof?: boolean;
 }
 
 /** `ACL LIST` as the node answered it, or why it could not be read (it needs acl|list). */

@@ -6,6 +6,7 @@ import { libraryChecks } from './library.js';
 import { memoryChecks } from './memory.js';
 import { persistenceChecks } from './persistence.js';
 import { replicationChecks } from './replication.js';
+import { confirmedWriteChecks } from './confirmed-writes.js';
 import { securityChecks } from './security.js';
 
 const MODULES: CheckModule[] = [
@@ -15,6 +16,7 @@ const MODULES: CheckModule[] = [
   aofTuningChecks,
   libraryChecks,
   replicationChecks,
+  confirmedWriteChecks,
   securityChecks,
 ];
 

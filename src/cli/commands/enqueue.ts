@@ -8,9 +8,11 @@ import type { FlowJob } from '../../engine/flows/flow-nodes.js';
 import { action, type CommandContext, withQueue } from '../context.js';
 import { parseFlow, readFlowFile } from '../flow-file.js';
 import { parseJsonArgument, parseNdjson, readStdin } from '../input.js';
+import { CONFIRM_FLAG, CONFIRM_TIMEOUT_FLAG, confirmFromFlags, exitOneOnConfirmTimeout, type ConfirmFlags } from '../confirm-flag.js';
+import type { ConfirmOptions } from '../../engine/producing/confirm.js';
 import { info, notice, print, printJsonLine, printLines, plural, treeLines, type TreeNode } from '../output.js';
 
-interface EnqueueFlags {
+interface EnqueueFlags extends ConfirmFlags {
   name: string;
   delay?: string;
   priority?: string;
@@ -65,6 +67,8 @@ export function register(program: Command): void {
     .option('--dedup-mode <mode>', 'simple (while the earlier job is unfinished) | throttle (for the ttl) | debounce (replace the delayed job) (default: throttle with --dedup-ttl, else simple)')
     .option('--ndjson', 'read jobs from stdin, one JSON document per line')
     .option('--envelope', 'with --ndjson: each line is {"name", "data", "opts"}')
+    .option(...CONFIRM_FLAG)
+    .option(...CONFIRM_TIMEOUT_FLAG)
     .option('--flow <file.json>', 'add a flow described in a JSON file (- reads stdin): a tree {"name", "queueName", "data", "opts", "children"} or a DAG {"nodes": [...]}, checked whole first')
     .addHelpText(
       'after',
@@ -107,7 +111,10 @@ a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
     .action(
       action(async (ctx, queue: string, data: string | undefined, flags: EnqueueFlags) => {
         const opts = jobOptionsFromFlags(flags);
-        if (flags.flow !== undefined) return enqueueFlow(ctx, queue, flags.flow, { data, opts, flags });
+        const confirm = confirmFromFlags(flags);
+        // a confirmation that did not hold: exit 1 (CLI.md), whatever the kind of add
+        return exitOneOnConfirmTimeout(async () => {
+        if (flags.flow !== undefined) return enqueueFlow(ctx, queue, flags.flow, { data, opts, flags, confirm });
         if (flags.envelope && !flags.ndjson) throw invalid('--envelope only applies with --ndjson');
         if (flags.ndjson) {
           if (data !== undefined) throw invalid('give either data or --ndjson input on stdin, not both');
@@ -115,7 +122,7 @@ a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
           await withQueue(ctx, queue, async (q) => {
             let added;
             try {
-              added = await q.addBulkIds(lines);
+              added = await q.addBulkIds(lines, { confirm });
             } catch (err) {
               const index = (err as { index?: number }).index;
               if (index !== undefined) throw invalid(`line ${lines[index - 1].line}: ${(err as { reason?: string }).reason}`);
@@ -135,7 +142,7 @@ a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
         }
         const payload = data === undefined ? {} : parseJsonArgument(data, 'data');
         await withQueue(ctx, queue, async (q) => {
-          const job = await q.add(flags.name, payload, opts);
+          const job = await q.add(flags.name, payload, confirm ? { ...opts, confirm } : opts);
           if (ctx.json) printJsonLine({ id: job.id, queue, name: job.name, created: job.created, ...dedupField(job) });
           else print(job.id);
           if (job.deduplicated) info(`deduplicated (${job.deduplicated}): ${job.id} is the earlier job's id`);
@@ -143,6 +150,7 @@ a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
           else if (job.created === false && !ctx.json) notice(`job ${job.id} already existed in ${queue}: nothing added (--job-id names an existing job)`);
         }, { creates: true });
         return 0;
+        });
       }),
     );
 }
@@ -152,7 +160,7 @@ a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
  * flags of one job (data, --name, job options) and --ndjson do not go with it: each job of the file
  * has its own.
  */
-async function enqueueFlow(ctx: CommandContext, queue: string, file: string, given: { data?: string; opts: JobOptions; flags: EnqueueFlags }): Promise<number> {
+async function enqueueFlow(ctx: CommandContext, queue: string, file: string, given: { data?: string; opts: JobOptions; flags: EnqueueFlags; confirm?: ConfirmOptions }): Promise<number> {
   if (given.data !== undefined) throw invalid('give either data or --flow, not both: each job of the flow file has its own data');
   if (given.flags.ndjson || given.flags.envelope) throw invalid(`give either --${given.flags.ndjson ? 'ndjson' : 'envelope'} or --flow, not both`);
   const flag = Object.keys(given.opts)[0];
@@ -164,7 +172,7 @@ async function enqueueFlow(ctx: CommandContext, queue: string, file: string, giv
     ctx,
     queue,
     async (q) => {
-      const flows = new FlowProducer({ connection: q.client, prefix: ctx.prefix });
+      const flows = new FlowProducer({ connection: q.client, prefix: ctx.prefix, confirm: given.confirm });
       try {
         return flow.kind === 'tree' ? await flows.add(flow.tree as FlowJob) : await flows.addDAG({ nodes: flow.nodes });
       } finally {

@@ -5,8 +5,9 @@ import { Broadcast } from '../../engine/broadcast/broadcast.js';
 import { action } from '../context.js';
 import { parseJsonArgument } from '../input.js';
 import { print, printJsonLine } from '../output.js';
+import { CONFIRM_FLAG, CONFIRM_TIMEOUT_FLAG, confirmFromFlags, exitOneOnConfirmTimeout, type ConfirmFlags } from '../confirm-flag.js';
 
-interface PublishFlags {
+interface PublishFlags extends ConfirmFlags {
   maxMessages?: string;
 }
 
@@ -15,6 +16,8 @@ export function register(program: Command): void {
     .command('publish <broadcast> <subject> [data]')
     .description('publish one message (data: JSON text; default: {}) to every subscription of a broadcast')
     .option('--max-messages <n>', 'keep at most this many messages: the oldest are trimmed, read or not')
+    .option(...CONFIRM_FLAG)
+    .option(...CONFIRM_TIMEOUT_FLAG)
     .addHelpText(
       'after',
       `
@@ -30,15 +33,18 @@ Examples:
       action(async (ctx, name: string, subject: string, data: string | undefined, flags: PublishFlags) => {
         const maxMessages = flags.maxMessages === undefined ? 0 : parseInteger(flags.maxMessages, '--max-messages', 1);
         const payload = data === undefined ? {} : parseJsonArgument(data, 'data');
-        const b = new Broadcast(name, { connection: ctx.connection, prefix: ctx.prefix, maxMessages });
-        try {
-          const id = await b.publish(subject, payload);
-          if (ctx.json) printJsonLine({ id, broadcast: name, subject });
-          else print(id);
-        } finally {
-          await b.close();
-        }
-        return 0;
+        const confirm = confirmFromFlags(flags);
+        const b = new Broadcast(name, { connection: ctx.connection, prefix: ctx.prefix, maxMessages, confirm });
+        return exitOneOnConfirmTimeout(async () => {
+          try {
+            const id = await b.publish(subject, payload);
+            if (ctx.json) printJsonLine({ id, broadcast: name, subject });
+            else print(id);
+          } finally {
+            await b.close();
+          }
+          return 0;
+        });
       }),
     );
 }

@@ -12,9 +12,12 @@ import { action, type CommandContext, warnUnknownQueue } from '../context.js';
 import { loadProcessor } from '../load-processor.js';
 import { broadcastWorkerOptions, runBroadcastWorker, type BroadcastFlags } from '../broadcast-worker-run.js';
 import { runUntilStopped, type IdleState, type RunLimits } from '../worker-lifecycle.js';
+import { confirmFromFlags, CONFIRM_FLAG, CONFIRM_TIMEOUT_FLAG, type ConfirmFlags } from '../confirm-flag.js';
+import { durableBaselineHolds } from '../require-durable.js';
 import { workerVoice } from '../worker-voice.js';
 
-interface WorkerFlags extends BroadcastFlags {
+interface WorkerFlags extends BroadcastFlags, ConfirmFlags {
+  requireDurable?: boolean;
   queue?: string;
   concurrency: string;
   lockDuration?: string;
@@ -50,6 +53,7 @@ function workerOptions(ctx: CommandContext, f: WorkerFlags): WorkerOptions {
     ...(f.maxStalledCount ? { maxStalledCount: parseInteger(f.maxStalledCount, '--max-stalled-count', 0, 1_000_000) } : {}),
     ...(f.blockTimeout ? { blockTimeout: positiveDuration(f.blockTimeout, '--block-timeout') } : {}),
     ...(f.globalConcurrency ? { globalConcurrency: parseInteger(f.globalConcurrency, '--global-concurrency', 1, 1_000_000) } : {}),
+    ...(f.confirm !== undefined || f.confirmTimeout !== undefined ? { confirm: confirmFromFlags(f) } : {}),
   };
 }
 
@@ -75,6 +79,9 @@ export function register(program: Command): void {
     .option('--fail-fast', 'stop at the first job that fails for good, and exit 1')
     .option('--sandbox <mode>', 'where the script runs: process (a child process per slot), thread (a worker thread per slot) or none (in this process) (default: process)')
     .option('--log-json', 'what the worker says on stderr (start, stop, connection, pause, exit) as one JSON object per line')
+    .option(...CONFIRM_FLAG)
+    .option(...CONFIRM_TIMEOUT_FLAG)
+    .option('--require-durable', 'refuse to start (exit 1, the failing checks named) when glidemq audit finds the server below the durable baseline')
     .option('--broadcast <name>', 'process a broadcast subscription instead of a queue (with --subscription)')
     .option('--subscription <name>', 'the subscription (consumer group) of --broadcast this worker serves')
     .option('--subjects <filters>', 'with --broadcast: comma-separated subject filters (* one token, > the rest)')
@@ -113,11 +120,13 @@ Examples:
         if (!broadcast && !flags.queue) throw invalid('--queue <name> is required (or --broadcast <name> --subscription <name>)');
         const only = (['subjects', 'attempts', 'backoff', 'startFrom'] as const).find((k) => !broadcast && flags[k] !== undefined);
         if (only) throw invalid(`--${only.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only with --broadcast`);
+        if (broadcast && flags.confirm !== undefined) throw invalid('--confirm applies to a queue worker (--queue): a broadcast worker does not confirm its finishes yet');
         if (broadcast && flags.sandbox !== undefined && flags.sandbox !== 'none') {
           throw invalid('--sandbox applies only with --queue: a broadcast worker runs its script in its own process');
         }
         const mode = sandboxMode(flags.sandbox);
         const opts = workerOptions(ctx, flags);
+        if (flags.requireDurable && !(await durableBaselineHolds(ctx.connection))) return 1;
         const maxJobs = flags.maxJobs === undefined ? undefined : parseInteger(flags.maxJobs, '--max-jobs', 1);
         const limits = { maxJobs, exitWhenIdle: !!flags.exitWhenIdle, failFast: !!flags.failFast };
         const logJson = !!flags.logJson;

@@ -8,6 +8,7 @@
 import { acquireClient, closeClient, settleTopology, type Acquired, type Client, type ConnectionInput } from '../connecting/connection.js';
 import { invalid } from '../shared/errors.js';
 import { BroadcastKeys, DEFAULT_PREFIX } from '../shared/keys.js';
+import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
 import { DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
@@ -21,6 +22,8 @@ export interface BroadcastOptions {
   maxMessages?: number;
   /** Largest accepted message data, in bytes of JSON (default 512 KiB). */
   maxPayloadBytes?: number;
+  /** Confirmed writes for every publish (README "Confirmed writes"); a publish's own `confirm` overrides it. */
+  confirm?: ConfirmOptions;
 }
 
 export interface SubscriptionInfo {
@@ -70,6 +73,8 @@ export class Broadcast extends SafeEmitter {
   private readonly maxPayload: number;
   private readonly producer = new Producer();
   private ready: Promise<void> | undefined;
+  /** The confirm option checked (undefined: publishes are not confirmed unless one asks). */
+  readonly confirm: Confirm | undefined;
 
   constructor(
     readonly name: string,
@@ -81,6 +86,7 @@ export class Broadcast extends SafeEmitter {
     if (!Number.isInteger(max) || max < 0) throw invalid(`maxMessages must be a whole number >= 0, got ${String(opts.maxMessages)}`);
     this.maxMessages = max;
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
+    this.confirm = checkConfirm(opts.confirm);
     this.acquired = acquireClient(opts.connection);
   }
 
@@ -101,8 +107,9 @@ export class Broadcast extends SafeEmitter {
    * after its reply was lost (a cut connection, a server restart) stores nothing again and resolves
    * to the id the first run stored.
    */
-  async publish(subject: string, data: unknown = {}): Promise<string> {
+  async publish(subject: string, data: unknown = {}, opts: { confirm?: ConfirmOptions | false } = {}): Promise<string> {
     validateSubject(subject);
+    const confirm = pickConfirm(opts.confirm, this.confirm);
     let json: string | undefined;
     try {
       json = JSON.stringify(data === undefined ? {} : data);
@@ -117,7 +124,8 @@ export class Broadcast extends SafeEmitter {
     await this.waitUntilReady();
     const call = this.producer.next();
     // reply: the server's ts of the message, then its entry id
-    const reply = callFunction(this.client, 'glidemq_bcPublish', this.keys.meta, [this.maxMessages, ...call.args, subject, json]);
+    const what = () => ({ what: `publish of "${subject}" to broadcast ${this.name}` });
+    const reply = confirmedCall(this.client, 'glidemq_bcPublish', this.keys.meta, [this.maxMessages, ...call.args, subject, json], confirm, what);
     const [, id] = (await reply.finally(call.done)) as [number, string];
     return String(id);
   }

@@ -21,7 +21,7 @@
  */
 import type { Client } from '../connecting/connection.js';
 import { fromServerError, GlideMQError } from '../shared/errors.js';
-import { callFunction } from '../connecting/library.js';
+import { confirmedCall, type Confirm } from '../producing/confirm.js';
 
 /**
  * The server refused to store this one request (a coded ERR_INVALID or ERR_WRONG_TYPE: a bad
@@ -109,7 +109,14 @@ export class FinishBatcher {
     private readonly terms: [number, number],
     /** Told when a reply reports a flow outbox record to relay (lua/finish.lua '{relay}'). */
     private readonly onRelay?: () => void,
+    /** Each finish call confirmed (producing/confirm.ts: one WAITAOF / WAIT per call, not per job), or none. */
+    private readonly confirm?: Confirm,
   ) {}
+
+  /** One finish call, confirmed when the worker asks (the batch's jobs share one confirmation). */
+  private finishCall(fn: string, args: (string | number)[], jobs: number): Promise<unknown> {
+    return confirmedCall(this.client(), fn, this.metaKey, args, this.confirm, () => ({ what: `finish of ${jobs} job${jobs === 1 ? '' : 's'} by worker ${this.consumer}` }));
+  }
 
   /** Takes the '{relay}' mark off the end of a finish reply (lua/flow-keys.lua) and tells onRelay. */
   private takeRelayMark(reply: unknown[]): unknown[] {
@@ -187,10 +194,10 @@ export class FinishBatcher {
         const r = batch[0].req;
         let reply: unknown[];
         try {
-          reply = this.takeRelayMark((await callFunction(this.client(), 'glidemq_finish', this.metaKey, [
+          reply = this.takeRelayMark((await this.finishCall('glidemq_finish', [
             r.id, r.fence, this.consumer, outcomeArg(r), r.value, r.retryDelay, r.fetchCount, r.keep, r.durationMs, r.ahead ? '1' : '0',
             ...this.terms,
-          ])) as unknown[]);
+          ], 1)) as unknown[]);
         } catch (err) {
           // a refusal of the one job the call named is that job's alone
           const refusal = asRefusal(err);
@@ -210,7 +217,7 @@ export class FinishBatcher {
       for (const { req: r } of batch) {
         args.push(r.id, r.fence, outcomeArg(r), r.value, r.retryDelay, r.keep, r.durationMs);
       }
-      const reply = this.takeRelayMark((await callFunction(this.client(), 'glidemq_finishMany', this.metaKey, args)) as unknown[]);
+      const reply = this.takeRelayMark((await this.finishCall('glidemq_finishMany', args, batch.length)) as unknown[]);
       done();
       let next = batch.length;
       batch.forEach((p, i) => {

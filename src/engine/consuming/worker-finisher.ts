@@ -40,7 +40,7 @@ export class Finisher implements RunFinisher {
   private readonly batcher: FinishBatcher;
 
   constructor(private readonly host: FinisherHost) {
-    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms, () => host.onRelay?.());
+    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms, () => host.onRelay?.(), host.settings.confirm);
   }
 
   /** The round trip of a finish call, ms (0 until one returned). */

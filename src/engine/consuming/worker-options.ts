@@ -5,6 +5,7 @@
 import type { ConnectionInput } from '../connecting/connection.js';
 import type { MaintenanceSettings } from '../administering/maintenance.js';
 import { checkRetention, checkTimeout, type Retention } from '../producing/options.js';
+import { checkConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 import { checkAdvancedSettings, type AdvancedSettings, type BackoffStrategy } from './backoff.js';
 import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { invalid } from '../shared/errors.js';
@@ -16,6 +17,11 @@ import type { SandboxWorkerOptions } from './sandbox-options.js';
 /** useWorkerThreads, workerForkOptions, workerThreadsOptions and sandbox apply to a processor file (sandbox-options.ts). */
 export interface WorkerOptions extends SandboxWorkerOptions {
   connection?: ConnectionInput;
+  /**
+   * Confirmed finishes (README "Confirmed writes"): a job's outcome counts as stored only once
+   * WAITAOF / WAIT confirm it; one confirmation per finish call (a batch of finishes shares one).
+   */
+  confirm?: ConfirmOptions;
   prefix?: string;
   concurrency?: number;
   /**
@@ -98,6 +104,8 @@ export interface Settings extends MaintenanceSettings {
   batch: Required<BatchOptions> | undefined;
   /** The dead-letter queue's name to store at start, or undefined (the stored one, if any, stays). */
   deadLetterQueue: string | undefined;
+  /** Finishes confirmed (one WAITAOF / WAIT per finish call), or undefined: not confirmed. */
+  confirm: Confirm | undefined;
 }
 
 export function resolveSettings(o: WorkerOptions): Settings {
@@ -124,6 +132,7 @@ export function resolveSettings(o: WorkerOptions): Settings {
     timeoutGraceMs: nonNegative(o.timeoutGraceMs ?? 2_000, 'timeoutGraceMs'),
     batch: checkBatch(o.batch),
     deadLetterQueue: checkDeadLetterQueue(o.deadLetterQueue, ''),
+    confirm: checkConfirm(o.confirm),
   };
 }
 

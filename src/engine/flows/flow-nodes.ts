@@ -7,6 +7,7 @@
  * FlowProducer does), so a resend names the same jobs. Everything is checked here (shapes,
  * options, links, cycles) and again by the Lua before its first write.
  */
+import type { ConfirmOptions } from '../producing/confirm.js';
 import { randomUUID } from 'node:crypto';
 import { invalid, NotSupportedError } from '../shared/errors.js';
 import { DEFAULT_PREFIX, QueueKeys, refJobKey } from '../shared/keys.js';
@@ -26,6 +27,8 @@ export interface FlowJob {
 /** BullMQ's FlowOpts: per queue name, the defaultJobOptions its jobs get. */
 export interface FlowOpts {
   queuesOptions?: Record<string, { defaultJobOptions?: JobOptions }>;
+  /** This flow's confirmed write (README "Confirmed writes"), over the FlowProducer's own; false: none. */
+  confirm?: ConfirmOptions | false;
 }
 
 /** One job of a flow, trees and DAGs alike. */

@@ -11,10 +11,11 @@ import { callFunction } from '../connecting/library.js';
 import { ReadyConnection } from '../connecting/ready-connection.js';
 import { DEFAULT_PREFIX, QueueKeys, validatePrefix } from '../shared/keys.js';
 import { SafeEmitter } from '../shared/safe-emitter.js';
-import { invalid } from '../shared/errors.js';
+import { invalid, NotSupportedError } from '../shared/errors.js';
 import { Job, type JobQueueHandle } from '../jobs/job.js';
 import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
+import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 import { addInParts, needsParts } from './flow-journal.js';
 import { encodeNodes, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
 import { addDAG, type DAGFlow } from './dag-nodes.js';
@@ -25,6 +26,8 @@ export interface FlowProducerOptions {
   prefix?: string;
   /** Largest accepted job data, in bytes of JSON (default 512 KiB). */
   maxPayloadBytes?: number;
+  /** Confirmed writes for every flow added (README "Confirmed writes"); a flow's own `confirm` overrides it. */
+  confirm?: ConfirmOptions;
 }
 
 /** BullMQ's JobNode: a job of a flow and its children (left out for a job without children). */
@@ -49,6 +52,8 @@ export interface FlowTarget {
   client: Client;
   producer: Producer;
   maxPayload: number;
+  /** The add confirmed (producing/confirm.ts), or none. */
+  confirm?: Confirm;
 }
 
 /** The reply of glidemq_addFlow: the server's ts stored as every job's, and whether it stored the flow (false: a resend). */
@@ -61,11 +66,15 @@ export interface FlowAdded {
 export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAdded & { shapes: (string | number)[][] }> {
   const enc = encodeNodes(nodes);
   // a flow whose queues span several hash slots of a cluster: stored in parts (flow-journal.ts)
-  if (needsParts(t.client, enc)) return { ...(await addInParts(t, nodes, enc)), shapes: enc.shapes };
+  if (needsParts(t.client, enc)) {
+    if (t.confirm) throw new NotSupportedError('ERR_NOT_SUPPORTED', 'confirm on a flow whose queues span several cluster slots is not supported yet: give its queues one hash tag ({tag}) or add it unconfirmed');
+    return { ...(await addInParts(t, nodes, enc)), shapes: enc.shapes };
+  }
   const call = t.producer.next();
   try {
     const keys = enc.keys;
-    const r = (await callFunction(t.client, 'glidemq_addFlow', keys, [t.maxPayload, ...call.args, enc.groups.length, ...enc.groups.flat()])) as number[];
+    const what = () => ({ what: `flow add of ${nodes.length} jobs (top ${nodes[0]?.queueName})` });
+    const r = (await confirmedCall(t.client, 'glidemq_addFlow', keys, [t.maxPayload, ...call.args, enc.groups.length, ...enc.groups.flat()], t.confirm, what)) as number[];
     return { ts: Number(r[0]), created: Number(r[1]) === 1, shapes: enc.shapes };
   } finally {
     call.done();
@@ -90,12 +99,16 @@ export class FlowProducer extends SafeEmitter {
   private readonly ready: ReadyConnection;
   private readonly producer = new Producer();
   private readonly maxPayload: number;
+  /** The confirm option checked (undefined: flows are not confirmed unless one asks). */
+  readonly confirm: Confirm | undefined;
   private closing: Promise<void> | undefined;
   /** The producer hashes this producer's calls wrote (one per flow top queue), dropped at close. */
   private readonly producerKeys = new Set<string>();
 
   constructor(opts: FlowProducerOptions = {}) {
+    const confirm = checkConfirm(opts.confirm);
     super();
+    this.confirm = confirm;
     this.prefix = validatePrefix(opts.prefix ?? DEFAULT_PREFIX);
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
     this.acquired = acquireClient(opts.connection);
@@ -114,7 +127,7 @@ export class FlowProducer extends SafeEmitter {
   /** Adds a tree: stored whole or not at all. Resolves to the tree of jobs. */
   async add(flow: FlowJob, opts: FlowOpts = {}): Promise<JobNode> {
     const nodes = treeToNodes(flow, this.prefix, opts);
-    const [tree] = await this.store([nodes]);
+    const [tree] = await this.store([nodes], pickConfirm(opts.confirm, this.confirm));
     return tree;
   }
 
@@ -122,15 +135,15 @@ export class FlowProducer extends SafeEmitter {
   async addBulk(flows: FlowJob[]): Promise<JobNode[]> {
     if (!Array.isArray(flows)) throw invalid('addBulk takes an array of flows');
     if (flows.length === 0) return [];
-    return this.store(flows.map((f) => treeToNodes(f, this.prefix)));
+    return this.store(flows.map((f) => treeToNodes(f, this.prefix)), this.confirm);
   }
 
   /** Stores node lists (trees, or DAG node lists) in one call and answers each as its tree of jobs. */
-  private async store(lists: FlowNode[][]): Promise<JobNode[]> {
+  private async store(lists: FlowNode[][], confirm: Confirm | undefined): Promise<JobNode[]> {
     await this.waitUntilReady();
     const all = lists.flat();
     this.producerKeys.add(nodeKeys(all[0]).producer(this.producer.id));
-    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, all);
+    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload, confirm }, all);
     const jobs = new Map<FlowNode, Job>();
     all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys), created)));
     return lists.map((nodes) => treeOf(nodes, jobs));
@@ -140,7 +153,7 @@ export class FlowProducer extends SafeEmitter {
   async addNodes(nodes: FlowNode[]): Promise<Map<FlowNode, Job>> {
     await this.waitUntilReady();
     if (nodes.length) this.producerKeys.add(nodeKeys(nodes[0]).producer(this.producer.id));
-    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, nodes);
+    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload, confirm: this.confirm }, nodes);
     const jobs = new Map<FlowNode, Job>();
     nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys), created)));
     return jobs;

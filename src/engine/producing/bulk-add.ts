@@ -10,7 +10,7 @@
  */
 import type { Client } from '../connecting/connection.js';
 import { InternalError, invalid } from '../shared/errors.js';
-import { callFunction } from '../connecting/library.js';
+import { confirmedCall, type Confirm } from './confirm.js';
 import { encodeJob, withDefaults, type BulkJob, type JobOptions } from './options.js';
 import type { Producer } from './producer.js';
 
@@ -29,6 +29,10 @@ export interface AddTarget {
   metaKey: string;
   producer: Producer;
   maxPayload: number;
+  /** Each call confirmed (producing/confirm.ts), or none. */
+  confirm?: Confirm;
+  /** The queue's name, for a confirmation's error. */
+  queueName?: string;
 }
 
 /** A bulk validated and encoded, ready to send. */
@@ -212,7 +216,8 @@ export async function addEncoded(target: AddTarget, enc: EncodedBulk): Promise<B
     if (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight);
     if (failed) break;
     const p = target.producer.next();
-    const sent = callFunction(target.client, call.fn, target.metaKey, callArgs(call, enc, [target.maxPayload, ...p.args]))
+    const what = () => ({ what: `bulk add of ${call.end - call.start} jobs to queue ${target.queueName ?? target.metaKey}` });
+    const sent = confirmedCall(target.client, call.fn, target.metaKey, callArgs(call, enc, [target.maxPayload, ...p.args]), target.confirm, what)
       .then((reply) => takeReply(call, reply as (string | number)[], out))
       .catch((err: unknown) => {
         if (!failed) failure = err;

@@ -2,6 +2,7 @@
  * Job options: validation with messages that name the option, encoding into the argument group
  * glidemq_add takes, and the backoff arithmetic used when an attempt fails.
  */
+import type { ConfirmOptions } from './confirm.js';
 import { invalid, NotSupportedError, PayloadTooLargeError } from '../shared/errors.js';
 import { parseDuration } from '../shared/duration.js';
 import { encodeGroup, type GroupOptions } from './groups.js';
@@ -61,6 +62,8 @@ export interface DeduplicationOptions {
 }
 
 export interface JobOptions {
+  /** This add's confirmed write (README "Confirmed writes"), over the Queue's own; false: none. Not stored with the job. */
+  confirm?: ConfirmOptions | false;
   /** Custom id: adding a job whose id exists adds nothing and returns the existing job. Not a whole
    * number such as '2' (those are the ids the queue hands out): use e.g. 'order-2'. '' or none:
    * the next id the queue hands out. */

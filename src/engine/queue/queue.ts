@@ -4,7 +4,7 @@
  * (queue-getters.ts), the connection from QueueBase (queue-base.ts), as BullMQ's Queue is built.
  */
 import type { ConnectionInput } from '../connecting/connection.js';
-import { invalid } from '../shared/errors.js';
+import { ConfirmTimeoutError, invalid } from '../shared/errors.js';
 import { Job, type JobSource } from '../jobs/job.js';
 import { addLog, promoteJobs, retryJobs, updateProgress, type EditTarget, type RetryJobsOptions } from '../jobs/job-edits.js';
 import { checkCleanArgs, clean, drain, obliterate, type CleanResult, type CleanState, type DrainResult, type ObliterateOptions, type ObliterateResult } from '../administering/cleanup.js';
@@ -34,6 +34,7 @@ import { childNode } from '../flows/flow-nodes.js';
 import { addedJob, addNodes } from '../flows/flow-producer.js';
 import { checkDeadLetterQueue, storeDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
 import { readDeadLetterJobs } from './dead-letter-reads.js';
+import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -47,6 +48,11 @@ export interface QueueOptions {
    * Stored in the queue's meta before this queue's first call, so every worker's failures follow it.
    */
   deadLetterQueue?: DeadLetterQueueOptions;
+  /**
+   * Confirmed writes for every add (README "Confirmed writes"): an add resolves only once WAITAOF /
+   * WAIT confirm it, else rejects with ConfirmTimeoutError. An add's own `confirm` overrides it.
+   */
+  confirm?: ConfirmOptions;
 }
 
 /** getJobCounts() with no types (src/engine/inspecting/job-queries.ts). */
@@ -73,12 +79,16 @@ export class Queue extends QueueGetters implements JobSource {
   /** The dead-letter queue this queue was made with, and its store in meta once started. */
   private readonly deadLetterName: string | undefined;
   private deadLetterStored: Promise<void> | undefined;
+  /** The confirm option checked (undefined: adds are not confirmed unless a call asks). */
+  readonly confirm: Confirm | undefined;
 
   constructor(name: string, opts: QueueOptions = {}) {
     const jobDefaults = checkJobDefaults(opts.defaultJobOptions); // before a connection is opened
+    const confirm = checkConfirm(opts.confirm);
     const deadLetterName = checkDeadLetterQueue(opts.deadLetterQueue, name);
     super(name, opts);
     this.deadLetterName = deadLetterName;
+    this.confirm = confirm;
     this.jobDefaults = jobDefaults;
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
   }
@@ -91,9 +101,10 @@ export class Queue extends QueueGetters implements JobSource {
     const opts = withDefaults(this.jobDefaults, jobOpts);
     if (opts.parent !== undefined) return this.addChild(name, data, opts);
     const group = encodeJob(name, data, opts);
+    const confirm = pickConfirm(opts.confirm, this.confirm);
     await this.waitUntilReady();
     // reply: the server's ts of the call, then id, created
-    const r = (await this.addCall([group])) as (string | number)[];
+    const r = (await this.addCall([group], confirm, `add of a job "${name}"`)) as (string | number)[];
     const job = this.describeAdded(String(r[1]), String(group[2]), group, Number(r[0]), Number(r[2]));
     if (job.created) this.emit('waiting', job); // BullMQ's Queue event, for each job an add created
     return job;
@@ -105,35 +116,49 @@ export class Queue extends QueueGetters implements JobSource {
    */
   private async addChild(name: string, data: unknown, opts: JobOptions): Promise<Job> {
     const node = childNode(this.name, this.keys.prefix, name, data, opts);
+    const confirm = pickConfirm(opts.confirm, this.confirm);
     await this.waitUntilReady();
-    const { ts, created, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload }, [node]);
+    const { ts, created, shapes } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload, confirm }, [node]);
     const job = addedJob(node, shapes[0], ts, () => this);
     job.created = created;
     if (created) this.emit('waiting', job);
     return job;
   }
 
-  /** One glidemq_add call for `groups` (encoded jobs), numbered for once-only adds. */
-  private addCall(groups: (string | number)[][]): Promise<unknown> {
+  /**
+   * One glidemq_add call for `groups` (encoded jobs), numbered for once-only adds, and confirmed as
+   * `confirm` asks. A call whose confirmation timed out stays open (its reply kept on the server)
+   * so that the error's retry() re-sends the very same call and adds nothing twice.
+   */
+  private addCall(groups: (string | number)[][], confirm?: Confirm, what = 'add'): Promise<unknown> {
     const call = this.producer.next();
-    const reply = callFunction(this.client, 'glidemq_add', this.keys.meta, [this.maxPayload, ...call.args, groups.length, ...groups.flat()]);
-    return reply.finally(call.done);
+    const args = [this.maxPayload, ...call.args, groups.length, ...groups.flat()];
+    const send = (): Promise<unknown> =>
+      confirmedCall(this.client, 'glidemq_add', this.keys.meta, args, confirm, () => ({ what: `${what} to queue ${this.name}`, retry: send }))
+        .then((r) => {
+          call.done();
+          return r;
+        }, (err: unknown) => {
+          if (!(err instanceof ConfirmTimeoutError)) call.done();
+          throw err;
+        });
+    return send();
   }
 
   /**
    * Adds many jobs; validated all before any is written, then written in pipelined calls
    * (src/engine/producing/bulk-add.ts). An invalid job throws with `index` (1-based) and `reason`.
    */
-  async addBulk(bulk: BulkJob[]): Promise<Job[]> {
+  async addBulk(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Job[]> {
     // children of existing parents go one by one, each with its place among its parent's dependencies
     if (Array.isArray(bulk) && bulk.some((b) => b?.opts?.parent !== undefined || this.jobDefaults?.parent !== undefined)) {
       const jobs: Job[] = [];
-      for (const b of bulk) jobs.push(await this.add(b.name, b.data, b.opts));
+      for (const b of bulk) jobs.push(await this.add(b.name, b.data, opts.confirm === undefined ? b.opts : { ...b.opts, confirm: opts.confirm }));
       return jobs;
     }
     const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
     await this.waitUntilReady();
-    const added = await addEncoded(this.addTarget(), enc);
+    const added = await addEncoded(this.addTarget(pickConfirm(opts.confirm, this.confirm)), enc);
     const jobs = bulk.map((_, i) => this.describeAdded(added.ids[i], enc.datas[i], enc.shapes[i], added.ts[i], added.codes[i]));
     for (const job of jobs) if (job.created) this.emit('waiting', job);
     return jobs;
@@ -144,15 +169,16 @@ export class Queue extends QueueGetters implements JobSource {
    * `enqueue --ndjson`): the ids and glidemq_add's codes (1 created, 0 a job with that custom id
    * existed, 2 deduplicated, 3 debounced), in the order of `bulk`.
    */
-  async addBulkIds(bulk: BulkJob[]): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
+  async addBulkIds(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
     const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
+    const confirm = pickConfirm(opts.confirm, this.confirm);
     await this.waitUntilReady();
-    const { ids, codes } = await addEncoded(this.addTarget(), enc);
+    const { ids, codes } = await addEncoded(this.addTarget(confirm), enc);
     return { ids, codes };
   }
 
-  private addTarget(): AddTarget {
-    return { client: this.client, metaKey: this.keys.meta, producer: this.producer, maxPayload: this.maxPayload };
+  private addTarget(confirm?: Confirm): AddTarget {
+    return { client: this.client, metaKey: this.keys.meta, producer: this.producer, maxPayload: this.maxPayload, confirm, queueName: this.name };
   }
 
   /**

@@ -147,3 +147,19 @@ export function wrongTypeError(key: string, actual: string, expected: string): W
 export function invalid(message: string): InvalidArgumentError {
   return new InvalidArgumentError('ERR_INVALID', message, true);
 }
+
+/**
+ * A confirmed write (README "Confirmed writes") was made, but WAITAOF / WAIT did not confirm it
+ * within its timeout: `reached` says how far it got ("fsynced locally, on 0 of 1 replicas").
+ * Retrying is safe: adds are once-only; `retry()` (when given) re-sends the very same call and
+ * confirms again.
+ */
+export class ConfirmTimeoutError extends GlideMQError {
+  constructor(
+    message: string,
+    readonly reached: string,
+    readonly retry?: () => Promise<unknown>,
+  ) {
+    super('ERR_CONFIRM_TIMEOUT', message);
+  }
+}
