@@ -13,6 +13,7 @@ const BASELINE: Record<string, string> = {
   'no-appendfsync-on-rewrite': 'no',
   'auto-aof-rewrite-percentage': '100',
   'stop-writes-on-bgsave-error': 'yes',
+  'min-replicas-to-write': '0',
   bind: '127.0.0.1',
   'protected-mode': 'yes',
 };
@@ -46,6 +47,7 @@ function facts(over: Overrides = {}): NodeFacts {
     replicas: [],
     library: { state: 'present', version: 'v1' },
     passwordless: true,
+    waitaof: true,
     ...rest,
   };
 }
