@@ -41,6 +41,19 @@ export function staleTokenError(id: string, op: string, token: string): StaleCla
   );
 }
 
+/** The refusal of a running job's call whose claim stalled recovery gave to another worker. */
+export function claimLostError(id: string): StaleClaimError {
+  return new StaleClaimError('ERR_STALE_CLAIM', `job ${id}: this worker no longer holds the job (it stalled and was given to another worker)`);
+}
+
+/** The refusal of a manual-processing call (moveToCompleted, moveToFailed) on a job a processor runs. */
+export function notManualError(id: string, op: string): Error {
+  return invalid(
+    `job ${id}: ${op} is for a job fetched with worker.getNextJob(token) (a Worker made without a processor); ` +
+      'a processor finishes its job by returning or throwing, and its worker keeps the lock',
+  );
+}
+
 /** A claim reply as glidemq_fetch/activate/finish return it, one per claimed job. */
 export type ClaimReply = (string | null)[];
 

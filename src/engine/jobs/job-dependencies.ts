@@ -5,8 +5,11 @@
  * (`<prefix>:{<queue>}:job:<id>`), where BullMQ names them `<prefix>:<queue>:<id>`.
  */
 import type { Client } from '../connecting/connection.js';
-import { invalid } from '../shared/errors.js';
-import type { QueueKeys } from '../shared/keys.js';
+import { invalid, UnrecoverableError } from '../shared/errors.js';
+import { claimLostError } from './claims.js';
+import { refJobKey, type QueueKeys } from '../shared/keys.js';
+import { callFunction } from '../connecting/library.js';
+import { relayOutbox } from '../producing/flow-outbox.js';
 import { pairsToRecord } from '../shared/replies.js';
 import { parseJson } from './job-fields.js';
 
@@ -157,4 +160,37 @@ export function parentsOf(parents: string | undefined): { queue: string; id: str
     if (m) out.push({ queue: m[2], id: m[3] });
   }
   return out;
+}
+
+/** Every parent of job `id` as { queue, id } ([] for a job without parents), read from its hash. */
+export async function parentsOfJob(t: DependencyTarget, id: string): Promise<{ queue: string; id: string }[]> {
+  return parentsOf((await t.client.hget(t.keys.job(id), 'parents')) ?? undefined);
+}
+
+/**
+ * The server side of job.moveToWaitingChildren under claim `c`: true when the parent now waits
+ * for its children, false when none is left to wait for (or `child` settled already). Throws a
+ * StaleClaimError when the claim is no longer this worker's, and an UnrecoverableError naming a
+ * failParentOnFailure child that failed while the parent ran (BullMQ marks it lazily).
+ */
+export async function waitForChildren(
+  c: { client: Client; keys: QueueKeys; fence: string; consumer: string },
+  id: string,
+  child: { id: string; queue: string } | undefined,
+): Promise<boolean> {
+  const childKey = child === undefined ? '' : refJobKey(child, c.keys.prefix, 'child');
+  const r = await callFunction(c.client, 'glidemq_moveToWaitingChildren', c.keys.meta, [id, c.fence, c.consumer, childKey]);
+  if (r === 'stale') throw claimLostError(id);
+  if (typeof r === 'string' && r.startsWith('failed:')) throw new UnrecoverableError(`child ${r.slice('failed:'.length)} failed`);
+  return r === 'waiting';
+}
+
+/**
+ * Takes child `id` out of its parents' dependencies (job.removeChildDependency): false when it had
+ * no parent. A parent in another queue is settled through the child's queue's outbox, relayed here.
+ */
+export async function unlinkFromParents(t: DependencyTarget, id: string): Promise<boolean> {
+  const r = (await callFunction(t.client, 'glidemq_removeChildDependency', t.keys.meta, [id])) as number[];
+  if (Number(r[1]) === 1) await relayOutbox(t.client, t.keys.meta, 0);
+  return Number(r[0]) === 1;
 }

@@ -1,15 +1,14 @@
 /** A job as a processor and an inspector see it: its stored fields (job-record.ts), and what it may do: its claim, its queue, the calls that change it. */
 import type { Client } from '../connecting/connection.js';
-import { invalid, StaleClaimError, UnrecoverableError } from '../shared/errors.js';
+import { invalid, StaleClaimError } from '../shared/errors.js';
 import * as edits from './job-edits.js';
 import type { EditTarget, RetryOptions } from './job-edits.js';
 import { callFunction } from '../connecting/library.js';
-import { refJobKey, type QueueKeys } from '../shared/keys.js';
+import type { QueueKeys } from '../shared/keys.js';
 import { DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { readJobState, type JobStateName } from '../inspecting/job-queries.js';
 import { JobRecord } from './job-record.js';
-import { decodeClaim, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
-import { relayOutbox } from '../producing/flow-outbox.js';
+import { claimLostError, decodeClaim, notManualError, extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome } from './claims.js';
 import { removeJob } from './job-removal.js';
 import {
   childrenValues,
@@ -17,7 +16,9 @@ import {
   dependenciesCount,
   failedChildrenValues,
   ignoredChildrenFailures,
-  parentsOf,
+  parentsOfJob,
+  unlinkFromParents,
+  waitForChildren,
   type Dependencies,
   type DependenciesCount,
   type DependenciesOptions,
@@ -351,10 +352,7 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
    */
   async removeChildDependency(): Promise<boolean> {
     const t = await this.readTarget('removeChildDependency');
-    const r = (await callFunction(t.client, 'glidemq_removeChildDependency', t.keys.meta, [this.id])) as number[];
-    // a parent in another queue is settled through this queue's outbox (lua/flow-keys.lua)
-    if (Number(r[1]) === 1) await relayOutbox(t.client, t.keys.meta, 0);
-    if (Number(r[0]) !== 1) return false;
+    if (!(await unlinkFromParents(t, this.id))) return false;
     this.parent = undefined;
     this.parentKey = undefined;
     return true;
@@ -366,7 +364,7 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
    */
   async getParents(): Promise<{ queue: string; id: string }[]> {
     const t = await this.readTarget('getParents');
-    return parentsOf((await t.client.hget(t.keys.job(this.id), 'parents')) ?? undefined);
+    return parentsOfJob(t, this.id);
   }
 
   /**
@@ -382,16 +380,7 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
   async moveToWaitingChildren(token?: string, opts: { child?: { id: string; queue: string } } = {}): Promise<boolean> {
     const c = this.requireClaim('moveToWaitingChildren');
     if (token !== undefined && token !== this.token) throw staleTokenError(this.id, 'moveToWaitingChildren', String(token));
-    const childKey = opts.child === undefined ? '' : refJobKey(opts.child, c.keys.prefix, 'child');
-    const r = await callFunction(c.client, 'glidemq_moveToWaitingChildren', c.keys.meta, [this.id, c.fence, c.consumer, childKey]);
-    if (r === 'stale') {
-      throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
-    }
-    if (typeof r === 'string' && r.startsWith('failed:')) {
-      // a failParentOnFailure child failed while this parent ran: the parent fails (BullMQ marks it lazily)
-      throw new UnrecoverableError(`child ${r.slice('failed:'.length)} failed`);
-    }
-    if (r !== 'waiting') return false;
+    if (!(await waitForChildren(c, this.id, opts.child))) return false;
     this.moved = true;
     this.state = 'waiting-children';
     return true;
@@ -435,9 +424,7 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
       if (stepJson === '') throw invalid(`job ${this.id}: the step must be a JSON value, got a ${typeof nextStep}`);
     }
     const r = await callFunction(c.client, 'glidemq_moveToDelayed', c.keys.meta, [this.id, c.fence, c.consumer, timing, ms, stepJson]);
-    if (r === 'stale') {
-      throw new StaleClaimError('ERR_STALE_CLAIM', `job ${this.id}: this worker no longer holds the job (it stalled and was given to another worker)`);
-    }
+    if (r === 'stale') throw claimLostError(this.id);
     this.moved = true;
     this.state = r === 'waiting' ? 'waiting' : 'delayed';
     // the server stored the exact delay from its own now; this handle's is as near as its clock says
@@ -488,12 +475,7 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
 
   private manualClaims(op: string): ManualClaims {
     const m = this.claim?.manual;
-    if (!m) {
-      throw invalid(
-        `job ${this.id}: ${op} is for a job fetched with worker.getNextJob(token) (a Worker made without a processor); ` +
-          'a processor finishes its job by returning or throwing, and its worker keeps the lock',
-      );
-    }
+    if (!m) throw notManualError(this.id, op);
     return m;
   }
   // ---- end of manual processing ----
