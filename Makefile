@@ -2,9 +2,9 @@
 SHELL := /bin/bash
 NPM ?= npm
 
-.PHONY: setup deps build valkey test test-unit test-integration test-cli demo bench soak clean
+.PHONY: setup deps build valkey chromium test test-unit test-integration test-cli demo bench soak clean
 
-setup: deps valkey build
+setup: deps valkey chromium build
 
 deps: node_modules/.package-lock.json
 
@@ -13,6 +13,9 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 valkey:
 	@bash bin/install-valkey.sh
+
+chromium:
+	@bash bin/install-chromium.sh
 
 build: deps
 	$(NPM) run build
