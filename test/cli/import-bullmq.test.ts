@@ -2,10 +2,13 @@
  * `glidemq import-bullmq` (issue 31): BullMQ queues made in the test by BullMQ itself (the
  * devDependency), with jobs in every state, logs and a job scheduler, copied into glidemq through
  * the CLI. Counts match on both sides, a second run copies nothing, --dry-run writes nothing, and a
- * connected BullMQ worker makes it refuse unless --force.
+ * connected BullMQ worker makes it refuse unless --force. A flow across two queues comes across as a
+ * glidemq flow (the parent runs once its last child completes in glidemq, with every child's value),
+ * and a dedup id keeps deduplicating glidemq adds.
  */
 import { expect } from 'chai';
-import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
+import { FlowProducer as BullFlowProducer, Queue as BullQueue, Worker as BullWorker } from 'bullmq';
+import { Worker } from '../../src/engine/consuming/worker.js';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
@@ -79,7 +82,7 @@ describe('CLI: import-bullmq', function () {
     const r = await cli(['import-bullmq', name, '--json']);
     expect(r.code, r.stderr + r.stdout).to.equal(0);
     const [out] = JSON.parse(r.stdout).queues;
-    const expected = { waiting: 3, paused: 0, prioritized: 1, delayed: 1, completed: 1, failed: 1, schedulers: 2 };
+    const expected = { waiting: 3, paused: 0, prioritized: 1, delayed: 1, completed: 1, failed: 1, 'waiting-children': 0, schedulers: 2 };
     expect(out.source).to.deep.equal(expected);
     expect(out.target).to.deep.equal(expected);
     expect(out.imported).to.deep.equal(expected);
@@ -178,6 +181,71 @@ describe('CLI: import-bullmq', function () {
     const [out] = JSON.parse(forced.stdout).queues;
     expect(out.activity.active).to.equal(1);
     expect(out.imported).to.include({ delayed: 1, waiting: 0 });
+  });
+
+  it('a flow across two queues: the parent waits in glidemq for the child left, with the values of those done, and runs once it completes', async () => {
+    const kids = `${name}-kids`;
+    const kidsBull = new BullQueue(kids, { connection: bullConnection() });
+    const kidsQ = new Queue(kids, { connection: server().url });
+    const flows = new BullFlowProducer({ connection: bullConnection() });
+    closers.push(() => kidsBull.close(), () => kidsQ.close(), () => flows.close());
+    await flows.add({
+      name: 'report', queueName: name, data: { top: true }, opts: { jobId: 'report-1' },
+      children: [
+        { name: 'a', queueName: name, data: { n: 1 }, opts: { jobId: 'part-a' } },
+        { name: 'c', queueName: name, data: { n: 3 }, opts: { jobId: 'part-c', ignoreDependencyOnFailure: true } },
+        { name: 'b', queueName: kids, data: { n: 2 }, opts: { jobId: 'part-b', delay: HOUR } },
+      ],
+    });
+    // BullMQ runs the two children of the parent's own queue: a completes, c fails (ignored)
+    const w = new BullWorker(name, async (job) => {
+      if (job.name === 'c') throw new Error('c broke');
+      return { from: job.name };
+    }, { connection: bullConnection() });
+    w.on('error', () => undefined);
+    await waitFor(async () => (await bull.getJobCounts('completed', 'failed')).completed === 1 && (await bull.getFailedCount()) === 1, 'the BullMQ worker to run a and c');
+    await w.close();
+    expect(await bull.getJobState('report-1')).to.equal('waiting-children');
+
+    const r = await cli(['import-bullmq', name, kids, '--json']);
+    expect(r.code, r.stderr + r.stdout).to.equal(0);
+    const [parents, children] = JSON.parse(r.stdout).queues;
+    expect(parents.source).to.include({ 'waiting-children': 1, completed: 1, failed: 1 });
+    expect(parents.target).to.deep.equal(parents.source);
+    expect(children.target).to.include({ delayed: 1 });
+    expect(parents.skipped).to.deep.equal([]);
+    const parent = (await q.getJob('report-1'))!;
+    expect(parent.state).to.equal('waiting-children');
+    expect(await parent.getDependenciesCount()).to.include({ processed: 1, unprocessed: 1, ignored: 1 });
+    expect(await parent.getIgnoredChildrenFailures()).to.deep.equal({ [q.keys.job('part-c')]: 'c broke' });
+
+    // the child left runs in glidemq: its completion queues the parent, which runs with both values
+    await (await kidsQ.getJob('part-b'))!.promote();
+    const values: Record<string, unknown>[] = [];
+    const kidsWorker = new Worker(kids, async (job) => ({ from: job.name }), { connection: server().url });
+    const parentWorker = new Worker(name, async (job) => {
+      values.push(await job.getChildrenValues());
+      return 'done';
+    }, { connection: server().url });
+    closers.push(() => kidsWorker.close(), () => parentWorker.close());
+    await waitFor(async () => (await q.getJobState('report-1')) === 'completed', 'the imported parent to run once its last child completed');
+    expect(values).to.deep.equal([{ [q.keys.job('part-a')]: { from: 'a' }, [kidsQ.keys.job('part-b')]: { from: 'b' } }]);
+  });
+
+  it('a dedup id comes across: a glidemq add with it is deduplicated while the imported job holds it', async () => {
+    await bull.add('x', { n: 1 }, { jobId: 'dd-job', deduplication: { id: 'order-9' } });
+    await bull.add('t', { n: 2 }, { jobId: 'tt-job', deduplication: { id: 'tick', ttl: HOUR } });
+    const r = await cli(['import-bullmq', name, '--json']);
+    expect(r.code, r.stderr + r.stdout).to.equal(0);
+    expect(JSON.parse(r.stdout).queues[0].dedupIds).to.equal(2);
+    const again = await q.add('x', { n: 3 }, { deduplication: { id: 'order-9' } });
+    expect(again.id).to.equal('dd-job');
+    const throttled = await q.add('t', { n: 4 }, { deduplication: { id: 'tick', ttl: HOUR } });
+    expect(throttled.id).to.equal('tt-job');
+    expect(await q.getWaitingCount()).to.equal(2);
+    // once the job that held it is gone, the id deduplicates nothing
+    await q.remove('dd-job');
+    expect((await q.add('x', { n: 5 }, { deduplication: { id: 'order-9' } })).id).to.not.equal('dd-job');
   });
 
   it('usage errors: one line on stderr, exit 2', async () => {

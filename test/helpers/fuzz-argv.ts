@@ -295,12 +295,15 @@ export const TEMPLATES: Record<string, Template> = {
   glidemq_flowJournalDone: (f, rng) => [f.queue.job(`fz-part-p${rng.int(1, 4)}`)],
   glidemq_flowJournalDue: (_f, rng) => [rng.pick(['0', '5000']), String(rng.int(1, 100))],
   glidemq_restore: (f, rng) => {
-    const state = rng.pick(['waiting', 'prioritized', 'delayed', 'completed', 'failed']);
+    const state = rng.pick(['waiting', 'prioritized', 'delayed', 'completed', 'failed', 'waiting-children']);
     const finished = state === 'completed' || state === 'failed';
     const id = rng.chance(0.3) ? anyJobId(f, rng) : `fz-restored-${rng.int(1, 50)}`;
     const value = state === 'completed' ? '{"ok":1}' : state === 'failed' ? 'boom' : '';
+    // a parent waits for a child (which may be a job of the queue), a child names a parent
+    const flow = state === 'waiting-children' ? JSON.stringify({ deps: [f.queue.job(anyJobId(f, rng))] }) : rng.pick(['', JSON.stringify({ parents: [f.queue.job(`fz-restored-${rng.int(1, 50)}`)] })]);
+    const dedup = rng.chance(0.3) ? [`fz-dedup-${rng.int(1, 5)}`, rng.pick(['simple', 'throttle']), '60000'] : ['', '', '0'];
     return ['1', id, state, 'n', '{}', state === 'delayed' ? String(Date.now() + HOUR) : '0', state === 'prioritized' ? '3' : '0',
-      '2', '1', '', value, finished ? '["at x"]' : '', '0', finished ? String(Date.now()) : '0', rng.pick(['', '["a","b"]'])];
+      '2', '1', '', value, finished ? '["at x"]' : '', '0', finished ? String(Date.now()) : '0', rng.pick(['', '["a","b"]']), flow, ...dedup];
   },
 };
 

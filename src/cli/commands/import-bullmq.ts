@@ -1,6 +1,6 @@
 /** `glidemq import-bullmq <queue...>`: copies BullMQ queues' jobs, logs and schedulers into glidemq queues. */
 import type { Command } from 'commander';
-import { closeClient, createClient, parseUrl, redactUrl } from '../../engine/connecting/connection.js';
+import { closeClient, createClient, parseUrl, redactUrl, settleTopology, type Acquired } from '../../engine/connecting/connection.js';
 import { invalid } from '../../engine/shared/errors.js';
 import { COUNTED, importBullmqQueue, type BullImportResult } from '../../engine/operating/bullmq-import.js';
 import { RENAMED_ID_PREFIX } from '../../engine/operating/bullmq-mapping.js';
@@ -35,6 +35,7 @@ function describe(r: BullImportResult, where: string): void {
   for (const s of r.skipped.slice(0, SHOWN)) print(`not copied: ${s.id}: ${s.why}`);
   if (r.skipped.length > SHOWN) print(`not copied: … ${r.skipped.length - SHOWN} more (--json lists them all)`);
   if (!r.sourceFound) warn(`no BullMQ queue "${r.queue}" under prefix "${r.sourcePrefix}" at ${where} (is --source or --source-prefix right?)`);
+  if (r.dedupIds) print(`${plural(r.dedupIds, 'dedup id')} ${r.dryRun ? 'would be' : 'were'} carried over: a glidemq add with one is deduplicated while the copied job holds it`);
   if (r.activity.active) warn(`${plural(r.activity.active, 'active BullMQ job')} left where ${r.activity.active === 1 ? 'it is' : 'they are'} (its worker finishes it in BullMQ)`);
 }
 
@@ -52,8 +53,16 @@ export function register(program: Command): void {
       `
 Copies waiting, paused, prioritized and delayed jobs (with their run times), completed jobs (return
 values) and failed jobs (reasons, stacks, attempts), with their timestamps and logs, and turns job
-schedulers into glidemq schedulers. Active jobs stay with the BullMQ worker that runs them; parents
-waiting for their children (flows) are reported, not copied.
+schedulers into glidemq schedulers. Active jobs stay with the BullMQ worker that runs them.
+
+Flows come across as glidemq flows: a parent waiting for its children waits in glidemq for the same
+children, with the values of those that completed; a child settles its parent when it finishes. A
+link to another BullMQ queue names the glidemq queue of the same name: import those queues too,
+parents' queues first. A job's deduplication id comes with it: a glidemq add with the same id is
+deduplicated while the copied job holds it (for a ttl, for what was left of it).
+
+A BullMQ queue on a cluster: give a cluster node's URL as --source and BullMQ's hash-tagged prefix
+(e.g. --source-prefix '{bull}').
 
 Ids are kept where glidemq can keep them. BullMQ's own ids are whole numbers, which glidemq keeps
 for ids it hands out: those, and ids holding ':', braces or whitespace, become ${RENAMED_ID_PREFIX}<id>
@@ -68,7 +77,8 @@ It ends with a count per state on both sides; exit 1 when they differ.
 Examples:
   $ glidemq import-bullmq emails --dry-run
   $ glidemq import-bullmq emails reports --source redis://old-host:6379 --source-prefix bull
-  $ glidemq import-bullmq emails --into emails-v2 --json`,
+  $ glidemq import-bullmq emails --into emails-v2 --json
+  $ glidemq import-bullmq reports report-parts --source redis://bull-cluster:7000 --source-prefix '{bull}'`,
     )
     .action(
       action(async (ctx: CommandContext, queues: string[], f: ImportFlags) => {
@@ -77,14 +87,16 @@ Examples:
         if (f.source !== undefined) parseUrl(f.source); // a bad URL is a usage error before anything connects
         const sourceSettings = f.source === undefined ? { ...ctx.connection, cluster: false } : { url: f.source, cluster: false, options: ctx.connection.options };
         const where = f.source === undefined ? ctx.where : redactUrl(f.source);
-        const source = createClient(sourceSettings);
-        source.on('error', () => undefined); // a failure surfaces as the call's rejection (below)
+        const acquired: Acquired = { client: createClient(sourceSettings), owned: true, settings: sourceSettings };
+        acquired.client.on('error', () => undefined); // a failure surfaces as the call's rejection (below)
         const results: BullImportResult[] = [];
         try {
           // an unreachable source is named as the source, not as the glidemq server
-          await source.ping().catch((err: unknown) => {
+          await acquired.client.ping().catch((err: unknown) => {
             throw invalid(`BullMQ source: ${describeError(err, where)}`);
           });
+          // a cluster node's URL becomes a cluster client (BullMQ on a cluster: a hash-tagged --source-prefix such as {bull})
+          const source = await settleTopology(acquired);
           for (const queue of queues) {
             const into = f.into ?? queue;
             const r = await withQueue(ctx, into, (target) =>
@@ -94,7 +106,7 @@ Examples:
             if (r.refused) break;
           }
         } finally {
-          await closeClient(source);
+          await closeClient(acquired.client);
         }
         if (ctx.json) {
           printJson({ queues: results });

@@ -4,10 +4,14 @@
  * stores an id once: a second run stores nothing twice. Its steps:
  *   - refuse while BullMQ works on the queue (a worker connection named for it, or active jobs),
  *     unless forced: a job copied while a worker runs it would run twice;
- *   - read every job in wait, the legacy paused list, prioritized, delayed, completed and failed,
- *     with its logs, and the job schedulers; active jobs are left to the BullMQ worker that holds them,
- *     and parents waiting for their children (flows) are counted and reported, not copied;
- *   - map ids (a whole-number id, or one holding ':' and the like, is renamed bullmq-<id>);
+ *   - read every job in waiting-children, wait, the legacy paused list, prioritized, delayed,
+ *     completed and failed, with its logs, its flow links (a child's parent; a parent's children
+ *     pending, completed and ignored) and its dedup key, and the job schedulers; active jobs are
+ *     left to the BullMQ worker that holds them;
+ *   - map ids (a whole-number id, or one holding ':' and the like, is renamed bullmq-<id>), and
+ *     flow links to glidemq job keys: a job of the queue imported goes to the target queue, a job
+ *     of another BullMQ queue to the glidemq queue of that name (import it too, parents' queues
+ *     first: a parent copied after its children counts those that finished in glidemq meanwhile);
  *   - write (not in a dry run): a paused source pauses the target first, then the schedulers,
  *     then the jobs (a scheduler's next run, a job waiting or delayed in BullMQ, is not copied when
  *     the scheduler is: the glidemq scheduler adds it when it is due);
@@ -16,8 +20,9 @@
 import type { Client } from '../connecting/connection.js';
 import { restoreJobs, type RestoreRecord, type RestoredState } from '../administering/job-restore.js';
 import type { Queue } from '../queue/queue.js';
-import { BullKeys, queueExists, readActivity, readJobs, readSchedulers, readStateIds, isPaused, waitingChildrenCount, type BullActivity, type BullJob } from './bullmq-source.js';
-import { glidemqId, recordOf, RENAMED_ID_PREFIX, schedulerOf, schedulerRunId } from './bullmq-mapping.js';
+import { QueueKeys } from '../shared/keys.js';
+import { BullKeys, queueExists, readActivity, readJobs, readSchedulers, readStateIds, isPaused, type BullActivity, type BullJob } from './bullmq-source.js';
+import { flowOf, glidemqId, recordOf, RENAMED_ID_PREFIX, schedulerOf, schedulerRunId, type LinkOf } from './bullmq-mapping.js';
 
 /** Counts per state, as both sides are compared. */
 export interface StateCounts {
@@ -27,9 +32,11 @@ export interface StateCounts {
   delayed: number;
   completed: number;
   failed: number;
+  /** Parents waiting for their children. */
+  'waiting-children': number;
   schedulers: number;
 }
-export const COUNTED: readonly (keyof StateCounts)[] = ['waiting', 'paused', 'prioritized', 'delayed', 'completed', 'failed', 'schedulers'];
+export const COUNTED: readonly (keyof StateCounts)[] = ['waiting', 'paused', 'prioritized', 'delayed', 'completed', 'failed', 'waiting-children', 'schedulers'];
 
 export interface BullImportOptions {
   /** A connection to the server that holds the BullMQ queue. */
@@ -63,6 +70,8 @@ export interface BullImportResult {
   present: number;
   /** Log lines copied with the jobs written. */
   logLines: number;
+  /** Dedup ids copied with the jobs written: a glidemq add with one is deduplicated while the copied job holds it. */
+  dedupIds: number;
   /** Ids glidemq could not keep, and the ids they got. */
   renamed: RenamedIds;
   /** What was not copied, and why. */
@@ -74,7 +83,7 @@ export interface BullImportResult {
 }
 
 function zero(): StateCounts {
-  return { waiting: 0, paused: 0, prioritized: 0, delayed: 0, completed: 0, failed: 0, schedulers: 0 };
+  return { waiting: 0, paused: 0, prioritized: 0, delayed: 0, completed: 0, failed: 0, 'waiting-children': 0, schedulers: 0 };
 }
 
 /** The count a restored state adds to: a paused queue's waiting jobs count under paused, as glidemq's own counts do. */
@@ -100,6 +109,7 @@ async function targetCounts(target: Queue): Promise<StateCounts> {
     delayed: c.delayed,
     completed: c.completed,
     failed: c.failed,
+    'waiting-children': c['waiting-children'],
     schedulers: await target.getJobSchedulersCount(),
   };
 }
@@ -142,7 +152,7 @@ interface JobPlan {
  * left out. `taken` (glidemq id -> BullMQ id) spans the whole run;
  * renamed ids are added to `renamed`.
  */
-function planJobs(jobs: BullJob[], taken: Map<string, string>, renamed: RenamedIds, covered: Set<string>): JobPlan {
+function planJobs(jobs: BullJob[], taken: Map<string, string>, renamed: RenamedIds, covered: Set<string>, linkOf: LinkOf): JobPlan {
   const plan: JobPlan = { records: [], skipped: [] };
   for (const job of jobs) {
     if (job.state !== 'completed' && job.state !== 'failed' && covered.has(job.id)) {
@@ -164,16 +174,38 @@ function planJobs(jobs: BullJob[], taken: Map<string, string>, renamed: RenamedI
       if (/^-?\d+$/.test(job.id)) renamed.numeric++;
       else renamed.others.push({ from: job.id, to: id });
     }
-    plan.records.push(recordOf(job, id));
+    const { flow, lost } = flowOf(job, linkOf);
+    for (const key of lost) plan.skipped.push({ id: job.id, why: `its flow link to ${key} (a job under another prefix, or an id glidemq cannot take) is not copied` });
+    plan.records.push(recordOf(job, id, flow));
   }
   return plan;
 }
 
-/** Which records of `records` this run writes (a dry run: would write; the rest are there already). */
-async function writeRecords(target: Queue, records: RestoreRecord[], dryRun: boolean): Promise<Set<string>> {
-  if (!dryRun) return restoreJobs(target.client, target.keys, records);
+/**
+ * Which records of `records` this run writes (a dry run: would write; the rest are there already);
+ * `dedupTaken` gets those whose dedup id another job of the target holds.
+ */
+async function writeRecords(target: Queue, records: RestoreRecord[], dryRun: boolean, dedupTaken: Set<string>): Promise<Set<string>> {
+  if (!dryRun) return restoreJobs(target.client, target.keys, records, dedupTaken);
   const there = await existingIds(target, records.map((r) => r.id));
   return new Set(records.map((r) => r.id).filter((id) => !there.has(id)));
+}
+
+/**
+ * The glidemq job key of a BullMQ job key of prefix `k`: a job of queue `queue` goes to `target`, a
+ * job of another queue to the glidemq queue of that name (target's prefix), under its glidemq id.
+ */
+function linkMapper(k: BullKeys, queue: string, target: Queue): LinkOf {
+  return (bullKey) => {
+    const at = k.splitJobKey(bullKey);
+    const id = at && glidemqId(at.id);
+    if (!at || id === undefined) return undefined;
+    try {
+      return new QueueKeys(at.queue === queue ? target.name : at.queue, target.keys.prefix).job(id);
+    } catch {
+      return undefined; // a BullMQ queue name glidemq refuses
+    }
+  };
 }
 
 /** Copies one BullMQ queue into `target` (see the header); a dry run reads both sides and writes nothing. */
@@ -184,7 +216,7 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
   const refused = o.force ? undefined : refusalOf(activity, o.queue);
   const result: BullImportResult = {
     queue: o.queue, into: o.target.name, dryRun, sourcePrefix: k.prefix, sourceFound: await queueExists(o.source, k), activity, source: zero(), imported: zero(), present: 0, logLines: 0,
-    renamed: { as: `${RENAMED_ID_PREFIX}<id>`, numeric: 0, others: [] }, skipped: [], target: zero(), matches: false,
+    dedupIds: 0, renamed: { as: `${RENAMED_ID_PREFIX}<id>`, numeric: 0, others: [] }, skipped: [], target: zero(), matches: false,
   };
   if (refused) {
     result.refused = refused;
@@ -222,25 +254,28 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
     covered.add(schedulerRunId(s.id, s.nextRun));
   }
   const taken = new Map<string, string>();
+  const linkOf = linkMapper(k, o.queue, o.target);
   for (const [state, list] of await readStateIds(o.source, k)) {
     for (let at = 0; at < list.length; at += PAGE) {
-      const plan = planJobs(await readJobs(o.source, k, state, list.slice(at, at + PAGE)), taken, result.renamed, covered);
+      const plan = planJobs(await readJobs(o.source, k, state, list.slice(at, at + PAGE)), taken, result.renamed, covered, linkOf);
       result.skipped.push(...plan.skipped);
-      const written = await writeRecords(o.target, plan.records, dryRun);
+      const dedupTaken = new Set<string>();
+      const written = await writeRecords(o.target, plan.records, dryRun, dedupTaken);
       for (const r of plan.records) {
         result.source[countedAs(r.state, paused)]++;
         if (written.has(r.id)) {
           result.imported[countedAs(r.state, paused)]++;
           result.logLines += r.logs.length;
+          if (r.dedup && dedupTaken.has(r.id)) {
+            result.skipped.push({ id: r.id, why: `its dedup id ${r.dedup.id} is held by another job of ${o.target.name}: the job is copied without it` });
+          } else if (r.dedup) {
+            result.dedupIds++;
+          }
         } else {
           result.present++;
         }
       }
     }
-  }
-  const parents = await waitingChildrenCount(o.source, k);
-  if (parents) {
-    result.skipped.push({ id: `${parents} parent job${parents === 1 ? '' : 's'}`, why: 'waiting for children (flows are not copied: add them again with FlowProducer once their children are done or copied)' });
   }
   result.target = await targetCounts(o.target);
   // a dry run compares what the target would hold: what it holds, and what the run would add

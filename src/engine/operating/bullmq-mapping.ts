@@ -3,7 +3,7 @@
  * glidemq takes it as a custom id, else renamed), its state, fields and options, and a scheduler's
  * timing and job template. Pure functions: nothing here reads or writes a server.
  */
-import type { RestoreRecord, RestoredState } from '../administering/job-restore.js';
+import type { RestoredDedup, RestoredFlow, RestoreRecord, RestoredState } from '../administering/job-restore.js';
 import type { SchedulerTemplate, SchedulerTiming } from '../scheduling/schedulers.js';
 import type { BullJob, BullScheduler } from './bullmq-source.js';
 
@@ -67,7 +67,9 @@ function backoff(v: unknown): unknown {
   return undefined;
 }
 
-/** The options of a BullMQ job glidemq keeps: attempts, backoff, retention, keepLogs ('kl'), and its creation time. */
+const FAILURE_POLICIES = [['fpof', 'failParentOnFailure'], ['idof', 'ignoreDependencyOnFailure'], ['rdof', 'removeDependencyOnFailure'], ['cpof', 'continueParentOnFailure']] as const;
+
+/** The options of a BullMQ job glidemq keeps: attempts, backoff, retention, keepLogs ('kl'), a flow child's failure policy, its deduplication ('de'), and its creation time. */
 export function optionsOf(rawOpts: string | undefined, timestamp: number | undefined): { attempts: number; stored: Record<string, unknown> } {
   const o = (parseJson(rawOpts) ?? {}) as Record<string, unknown>;
   const stored: Record<string, unknown> = {};
@@ -77,6 +79,15 @@ export function optionsOf(rawOpts: string | undefined, timestamp: number | undef
   put('backoff', backoff(o.backoff));
   put('removeOnComplete', retention(o.removeOnComplete));
   put('removeOnFail', retention(o.removeOnFail));
+  // a flow child's failure policy (BullMQ stores it short: fpof, idof, rdof, cpof)
+  for (const [short, long] of FAILURE_POLICIES) if (o[short] === true || o[long] === true) stored[long] = true;
+  const d = (o.de ?? o.deduplication) as Record<string, unknown> | undefined;
+  if (d && typeof d === 'object' && typeof d.id === 'string' && d.id !== '') {
+    const kept: Record<string, unknown> = { id: d.id };
+    if (typeof d.ttl === 'number' && d.ttl > 0) kept.ttl = d.ttl;
+    for (const flag of ['extend', 'replace'] as const) if (typeof d[flag] === 'boolean') kept[flag] = d[flag];
+    stored.deduplication = kept;
+  }
   const keep = o.kl ?? o.keepLogs;
   if (typeof keep === 'number' && Number.isInteger(keep) && keep >= 0) stored.keepLogs = keep;
   if (timestamp !== undefined && timestamp >= 0) stored.timestamp = timestamp;
@@ -104,8 +115,58 @@ function stackOf(text: string | undefined): string[] {
   return Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : [];
 }
 
-/** The record glidemq_restore stores for `job` under glidemq id `id`. */
-export function recordOf(job: BullJob, id: string): RestoreRecord {
+/** The glidemq job key of a BullMQ job key, or undefined when it cannot be named (another prefix). */
+export type LinkOf = (bullKey: string) => string | undefined;
+
+/**
+ * A job's place in a flow with its links named as glidemq job keys (undefined: none), and the BullMQ
+ * job keys of links that could not be named (`lost`).
+ */
+export function flowOf(job: BullJob, linkOf: LinkOf): { flow?: RestoredFlow; lost: string[] } {
+  const lost: string[] = [];
+  const map = (key: string) => {
+    const to = linkOf(key);
+    if (to === undefined) lost.push(key);
+    return to;
+  };
+  const flow: RestoredFlow = {};
+  const parent = job.hash.parentKey ? map(job.hash.parentKey) : undefined;
+  if (parent) flow.parents = [parent];
+  const results = (from: Record<string, string>) => {
+    const out: Record<string, string> = {};
+    for (const [key, v] of Object.entries(from)) {
+      const to = map(key);
+      if (to) out[to] = v;
+    }
+    return Object.keys(out).length ? out : undefined;
+  };
+  const processed = results(job.processed);
+  if (processed) flow.processed = processed;
+  // BullMQ's :failed holds the children ignored on failure (and those a continueParentOnFailure
+  // let go): job.getIgnoredChildrenFailures reads it, as glidemq's reads :ignored
+  const ignored = results(job.failedChildren);
+  if (ignored) flow.ignored = ignored;
+  if (job.state === 'waiting-children') {
+    flow.deps = job.dependencies.map(map).filter((k): k is string => k !== undefined);
+    const delay = Math.trunc(num(job.hash.delay));
+    if (delay > 0) flow.delay = delay;
+  }
+  return { ...(Object.keys(flow).length ? { flow } : {}), lost };
+}
+
+/** The dedup id a job holds, as glidemq records it: the mode BullMQ's options mean, and the window's time left. */
+export function dedupOf(job: BullJob, state: RestoredState): RestoredDedup | undefined {
+  if (!job.dedup) return undefined;
+  const o = (parseJson(job.hash.opts) ?? {}) as Record<string, unknown>;
+  const d = ((o.de ?? o.deduplication) ?? {}) as { extend?: unknown; replace?: unknown };
+  const { id, ttl } = job.dedup;
+  if (d.replace === true && state === 'delayed') return { id, mode: 'debounce', ttl };
+  if (ttl > 0) return { id, mode: d.extend === true ? 'extend' : 'throttle', ttl };
+  return { id, mode: 'simple', ttl: 0 };
+}
+
+/** The record glidemq_restore stores for `job` under glidemq id `id` (its flow links, when given, already named in glidemq). */
+export function recordOf(job: BullJob, id: string, flow?: RestoredFlow): RestoreRecord {
   const h = job.hash;
   const state = stateOf(job);
   const finished = state === 'completed' || state === 'failed';
@@ -113,6 +174,7 @@ export function recordOf(job: BullJob, id: string): RestoreRecord {
   const { attempts, stored } = optionsOf(h.opts, timestamp);
   const rawPriority = Math.min(Math.max(Math.trunc(num(h.priority)), 0), MAX_PRIORITY);
   const priority = state === 'waiting' ? 0 : state === 'prioritized' ? Math.max(rawPriority, 1) : rawPriority;
+  const dedup = dedupOf(job, state);
   const finishedOn = finished ? Math.max(num(h.finishedOn, timestamp ?? 0), 1) : 0;
   let value = '';
   if (state === 'completed') value = h.returnvalue ?? 'null';
@@ -132,6 +194,8 @@ export function recordOf(job: BullJob, id: string): RestoreRecord {
     processedOn: Math.max(Math.trunc(num(h.processedOn)), 0),
     finishedOn,
     logs: job.logs,
+    ...(flow ? { flow } : {}),
+    ...(dedup ? { dedup } : {}),
   };
 }
 
