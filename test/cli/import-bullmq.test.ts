@@ -214,6 +214,8 @@ describe('CLI: import-bullmq', function () {
     expect(parents.target).to.deep.equal(parents.source);
     expect(children.target).to.include({ delayed: 1 });
     expect(parents.skipped).to.deep.equal([]);
+    expect(parents.linkedQueues).to.deep.equal([kids]);
+    expect(children.linkedQueues).to.deep.equal([name]);
     const parent = (await q.getJob('report-1'))!;
     expect(parent.state).to.equal('waiting-children');
     expect(await parent.getDependenciesCount()).to.include({ processed: 1, unprocessed: 1, ignored: 1 });

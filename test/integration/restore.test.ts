@@ -77,6 +77,31 @@ describe('glidemq_restore (real valkey-server)', () => {
     expect((await q.getJobCounts()).waiting).to.equal(1);
   });
 
+  it('a parent restored after its child completed in glidemq counts the child done and is queued at once', async () => {
+    const name = uniqueQueue('restore');
+    const q = h.queue(name);
+    await q.waitUntilReady();
+    const childKey = q.keys.job('kid-1');
+    const parentKey = q.keys.job('top-1');
+    await restoreJobs(q.client, q.keys, [record('kid-1', 'completed', { flow: { parents: [parentKey] } })]);
+    const stored = await restoreJobs(q.client, q.keys, [record('top-1', 'waiting-children', { flow: { deps: [childKey, q.keys.job('kid-2')] } }), record('kid-2', 'waiting', { flow: { parents: [parentKey] } })]);
+    expect([...stored].sort()).to.deep.equal(['kid-2', 'top-1']);
+    const parent = (await q.getJob('top-1'))!;
+    expect(parent.state).to.equal('waiting-children');
+    expect(await parent.getChildrenValues()).to.deep.equal({ [childKey]: 'done' });
+    // the child left runs: the parent is queued and runs after it
+    const ran: string[] = [];
+    h.worker(name, async (job) => {
+      ran.push(job.id);
+      return job.id;
+    });
+    await waitFor(async () => (await q.getJobState('top-1')) === 'completed', 'the parent to run after its last child');
+    expect(ran).to.deep.equal(['kid-2', 'top-1']);
+    // a parent none of whose children is left waits for nothing
+    await restoreJobs(q.client, q.keys, [record('top-2', 'waiting-children', { flow: { deps: [childKey] } })]);
+    expect(await q.getJobState('top-2')).to.be.oneOf(['waiting', 'active', 'completed']);
+  });
+
   it('a call with one bad job is refused with a coded error naming it, and stores nothing', async () => {
     const q = h.queue(uniqueQueue('restore'));
     await q.waitUntilReady();
@@ -86,8 +111,12 @@ describe('glidemq_restore (real valkey-server)', () => {
       [record('ok-1', 'waiting'), record('42', 'waiting')],
       [record('ok-1', 'waiting'), record('ok-1', 'completed')],
       [record('ok-1', 'waiting'), record('bad-2', 'delayed')],
+      [record('ok-1', 'waiting'), record('bad-3', 'waiting', { flow: { deps: [q.keys.job('ok-1')] } })],
+      [record('ok-1', 'waiting'), record('bad-4', 'waiting', { flow: { parents: ['not a key'] } })],
+      [record('ok-1', 'waiting'), record('bad-5', 'waiting', { dedup: { id: 'd', mode: 'throttle', ttl: 0 } })],
     ];
-    const why = [/bad-1.*finishedOn/, /jobId.*whole number/, /ok-1.*named twice/, /bad-2.*runAt/];
+    const why = [/bad-1.*finishedOn/, /jobId.*whole number/, /ok-1.*named twice/, /bad-2.*runAt/, /bad-3.*only a waiting-children job has flow.deps/,
+      /bad-4.*flow.parents entry must be a job key/, /bad-5.*throttle dedup needs a ttl/];
     for (const [i, call] of bad.entries()) {
       const err = await restoreJobs(q.client, q.keys, call).then(() => undefined, (e: Error) => e);
       expect(err, `call ${i}`).to.be.instanceOf(Error);

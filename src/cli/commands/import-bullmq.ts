@@ -35,6 +35,7 @@ function describe(r: BullImportResult, where: string): void {
   for (const s of r.skipped.slice(0, SHOWN)) print(`not copied: ${s.id}: ${s.why}`);
   if (r.skipped.length > SHOWN) print(`not copied: … ${r.skipped.length - SHOWN} more (--json lists them all)`);
   if (!r.sourceFound) warn(`no BullMQ queue "${r.queue}" under prefix "${r.sourcePrefix}" at ${where} (is --source or --source-prefix right?)`);
+  if (r.linkedQueues.length) print(`flow links name the BullMQ ${r.linkedQueues.length === 1 ? 'queue' : 'queues'} ${r.linkedQueues.join(', ')}: import ${r.linkedQueues.length === 1 ? 'it' : 'them'} too (parents' queues first), as glidemq ${r.linkedQueues.length === 1 ? 'queue' : 'queues'} of the same name`);
   if (r.dedupIds) print(`${plural(r.dedupIds, 'dedup id')} ${r.dryRun ? 'would be' : 'were'} carried over: a glidemq add with one is deduplicated while the copied job holds it`);
   if (r.activity.active) warn(`${plural(r.activity.active, 'active BullMQ job')} left where ${r.activity.active === 1 ? 'it is' : 'they are'} (its worker finishes it in BullMQ)`);
 }

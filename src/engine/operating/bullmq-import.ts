@@ -72,6 +72,8 @@ export interface BullImportResult {
   logLines: number;
   /** Dedup ids copied with the jobs written: a glidemq add with one is deduplicated while the copied job holds it. */
   dedupIds: number;
+  /** Other BullMQ queues the flow links of the jobs read name (their glidemq queues of the same name hold the other ends: import them too). */
+  linkedQueues: string[];
   /** Ids glidemq could not keep, and the ids they got. */
   renamed: RenamedIds;
   /** What was not copied, and why. */
@@ -195,11 +197,12 @@ async function writeRecords(target: Queue, records: RestoreRecord[], dryRun: boo
  * The glidemq job key of a BullMQ job key of prefix `k`: a job of queue `queue` goes to `target`, a
  * job of another queue to the glidemq queue of that name (target's prefix), under its glidemq id.
  */
-function linkMapper(k: BullKeys, queue: string, target: Queue): LinkOf {
+function linkMapper(k: BullKeys, queue: string, target: Queue, others: Set<string>): LinkOf {
   return (bullKey) => {
     const at = k.splitJobKey(bullKey);
     const id = at && glidemqId(at.id);
     if (!at || id === undefined) return undefined;
+    if (at.queue !== queue) others.add(at.queue);
     try {
       return new QueueKeys(at.queue === queue ? target.name : at.queue, target.keys.prefix).job(id);
     } catch {
@@ -216,7 +219,7 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
   const refused = o.force ? undefined : refusalOf(activity, o.queue);
   const result: BullImportResult = {
     queue: o.queue, into: o.target.name, dryRun, sourcePrefix: k.prefix, sourceFound: await queueExists(o.source, k), activity, source: zero(), imported: zero(), present: 0, logLines: 0,
-    dedupIds: 0, renamed: { as: `${RENAMED_ID_PREFIX}<id>`, numeric: 0, others: [] }, skipped: [], target: zero(), matches: false,
+    dedupIds: 0, linkedQueues: [], renamed: { as: `${RENAMED_ID_PREFIX}<id>`, numeric: 0, others: [] }, skipped: [], target: zero(), matches: false,
   };
   if (refused) {
     result.refused = refused;
@@ -254,7 +257,8 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
     covered.add(schedulerRunId(s.id, s.nextRun));
   }
   const taken = new Map<string, string>();
-  const linkOf = linkMapper(k, o.queue, o.target);
+  const linked = new Set<string>();
+  const linkOf = linkMapper(k, o.queue, o.target, linked);
   for (const [state, list] of await readStateIds(o.source, k)) {
     for (let at = 0; at < list.length; at += PAGE) {
       const plan = planJobs(await readJobs(o.source, k, state, list.slice(at, at + PAGE)), taken, result.renamed, covered, linkOf);
@@ -277,6 +281,7 @@ export async function importBullmqQueue(o: BullImportOptions): Promise<BullImpor
       }
     }
   }
+  result.linkedQueues = [...linked].sort();
   result.target = await targetCounts(o.target);
   // a dry run compares what the target would hold: what it holds, and what the run would add
   result.matches = COUNTED.every((s) => result.source[s] === result.target[s] + (dryRun ? result.imported[s] : 0));
