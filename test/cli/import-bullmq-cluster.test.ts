@@ -2,15 +2,17 @@
  * `glidemq import-bullmq` from a BullMQ queue on a Valkey cluster (issue 31): BullMQ, given a cluster
  * client and its hash-tagged prefix `{bull}`, fills a queue (waiting, prioritized, delayed, a flow
  * parent and its child, a dedup id); the CLI, given a cluster node's URL as --source and that prefix,
- * copies it into a glidemq queue on the same cluster, with counts equal on both sides.
+ * copies it into a glidemq queue on the same cluster, with counts equal on both sides; a BullMQ
+ * worker connected to any primary makes it refuse.
  */
 import { expect } from 'chai';
 import { Cluster } from 'ioredis';
-import { FlowProducer as BullFlowProducer, Queue as BullQueue } from 'bullmq';
+import { FlowProducer as BullFlowProducer, Queue as BullQueue, Worker as BullWorker } from 'bullmq';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { useCluster } from '../helpers/cluster.js';
 import { uniqueQueue } from '../helpers/engine.js';
+import { waitFor } from '../helpers/valkey.js';
 
 const HOUR = 3_600_000;
 
@@ -43,5 +45,18 @@ describe('CLI: import-bullmq from a cluster', function () {
     expect((await q.getJob('leaf-1'))!.parentKey).to.equal(q.keys.job('top-1'));
     expect(await (await q.getJob('top-1'))!.getDependenciesCount()).to.include({ unprocessed: 1 });
     expect((await q.add('w', { n: 4 }, { deduplication: { id: 'once' } })).id).to.equal('w-1');
+  });
+
+  it('refuses while a BullMQ worker of the queue is connected to the cluster', async () => {
+    const name = uniqueQueue('bullcluster');
+    const connection = new Cluster(cluster().startupNodes);
+    const bull = new BullQueue(name, { connection, prefix: '{bull}' });
+    const w = new BullWorker(name, async () => undefined, { connection: new Cluster(cluster().startupNodes), prefix: '{bull}' });
+    w.on('error', () => undefined);
+    closers.push(() => connection.quit(), () => bull.close(), () => w.close());
+    await waitFor(async () => (await bull.getWorkersCount()) > 0, 'the BullMQ worker to connect');
+    const r = await runCli(['-u', cluster().url, 'import-bullmq', name, '--source', cluster().url, '--source-prefix', '{bull}']);
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/BullMQ is working on queue .*worker connection/);
   });
 });
