@@ -255,6 +255,9 @@ describe('CLI: import-bullmq', function () {
     expect(r.code).to.equal(2);
     expect(r.stderr.trim().split('\n')).to.have.length(1);
     expect(r.stderr).to.match(/--into/);
+    const tagged = await cli(['import-bullmq', '{emails}']);
+    expect(tagged.code).to.equal(2);
+    expect(tagged.stderr).to.match(/hash tag.*--into emails/);
     const port = await freePort();
     const away = await cli(['import-bullmq', 'a', '--source', `redis://u:secret@127.0.0.1:${port}`]);
     expect(away.code).to.equal(2);

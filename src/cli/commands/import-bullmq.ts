@@ -63,7 +63,7 @@ parents' queues first. A job's deduplication id comes with it: a glidemq add wit
 deduplicated while the copied job holds it (for a ttl, for what was left of it).
 
 A BullMQ queue on a cluster: give a cluster node's URL as --source and BullMQ's hash-tagged prefix
-(e.g. --source-prefix '{bull}').
+(e.g. --source-prefix '{bull}'); a queue name holding the hash tag ({emails}) needs --into emails.
 
 Ids are kept where glidemq can keep them. BullMQ's own ids are whole numbers, which glidemq keeps
 for ids it hands out: those, and ids holding ':', braces or whitespace, become ${RENAMED_ID_PREFIX}<id>
@@ -79,12 +79,14 @@ Examples:
   $ glidemq import-bullmq emails --dry-run
   $ glidemq import-bullmq emails reports --source redis://old-host:6379 --source-prefix bull
   $ glidemq import-bullmq emails --into emails-v2 --json
-  $ glidemq import-bullmq reports report-parts --source redis://bull-cluster:7000 --source-prefix '{bull}'`,
+  $ glidemq import-bullmq reports report-parts --source redis://node1:7000 --source-prefix '{bull}'`,
     )
     .action(
       action(async (ctx: CommandContext, queues: string[], f: ImportFlags) => {
         if (f.into !== undefined && queues.length > 1) throw invalid(`--into names one glidemq queue: give one source queue with it, not ${queues.length}`);
         if (!f.sourcePrefix) throw invalid('--source-prefix must not be empty');
+        const tagged = f.into === undefined && queues.find((q) => /[{}]/.test(q));
+        if (tagged) throw invalid(`BullMQ queue "${tagged}" holds a hash tag, which a glidemq queue name cannot: name the glidemq queue with --into (e.g. --into ${tagged.replace(/[{}]/g, '')})`);
         if (f.source !== undefined) parseUrl(f.source); // a bad URL is a usage error before anything connects
         const sourceSettings = f.source === undefined ? { ...ctx.connection, cluster: false } : { url: f.source, cluster: false, options: ctx.connection.options };
         const where = f.source === undefined ? ctx.where : redactUrl(f.source);
