@@ -107,7 +107,8 @@ export class Queue extends QueueGetters implements JobSource {
    * Adds a job. Its timestamp, delay and dedup window count from the server's clock, not this
    * machine's. Once per call: a call re-sent after its reply was lost adds nothing again.
    */
-  async add(name: string, data: unknown, jobOpts: JobOptions = {}): Promise<Job> {
+  add(name: string, data: unknown, jobOpts: JobOptions = {}): Promise<Job> {
+    // (no await here: an add without tracing makes no promise more than before)
     if (this.telemetry) return this.tracedAdd(name, data, jobOpts);
     return this.addJob(name, data, jobOpts);
   }
@@ -174,7 +175,7 @@ export class Queue extends QueueGetters implements JobSource {
    * Adds many jobs; validated all before any is written, then written in pipelined calls
    * (src/engine/producing/bulk-add.ts). An invalid job throws with `index` (1-based) and `reason`.
    */
-  async addBulk(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Job[]> {
+  addBulk(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Job[]> {
     if (this.telemetry) return this.tracedBulk(bulk, (telemetry) => this.addBulkJobs(bulk, opts, telemetry), (jobs) => jobs.map((j) => j.id));
     return this.addBulkJobs(bulk, opts);
   }
@@ -217,7 +218,7 @@ export class Queue extends QueueGetters implements JobSource {
    * `enqueue --ndjson`): the ids and glidemq_add's codes (1 created, 0 a job with that custom id
    * existed, 2 deduplicated, 3 debounced), in the order of `bulk`.
    */
-  async addBulkIds(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
+  addBulkIds(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
     if (this.telemetry) return this.tracedBulk(bulk, (telemetry) => this.addBulkIdsOf(bulk, opts, telemetry), (r) => r.ids);
     return this.addBulkIdsOf(bulk, opts);
   }

@@ -138,22 +138,36 @@ export class Tracing {
    * One run of `job`: a consumer span, the child of the context its add stored (a root span when
    * it stored none), around `run`, which runs in the span's context.
    */
-  async process<T>(queue: string, consumer: string, job: TracedJob, run: () => T | Promise<T>): Promise<T> {
+  process<T>(queue: string, consumer: string, job: TracedJob, run: () => T | Promise<T>): Promise<T> {
     const stored = job.opts.telemetry;
-    const parent = contextOf(stored?.metadata);
-    const span = this.tracer.startSpan(`process ${queue}`, {
-      kind: SpanKind.CONSUMER,
-      attributes: {
-        ...messaging(queue, 'process', 'process'),
-        'messaging.message.id': job.id,
-        'messaging.client.id': consumer,
-        'glidemq.job.name': job.name,
-        'glidemq.job.attempt': job.attemptsMade + 1,
-        'glidemq.job.attempts': job.opts.attempts ?? 1,
-      },
-      links: linksOf(stored?.links),
-    }, parent);
-    return settle(span, context.with(trace.setSpan(parent, span), run), () => ({}));
+    const parent = stored === undefined ? ROOT_CONTEXT : this.parentOf(stored.metadata);
+    // (one object literal: this is made for every run of every job)
+    const attributes: Attributes = {
+      'messaging.system': SYSTEM,
+      'messaging.destination.name': queue,
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.message.id': job.id,
+      'messaging.client.id': consumer,
+      'glidemq.job.name': job.name,
+      'glidemq.job.attempt': job.attemptsMade + 1,
+      'glidemq.job.attempts': job.opts.attempts ?? 1,
+    };
+    const links = stored?.links === undefined ? undefined : linksOf(stored.links);
+    const span = this.tracer.startSpan(`process ${queue}`, { kind: SpanKind.CONSUMER, attributes, links }, parent);
+    return settle(span, context.with(trace.setSpan(parent, span), run));
+  }
+
+  /** The last carrier read and its context: the jobs of a bulk share theirs. */
+  private lastMetadata: string | undefined;
+  private lastParent: Context = ROOT_CONTEXT;
+
+  private parentOf(metadata: string | undefined): Context {
+    if (metadata !== this.lastMetadata) {
+      this.lastParent = contextOf(metadata);
+      this.lastMetadata = metadata;
+    }
+    return this.lastParent;
   }
 
   /** One run of a batch: a consumer span linked to the add of each of its jobs, around `run`. */
@@ -174,7 +188,7 @@ export class Tracing {
       },
       links,
     }, ROOT_CONTEXT);
-    return settle(span, context.with(trace.setSpan(ROOT_CONTEXT, span), run), () => ({}));
+    return settle(span, context.with(trace.setSpan(ROOT_CONTEXT, span), run));
   }
 }
 
@@ -192,10 +206,10 @@ function messaging(queue: string, type: string, name: string): Attributes {
  * Ends `span` when `work` settles: with `done`'s attributes and status OK, or the exception
  * recorded and status ERROR (a RateLimitError is no failure: the job goes back, unattempted).
  */
-async function settle<T>(span: Span, work: Promise<T> | T, done: (result: T) => Attributes): Promise<T> {
+async function settle<T>(span: Span, work: Promise<T> | T, done?: (result: T) => Attributes): Promise<T> {
   try {
     const result = await work;
-    span.setAttributes(done(result));
+    if (done) span.setAttributes(done(result));
     span.setStatus({ code: SpanStatusCode.OK });
     return result;
   } catch (err) {
