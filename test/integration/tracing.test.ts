@@ -148,6 +148,10 @@ describe('tracing: the telemetry option (real valkey-server, in-memory exporter)
     expect(runs.map((r) => r.attributes['messaging.message.id']).sort()).to.deep.equal(jobs.map((j) => j.id).sort());
     expect(runs.every((r) => isChild(r, bulk[0]))).to.equal(true);
     expect(spans(`add ${name}`)).to.have.length(0);
+    // one context for the whole bulk: its jobs' options stay alike (glidemq_addData's fast path)
+    const stored = await Promise.all(jobs.map(async (j) => (await q.getJob(j.id))!.opts.telemetry?.metadata));
+    expect(new Set(stored).size).to.equal(1);
+    expect(JSON.parse(stored[0]!).traceparent).to.include(ctxOf(bulk[0]).spanId);
   });
 
   it('a flow is one span with a create span per job; a parent links its children, and so does its run', async () => {
@@ -194,6 +198,10 @@ describe('tracing: the telemetry option (real valkey-server, in-memory exporter)
       expect(isChild(runOf(a.id), addOf(a.id))).to.equal(true);
       expect(runOf(b.id).parentSpanContext).to.equal(undefined); // a trace of its own
       expect((await q.getJob(b.id))!.opts.telemetry).to.equal(undefined);
+      // BullMQ's telemetry object (bullmq-otel's BullMQOtel) stands for the global provider, by its tracerName
+      const bull = queue(name, { tracerName: 'from-bullmq', contextManager: {}, tracer: { startSpan() {} } });
+      await bull.add('bull', {});
+      expect(spans(`add ${name}`).filter((s) => s.instrumentationScope.name === 'from-bullmq')).to.have.length(1);
     } finally {
       propagation.disable();
     }
