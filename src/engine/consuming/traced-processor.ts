@@ -8,7 +8,7 @@
  */
 import type { Job } from '../jobs/job.js';
 import type { Telemetry } from '../shared/telemetry.js';
-import type { Processor } from './worker-runner.js';
+import { readsArgumentsFreely, type Processor } from './worker-runner.js';
 import type { BatchProcessor } from './batch-runner.js';
 
 /** Where the spans are made: the queue's name and the worker's consumer name. */
@@ -25,9 +25,10 @@ export function traceProcessor<D, R>(site: TraceSite, processor: Processor<D, R>
     const tracing = telemetry.loaded ?? (await telemetry.load());
     return tracing.process(queue, consumer, job, () => processor(job, token, signal));
   };
-  // the runner makes an AbortSignal per run only for a processor that may read one: the wrapper
-  // says so when the processor does (or may: one of no declared parameters)
-  Object.defineProperty(traced, 'length', { value: processor.length === 0 ? 3 : processor.length });
+  // the runner makes an AbortSignal per run only for a processor that may read one (worker-runner.ts
+  // takesSignal): the wrapper declares three parameters when the processor may, else its count
+  const length = processor.length === 0 && readsArgumentsFreely(processor) ? 3 : processor.length;
+  Object.defineProperty(traced, 'length', { value: length });
   return traced;
 }
 
