@@ -48,3 +48,4 @@ export { Broadcast, type BroadcastOptions, type BroadcastMessage, type Subscript
 export { BroadcastWorker, type BroadcastWorkerOptions, type BroadcastProcessor } from './engine/broadcast/broadcast-worker.js';
 export { matchSubject, validateSubject, validatePattern } from './engine/shared/subjects.js';
 export type { ConfirmOptions } from './engine/producing/confirm.js';
+export type { TelemetryOption, TracerLike, JobTelemetry } from './engine/shared/telemetry.js';

@@ -15,6 +15,7 @@ import { TestServer } from '../helpers/valkey.js';
 import { bullmqOneEnqueue, enqueueAvailable, glidemqOneEnqueue, ndjsonEnqueue, nodeStartMs } from './cli-figures.js';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
 import { batchAgainstC10, BATCH_SIZE } from './batch-figures.js';
+import { tracingAgainstC10 } from './trace-figures.js';
 import { FLOW_SIDES, flowAdds, flowEndToEnd, type FlowSizes } from './flow-figures.js';
 import { bulkAdds, delayLateness, memoryPerJob, preload, processBacklog, processListened, serialAdds, steadyLatency, type Sizes } from './figures.js';
 import { median, sentCommands } from './measure.js';
@@ -256,6 +257,19 @@ async function main(): Promise<void> {
           log(`round ${round} batch.s50    glidemq  ${r.batch.toFixed(0)} jobs/s in batches of ${BATCH_SIZE}, against ${r.c10.toFixed(0)} jobs/s at c=10`);
         } catch (err) {
           log(`  batch.s50: FAILED ${(err as Error).stack ?? String(err)}`);
+        }
+      }
+      if (wanted('trace.')) {
+        try {
+          const r = await tracingAgainstC10(main.s.url, main.admin, sizes, round % 2 === 0);
+          // glidemq's own c=10 without the option is the rows' baseline ("BullMQ" column)
+          for (const [key, v] of [['trace.off', r.off], ['trace.on', r.on]] as const) {
+            record(results, key, 'glidemq', v);
+            record(results, key, 'BullMQ', r.base);
+          }
+          log(`round ${round} trace.       glidemq  ${r.off.toFixed(0)} jobs/s telemetry off, ${r.on.toFixed(0)} on, against ${r.base.toFixed(0)} jobs/s without the option`);
+        } catch (err) {
+          log(`  trace.: FAILED ${(err as Error).stack ?? String(err)}`);
         }
       }
       roundsRun = round;

@@ -13,6 +13,7 @@ import { checkRegistryTtl } from './worker-registry.js';
 import { checkBatch, type BatchOptions } from './batch-options.js';
 import { checkDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
 import type { SandboxWorkerOptions } from './sandbox-options.js';
+import type { TelemetryOption } from '../shared/telemetry.js';
 
 /** useWorkerThreads, workerForkOptions, workerThreadsOptions and sandbox apply to a processor file (sandbox-options.ts). */
 export interface WorkerOptions extends SandboxWorkerOptions {
@@ -77,6 +78,11 @@ export interface WorkerOptions extends SandboxWorkerOptions {
    * (batch-runner.ts). `concurrency` then counts batches that run at once.
    */
   batch?: BatchOptions;
+  /**
+   * OpenTelemetry tracing (README "Tracing"): true (the global tracer provider) or { tracer }; each
+   * run of a job is a consumer span, the child of its add's span (traced-processor.ts).
+   */
+  telemetry?: TelemetryOption;
   /**
    * glide-mq's dead-letter queue: a job that fails for good is copied there (README "Dead letters").
    * Stored in the queue's meta when the worker starts, so every client's failures follow it.

@@ -371,7 +371,7 @@ function abortRun(run: Run, reason: Error): void {
  * A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we
  * cannot see.
  */
-function readsArgumentsFreely(fn: Function): boolean {
+export function readsArgumentsFreely(fn: Function): boolean {
   return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
 }
 

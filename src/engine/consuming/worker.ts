@@ -55,6 +55,8 @@ import { ReadLoop } from './worker-read-loop.js';
 import type { WorkerPart } from './worker-part.js';
 import { isProcessorFile, resolveSandbox } from './sandbox-options.js';
 import { Sandbox } from './sandbox-processor.js';
+import { Telemetry } from '../shared/telemetry.js';
+import { traceBatchProcessor, traceProcessor } from './traced-processor.js';
 
 export type { WorkerOptions } from './worker-options.js';
 export type { Processor } from './worker-runner.js';
@@ -91,6 +93,8 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   /** A processor given as a file runs in this pool of children (sandbox-processor.ts). */
   readonly sandbox: Sandbox | undefined;
   private readonly processor: Processor<D, R> | BatchProcessor<D, R> | null | undefined;
+  /** The telemetry option checked: each run is a span (traced-processor.ts); loaded at run(). */
+  private readonly telemetry: Telemetry | undefined;
 
   /**
    * A worker without a processor (`null` or none, as BullMQ's) runs no loop: the application takes
@@ -118,6 +122,13 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       this.processor = this.sandbox.processor as Processor<D, R>;
     } else this.processor = processor;
     this.consumer = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.telemetry = Telemetry.of(opts.telemetry, `the worker of queue ${name}`);
+    if (this.telemetry && typeof this.processor === 'function') {
+      const site = { telemetry: this.telemetry, queue: name, consumer: this.consumer };
+      this.processor = this.settings.batch
+        ? traceBatchProcessor(site, this.processor as BatchProcessor<D, R>)
+        : traceProcessor(site, this.processor as Processor<D, R>);
+    }
     this.acquired = acquireClient(opts.connection, { maxRetriesPerRequest: null });
     this.maintenance = new Maintenance(this.client, this.keys, this.settings);
     const part: WorkerPart = {
@@ -252,6 +263,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   private async start(): Promise<void> {
     this.running = true;
+    await this.telemetry?.load(); // a missing @opentelemetry/api stops the start, saying so
     await this.settle();
     await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
     await storeDeadLetterQueue(this.client, this.keys, this.settings.deadLetterQueue);

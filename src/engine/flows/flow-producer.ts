@@ -17,8 +17,9 @@ import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
 import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 import { addInParts, needsParts } from './flow-journal.js';
-import { encodeNodes, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
+import { encodeNodes, nodeKey, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
 import { addDAG, type DAGFlow } from './dag-nodes.js';
+import { Telemetry, type TelemetryOption } from '../shared/telemetry.js';
 
 export interface FlowProducerOptions {
   connection?: ConnectionInput;
@@ -28,6 +29,11 @@ export interface FlowProducerOptions {
   maxPayloadBytes?: number;
   /** Confirmed writes for every flow added (README "Confirmed writes"); a flow's own `confirm` overrides it. */
   confirm?: ConfirmOptions;
+  /**
+   * OpenTelemetry tracing of flows (README "Tracing"): true (the global tracer provider) or
+   * { tracer }; a flow is a producer span, each job's context stored for the worker's span.
+   */
+  telemetry?: TelemetryOption;
 }
 
 /** BullMQ's JobNode: a job of a flow and its children (left out for a job without children). */
@@ -104,10 +110,14 @@ export class FlowProducer extends SafeEmitter {
   private closing: Promise<void> | undefined;
   /** The producer hashes this producer's calls wrote (one per flow top queue), dropped at close. */
   private readonly producerKeys = new Set<string>();
+  /** The telemetry option checked: tracing is on (@opentelemetry/api is loaded at the first flow). */
+  private readonly telemetry: Telemetry | undefined;
 
   constructor(opts: FlowProducerOptions = {}) {
     const confirm = checkConfirm(opts.confirm);
+    const telemetry = Telemetry.of(opts.telemetry, 'FlowProducer');
     super();
+    this.telemetry = telemetry;
     this.confirm = confirm;
     this.prefix = validatePrefix(opts.prefix ?? DEFAULT_PREFIX);
     this.maxPayload = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD;
@@ -143,7 +153,7 @@ export class FlowProducer extends SafeEmitter {
     await this.waitUntilReady();
     const all = lists.flat();
     this.producerKeys.add(nodeKeys(all[0]).producer(this.producer.id));
-    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload, confirm }, all);
+    const { ts, shapes, created } = await this.addTraced(all, confirm);
     const jobs = new Map<FlowNode, Job>();
     all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys), created)));
     return lists.map((nodes) => treeOf(nodes, jobs));
@@ -153,10 +163,18 @@ export class FlowProducer extends SafeEmitter {
   async addNodes(nodes: FlowNode[]): Promise<Map<FlowNode, Job>> {
     await this.waitUntilReady();
     if (nodes.length) this.producerKeys.add(nodeKeys(nodes[0]).producer(this.producer.id));
-    const { ts, shapes, created } = await addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload, confirm: this.confirm }, nodes);
+    const { ts, shapes, created } = await this.addTraced(nodes, this.confirm);
     const jobs = new Map<FlowNode, Job>();
     nodes.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys), created)));
     return jobs;
+  }
+
+  /** Stores `nodes` (addNodes), in a flow's producer span when tracing is on (shared/tracing.ts). */
+  private async addTraced(nodes: FlowNode[], confirm: Confirm | undefined): Promise<Awaited<ReturnType<typeof addNodes>>> {
+    const write = () => addNodes({ client: this.client, producer: this.producer, maxPayload: this.maxPayload, confirm }, nodes);
+    if (!this.telemetry) return write();
+    const tracing = this.telemetry.loaded ?? (await this.telemetry.load());
+    return tracing.produceFlow(nodes, nodeKey, write, () => ({ 'glidemq.job.ids': nodes.slice(0, 128).map((n) => n.id) }));
   }
 
   /** glide-mq's addDAG: adds a DAG (a node may wait for several) whole or not at all; a Map of node name to Job. */

@@ -6,6 +6,7 @@ import type { ConfirmOptions } from './confirm.js';
 import { invalid, NotSupportedError, PayloadTooLargeError } from '../shared/errors.js';
 import { parseDuration } from '../shared/duration.js';
 import { encodeGroup, type GroupOptions } from './groups.js';
+import { storedTelemetry, type JobTelemetry } from '../shared/telemetry.js';
 
 export const MAX_PRIORITY = 2097152;
 /** The longest job id, in bytes (lua/args.lua MAX_ID_LEN: the library counts bytes). */
@@ -110,6 +111,11 @@ export interface JobOptions {
    * its attempts and backoff (src/engine/consuming/run-timer.ts).
    */
   timeout?: number;
+  /**
+   * BullMQ's job telemetry (README "Tracing"): `metadata`, a trace context carrier as JSON, is
+   * stored with the job (the traced add fills it in); `omitContext` stores none.
+   */
+  telemetry?: JobTelemetry;
 }
 
 /** A child job's parent (BullMQ's ParentOptions). */
@@ -213,6 +219,8 @@ export interface StoredOptions {
   continueParentOnFailure?: boolean;
   /** The run's time limit in ms (read by the worker that runs the job). */
   timeout?: number;
+  /** The trace context of the add (and a flow parent's links), read by a traced worker. */
+  telemetry?: JobTelemetry;
 }
 
 /**
@@ -413,6 +421,10 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   }
   const encodedDedup = encodeDedup(dedup, delay);
   Object.assign(stored, storedDedup(opts));
+  if (opts.telemetry !== undefined) {
+    const telemetry = storedTelemetry(opts.telemetry);
+    if (telemetry) stored.telemetry = telemetry;
+  }
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
   return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodedDedup, group];
 }

@@ -35,6 +35,7 @@ import { addedJob, addNodes } from '../flows/flow-producer.js';
 import { checkDeadLetterQueue, storeDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
 import { readDeadLetterJobs } from './dead-letter-reads.js';
 import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
+import { Telemetry, type TelemetryOption } from '../shared/telemetry.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -53,6 +54,11 @@ export interface QueueOptions {
    * WAIT confirm it, else rejects with ConfirmTimeoutError. An add's own `confirm` overrides it.
    */
   confirm?: ConfirmOptions;
+  /**
+   * OpenTelemetry tracing of adds (README "Tracing"): true (the global tracer provider) or
+   * { tracer }; each add is a producer span whose context the job stores for the worker's span.
+   */
+  telemetry?: TelemetryOption;
 }
 
 /** getJobCounts() with no types (src/engine/inspecting/job-queries.ts). */
@@ -81,12 +87,16 @@ export class Queue extends QueueGetters implements JobSource {
   private deadLetterStored: Promise<void> | undefined;
   /** The confirm option checked (undefined: adds are not confirmed unless a call asks). */
   readonly confirm: Confirm | undefined;
+  /** The telemetry option checked: tracing is on (@opentelemetry/api is loaded at the first add). */
+  private readonly telemetry: Telemetry | undefined;
 
   constructor(name: string, opts: QueueOptions = {}) {
     const jobDefaults = checkJobDefaults(opts.defaultJobOptions); // before a connection is opened
     const confirm = checkConfirm(opts.confirm);
     const deadLetterName = checkDeadLetterQueue(opts.deadLetterQueue, name);
+    const telemetry = Telemetry.of(opts.telemetry, `queue ${name}`);
     super(name, opts);
+    this.telemetry = telemetry;
     this.deadLetterName = deadLetterName;
     this.confirm = confirm;
     this.jobDefaults = jobDefaults;
@@ -97,7 +107,23 @@ export class Queue extends QueueGetters implements JobSource {
    * Adds a job. Its timestamp, delay and dedup window count from the server's clock, not this
    * machine's. Once per call: a call re-sent after its reply was lost adds nothing again.
    */
-  async add(name: string, data: unknown, jobOpts: JobOptions = {}): Promise<Job> {
+  add(name: string, data: unknown, jobOpts: JobOptions = {}): Promise<Job> {
+    // (no await here: an add without tracing makes no promise more than before)
+    if (this.telemetry) return this.tracedAdd(name, data, jobOpts);
+    return this.addJob(name, data, jobOpts);
+  }
+
+  /** add() in a producer span (shared/tracing.ts) whose context the job stores. */
+  private async tracedAdd(name: string, data: unknown, jobOpts: JobOptions): Promise<Job> {
+    const tracing = this.telemetry!.loaded ?? (await this.telemetry!.load());
+    const opts = withDefaults(this.jobDefaults, jobOpts);
+    return tracing.produce('add', this.name, { 'glidemq.job.name': name }, opts.telemetry, (telemetry) => this.addJob(name, data, { ...jobOpts, telemetry }), (job) => ({
+      'messaging.message.id': job.id,
+    }));
+  }
+
+  /** add() without tracing (BullMQ's addJob). */
+  private async addJob(name: string, data: unknown, jobOpts: JobOptions): Promise<Job> {
     const opts = withDefaults(this.jobDefaults, jobOpts);
     if (opts.parent !== undefined) return this.addChild(name, data, opts);
     const group = encodeJob(name, data, opts);
@@ -149,14 +175,37 @@ export class Queue extends QueueGetters implements JobSource {
    * Adds many jobs; validated all before any is written, then written in pipelined calls
    * (src/engine/producing/bulk-add.ts). An invalid job throws with `index` (1-based) and `reason`.
    */
-  async addBulk(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Job[]> {
+  addBulk(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Job[]> {
+    if (this.telemetry) return this.tracedBulk(bulk, (telemetry) => this.addBulkJobs(bulk, opts, telemetry), (jobs) => jobs.map((j) => j.id));
+    return this.addBulkJobs(bulk, opts);
+  }
+
+  /**
+   * A bulk add in one producer span (shared/tracing.ts: one span, not one per job), whose context
+   * every job of the bulk stores: it rides in as a default option, so jobs that share their
+   * options still share them.
+   */
+  private async tracedBulk<T>(bulk: BulkJob[], write: (telemetry: JobOptions['telemetry']) => Promise<T>, ids: (r: T) => string[]): Promise<T> {
+    const tracing = this.telemetry!.loaded ?? (await this.telemetry!.load());
+    const count = Array.isArray(bulk) ? bulk.length : 0;
+    return tracing.produce('addBulk', this.name, { 'messaging.batch.message_count': count }, undefined, write, (r) => ({
+      'glidemq.job.ids': ids(r).slice(0, 128),
+    }));
+  }
+
+  /** The defaults of a bulk's jobs: the queue's, with the trace context of a traced bulk. */
+  private bulkDefaults(telemetry: JobOptions['telemetry']): JobOptions | undefined {
+    return telemetry ? { ...this.jobDefaults, telemetry } : this.jobDefaults;
+  }
+
+  private async addBulkJobs(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false }, telemetry?: JobOptions['telemetry']): Promise<Job[]> {
     // children of existing parents go one by one, each with its place among its parent's dependencies
     if (Array.isArray(bulk) && bulk.some((b) => b?.opts?.parent !== undefined || this.jobDefaults?.parent !== undefined)) {
       const jobs: Job[] = [];
       for (const b of bulk) jobs.push(await this.add(b.name, b.data, opts.confirm === undefined ? b.opts : { ...b.opts, confirm: opts.confirm }));
       return jobs;
     }
-    const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
+    const enc = encodeBulkJobs(bulk, this.bulkDefaults(telemetry), this.maxPayload);
     await this.waitUntilReady();
     const added = await addEncoded(this.addTarget(pickConfirm(opts.confirm, this.confirm)), enc);
     const jobs = bulk.map((_, i) => this.describeAdded(added.ids[i], enc.datas[i], enc.shapes[i], added.ts[i], added.codes[i]));
@@ -169,8 +218,13 @@ export class Queue extends QueueGetters implements JobSource {
    * `enqueue --ndjson`): the ids and glidemq_add's codes (1 created, 0 a job with that custom id
    * existed, 2 deduplicated, 3 debounced), in the order of `bulk`.
    */
-  async addBulkIds(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
-    const enc = encodeBulkJobs(bulk, this.jobDefaults, this.maxPayload);
+  addBulkIds(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
+    if (this.telemetry) return this.tracedBulk(bulk, (telemetry) => this.addBulkIdsOf(bulk, opts, telemetry), (r) => r.ids);
+    return this.addBulkIdsOf(bulk, opts);
+  }
+
+  private async addBulkIdsOf(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false }, telemetry?: JobOptions['telemetry']): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
+    const enc = encodeBulkJobs(bulk, this.bulkDefaults(telemetry), this.maxPayload);
     const confirm = pickConfirm(opts.confirm, this.confirm);
     await this.waitUntilReady();
     const { ids, codes } = await addEncoded(this.addTarget(confirm), enc);
