@@ -10,6 +10,7 @@ export type { SandboxOptions } from './engine/consuming/sandbox-options.js';
 export type { SandboxedJob } from './engine/consuming/sandbox-job.js';
 export { Job, type JobState } from './engine/jobs/job.js';
 export type { JobType, JobStateName } from './engine/inspecting/job-queries.js';
+export type { SearchOptions, SearchState } from './engine/inspecting/job-search.js';
 export type { RetryOptions, RetryJobsOptions } from './engine/jobs/job-edits.js';
 export { QueueEvents, type QueueEventsOptions, type QueueEventsListener } from './engine/inspecting/queue-events.js';
 export type { JobOptions, BackoffOptions, Retention, ParentOptions } from './engine/producing/options.js';
