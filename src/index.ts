@@ -4,7 +4,7 @@ export type { RevokeResult } from './engine/administering/revoke.js';
 export { Worker, type WorkerOptions, type Processor } from './engine/consuming/worker.js';
 export type { BatchProcessor } from './engine/consuming/batch-runner.js';
 export type { BatchOptions } from './engine/consuming/batch-options.js';
-export type { WorkerInfo } from './engine/consuming/worker-registry.js';
+export type { WorkerInfo, WorkerRequest } from './engine/consuming/worker-registry.js';
 export type { RateLimiterOptions } from './engine/consuming/worker-options.js';
 export type { SandboxOptions } from './engine/consuming/sandbox-options.js';
 export type { SandboxedJob } from './engine/consuming/sandbox-job.js';
