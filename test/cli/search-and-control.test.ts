@@ -18,22 +18,24 @@ const processor = (file: string) => join(REPO_ROOT, 'fixtures', 'processors', fi
 
 describe('CLI: jobs --grep, and workers: running ids, --quiet, --stop', function () {
   this.timeout(30_000);
-  const server = useServer();
-  const prefix = uniqueQueue('day2');
-  const cli = (args: string[]) => runCli(['-u', server().url, '--prefix', prefix, ...args]);
   const queues: Queue[] = [];
   const workers: Worker[] = [];
   const children: RunningCli[] = [];
-  const queue = (name: string) => {
-    const q = new Queue(name, { connection: server().url, prefix });
-    queues.push(q);
-    return q;
-  };
+  // (registered before the server's: mocha runs `after` hooks in order, and clients close at once
+  // while their server is still up, where they wait out a timeout once it is gone)
   after(async () => {
     children.forEach((c) => c.kill('SIGKILL'));
     await Promise.all(workers.map((w) => w.close(true)));
     await Promise.all(queues.map((q) => q.close()));
   });
+  const server = useServer();
+  const prefix = uniqueQueue('day2');
+  const cli = (args: string[]) => runCli(['-u', server().url, '--prefix', prefix, ...args]);
+  const queue = (name: string) => {
+    const q = new Queue(name, { connection: server().url, prefix });
+    queues.push(q);
+    return q;
+  };
 
   it('jobs --state failed --grep matches reason, name and data, with --json and paging', async () => {
     const name = uniqueQueue('grep');
@@ -91,7 +93,7 @@ describe('CLI: jobs --grep, and workers: running ids, --quiet, --stop', function
     const child = startCli(['-u', server().url, '--prefix', prefix, 'worker', processor('slow.mjs'), '-q', name, '--sandbox', 'none', '--lock-duration', '400ms']);
     children.push(child);
     await waitFor(() => child.stderr().includes('worker started') || child.stderr().includes('Error'), 'the worker to start');
-    const long = await q.add('long', { ms: 1500 });
+    const long = await q.add('long', { ms: 2500 }); // runs through the quiet checks below
     await waitFor(async () => (await q.getJobState(long.id)) === 'active', 'the long job to run');
     const [info] = await q.getWorkers();
 
