@@ -11,6 +11,10 @@
                             as JSON (what the worker sent, plus id, startedAt, lastSeen, expiresAt).
     <base>:workers-expiry   zset, member = the worker's id, score = when its entry expires (ms,
                             the server's clock).
+  Requests from afar (`glidemq workers --quiet|--stop <id>`, Queue.quietWorker/stopWorker): the
+  entry's `request` field, 'quiet' (take no new jobs) or 'stop' (finish the running jobs and
+  close), written by glidemq_requestWorker and kept by every refresh. The worker reads it in the
+  reply to its next refresh and obeys; the entry keeps saying it, so `workers` shows it.
   Both keys expire (PEXPIREAT) with the last entry they hold: a registry nobody refreshes goes away
   on its own. Expired entries are dropped by every registration (a few) and by the listing.
 
@@ -18,15 +22,24 @@
   KEYS[1]  meta key.
   ARGV[1]  id: the worker's consumer name (the one its claims carry).
   ARGV[2]  info: a JSON object of at most 4096 bytes (host, pid, queue, concurrency, running,
-           version, ...; its id, startedAt, lastSeen and expiresAt are set here).
+           jobs, version, ...; its id, startedAt, lastSeen, expiresAt and request are set here).
   ARGV[3]  ttl: ms from the server's now until the entry expires unless refreshed (1..86400000).
-  Returns  the server's now (ms): the worker's lastSeen.
+  Returns  {now, request}: the server's now (ms), the worker's lastSeen; the request made of it
+           ('quiet', 'stop', or '' for none).
   Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a registry key holds another type).
 
   glidemq_unregisterWorker — removes one worker's entry (its close()).
   KEYS[1]  meta key.
   ARGV[1]  id: the worker's consumer name.
   Returns  1 when it was registered, else 0.
+  Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a registry key holds another type).
+
+  glidemq_requestWorker — asks a live worker to go quiet or to stop (it reads it at its next refresh).
+  KEYS[1]  meta key.
+  ARGV[1]  id: the worker's consumer name.
+  ARGV[2]  request: 'quiet' (take no new jobs) or 'stop' (finish the running jobs and close); a
+           stop already asked for is not turned back into a quiet.
+  Returns  1 when a live worker has that id (asked), else 0 (nothing written).
   Errors   ERR_INVALID (an argument), ERR_WRONG_TYPE (a registry key holds another type).
 
   glidemq_listWorkers — the live workers, expired entries dropped first.
@@ -63,6 +76,7 @@ local INFO = kind('a JSON object of at most ' .. MAX_INFO .. ' bytes', function(
 end)
 local REGISTER_ARGS = { 'id', ARG.nonEmpty, 'info', INFO, 'ttl', ARG.int(1, 86400000) }
 local UNREGISTER_ARGS = { 'id', ARG.nonEmpty }
+local REQUEST_ARGS = { 'id', ARG.nonEmpty, 'request', ARG.oneOf('quiet', 'stop') }
 local NO_ARGS = {}
 
 -- Drops at most `limit` entries expired at `now`.
@@ -88,14 +102,16 @@ register('glidemq_registerWorker', function(keys, args)
   requireTypes(k, REGISTRY_TYPES)
   local now = serverNow()
   local info = cjson.decode(a.info)
-  local startedAt = now
+  local startedAt, request = now, nil
   local was = redis.call('HGET', k.workers, a.id)
   if was then
     local ok, old = pcall(cjson.decode, was)
     if ok and type(old) == 'table' and tonumber(old.startedAt) then startedAt = tonumber(old.startedAt) end
+    if ok and type(old) == 'table' and (old.request == 'quiet' or old.request == 'stop') then request = old.request end
   end
   info.id = a.id
   info.startedAt = startedAt
+  info.request = request
   info.lastSeen = now
   info.expiresAt = now + a.ttl
   -- write phase
@@ -103,7 +119,23 @@ register('glidemq_registerWorker', function(keys, args)
   redis.call('HSET', k.workers, a.id, cjson.encode(info))
   redis.call('ZADD', k.workersExpiry, now + a.ttl, a.id)
   expireWithLast(k)
-  return now
+  return { now, request or '' }
+end)
+
+register('glidemq_requestWorker', function(keys, args)
+  local k = keysFor(keys[1])
+  local a = decodeArgs('glidemq_requestWorker', args, REQUEST_ARGS)
+  requireTypes(k, REGISTRY_TYPES)
+  local expires = tonumber(redis.call('ZSCORE', k.workersExpiry, a.id))
+  local was = redis.call('HGET', k.workers, a.id)
+  if not expires or expires <= serverNow() or not was then return 0 end
+  local ok, info = pcall(cjson.decode, was)
+  if not ok or type(info) ~= 'table' then return 0 end -- not a worker's entry (another program wrote it)
+  if info.request == 'stop' then return 1 end
+  info.request = a.request
+  -- write phase
+  redis.call('HSET', k.workers, a.id, cjson.encode(info))
+  return 1
 end)
 
 register('glidemq_unregisterWorker', function(keys, args)

@@ -5,7 +5,8 @@
  * the command returns its exit code once the worker has closed.
  *
  * On stderr the worker speaks (worker-voice.ts, --log-json for services): a start line, the stop a
- * signal asked for, a connection lost and restored, a queue paused and resumed, what keeps an
+ * signal asked for, a connection lost and restored, a queue paused and resumed, a request from
+ * afar (`glidemq workers --quiet|--stop`: the Worker obeys it, this says so), what keeps an
  * --exit-when-idle worker waiting (delayed jobs), and why it exited.
  */
 import type { EventEmitter } from 'node:events';
@@ -91,7 +92,8 @@ type StopReason =
   | { kind: 'signal'; signal: string }
   | { kind: 'idle' }
   | { kind: 'max-jobs'; max: number }
-  | { kind: 'fail-fast'; id: string; label: string };
+  | { kind: 'fail-fast'; id: string; label: string }
+  | { kind: 'remote' };
 
 /** After this long without the worker starting (no server yet), say that it is still connecting. */
 const CONNECTING_NOTICE_MS = 3000;
@@ -161,6 +163,8 @@ export async function runUntilStopped<T>(worker: Runnable, spec: RunSpec<T>): Pr
     voice.say('info', 'queue-resumed', `queue ${queue} resumed: taking jobs again`, { queue });
   });
 
+  heedRequests(worker, life, voice);
+
   const announce = once(() => sayStarted(voice, about));
   worker.once('ready', announce); // Worker: as soon as it works, before whatever its first fetch finds
   const slow = setTimeout(() => {
@@ -212,6 +216,8 @@ function sayExited(voice: Voice, reason: StopReason | undefined, code: number, a
         return `--max-jobs ${reason.max} reached`;
       case 'fail-fast':
         return `${reason.id} ${reason.label} failed for good (--fail-fast)`;
+      case 'remote':
+        return 'asked to stop (glidemq workers --stop)';
       default:
         return 'the worker closed';
     }
@@ -231,6 +237,22 @@ function sayExited(voice: Voice, reason: StopReason | undefined, code: number, a
       uptimeMs: Math.round(uptimeMs),
     },
   );
+}
+
+/**
+ * Requests from afar (the Worker obeys them itself: worker-remote.ts): says what was asked, and a
+ * stop closes the command as a signal does, so it exits 0 once the running jobs finished.
+ */
+function heedRequests(worker: Closable, life: Lifecycle, voice: Voice): void {
+  worker.on('quietRequested', () => {
+    const running = worker.activeCount;
+    voice.say('warn', 'quiet-requested', `asked to go quiet (glidemq workers --quiet): no new job is taken${running > 0 ? `; ${plural(running, 'running job')} may finish` : ''}`, { running });
+  });
+  worker.on('stopRequested', () => {
+    const running = worker.activeCount;
+    voice.say('info', 'stop-requested', `asked to stop (glidemq workers --stop): ${running > 0 ? `waiting for ${plural(running, 'running job')}, then exiting` : 'no job running, exiting'}`, { reason: 'remote', running });
+    void life.stop({ kind: 'remote' });
+  });
 }
 
 function report(json: boolean, f: Finished, status: 'completed' | 'failed'): void {

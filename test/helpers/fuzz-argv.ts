@@ -217,6 +217,8 @@ export const TEMPLATES: Record<string, Template> = {
     String(rng.pick([30, 1000, 30_000])),
   ],
   glidemq_unregisterWorker: (f, rng) => [rng.chance(0.5) ? f.consumer : 'fz-worker-2'],
+  glidemq_requestWorker: (f, rng) => [rng.chance(0.7) ? f.consumer : 'fz-worker-2', rng.pick(['quiet', 'stop'])],
+  glidemq_searchJobs: (_f, rng) => [rng.pick(['waiting', 'paused', 'active', 'delayed', 'failed', 'completed']), rng.pick(['a', '{', 'x'.repeat(50)]), '0', String(rng.int(1, 1000))],
   glidemq_listWorkers: () => [],
   glidemq_oldestWaiting: () => [],
   glidemq_upkeep: () => [],

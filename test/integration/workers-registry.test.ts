@@ -194,4 +194,46 @@ describe('worker registry, oldest waiting age, failure stacks (real valkey-serve
       expect(await q.getJobState(job.id)).to.equal('waiting');
     });
   });
+
+  describe('requests from afar (Queue.quietWorker, Queue.stopWorker)', () => {
+    it('quiet: the worker hears it at its next refresh, emits quietRequested and takes no new job; stop: stopRequested, it finishes and closes', async () => {
+      const name = uniqueQueue('ask');
+      const q = h.queue(name);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const w = h.worker(name, async (job: Job) => (job.name === 'hold' ? gate : 'ok'), { ...SHORT, concurrency: 2 });
+      const held = await q.add('hold', {});
+      await waitFor(async () => (await q.getWorkers())[0]?.jobs.includes(held.id), 'the registry to list the running job');
+
+      const quiet = new Promise<void>((r) => w.once('quietRequested', () => r()));
+      expect(await q.quietWorker(w.consumer)).to.equal(true);
+      await quiet;
+      await waitFor(() => w.isPaused(), 'the worker to pause');
+      const later = await q.add('later', {});
+      const seen = (await q.getWorkers())[0].lastSeen;
+      await waitFor(async () => ((await q.getWorkers())[0]?.lastSeen ?? Infinity) > seen + 200, 'two more refreshes');
+      expect(await q.getJobState(later.id)).to.equal('waiting');
+      expect((await q.getWorkers())[0]).to.include({ request: 'quiet' });
+
+      const stopping = new Promise<void>((r) => w.once('stopRequested', () => r()));
+      const closed = new Promise<void>((r) => w.once('closed', () => r()));
+      expect(await q.stopWorker(w.consumer)).to.equal(true);
+      await stopping;
+      expect(await q.quietWorker(w.consumer)).to.equal(true); // a stop is not turned back into a quiet
+      expect((await q.getWorkers())[0]).to.include({ request: 'stop' });
+      release();
+      await closed;
+      expect(await q.getJobState(held.id)).to.equal('completed');
+      expect(await q.getJobState(later.id)).to.equal('waiting');
+      expect(await q.getWorkers()).to.deep.equal([]);
+    });
+
+    it('an id no live worker has: false, and nothing is written', async () => {
+      const q = h.queue(uniqueQueue('nobody'));
+      await q.waitUntilReady();
+      expect(await q.quietWorker('no-such-worker')).to.equal(false);
+      expect(await q.stopWorker('no-such-worker')).to.equal(false);
+      expect(await q.client.exists(q.keys.workers, q.keys.workersExpiry)).to.equal(0);
+    });
+  });
 });

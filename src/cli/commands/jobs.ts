@@ -6,6 +6,7 @@ import { invalid } from '../../engine/shared/errors.js';
 import { checkState, LISTABLE_STATES, listJobPage, type JobFilter, type ListableState, type ListedJob } from '../../engine/operating/job-listing.js';
 import { action, withQueue } from '../context.js';
 import { holdsDeadLetters } from '../../engine/operating/dead-letters.js';
+import { searchJobPage } from '../../engine/operating/job-search-listing.js';
 import { colour, ellipsis, fitColumn, formatClock, formatDuration, formatRelative, jobJson, plural, print, printLines, sameDay, table, timeZoneLabel } from '../output.js';
 
 interface JobsFlags {
@@ -15,6 +16,7 @@ interface JobsFlags {
   since?: string;
   page?: string;
   offset?: string;
+  grep?: string;
 }
 
 /** The column each state adds after id, name, age, attempts. */
@@ -63,6 +65,7 @@ export function register(program: Command): void {
     .option('--limit <n>', 'jobs per page', '20')
     .option('--page <n>', 'which page (1 is the newest jobs)')
     .option('--offset <n>', 'skip this many matching jobs (instead of --page)')
+    .option('-g, --grep <text>', 'only jobs whose failure reason, name or data holds this text (case ignored), searched on the server')
     .addHelpText(
       'after',
       `
@@ -74,6 +77,9 @@ was added. --since counts back from the server's clock: a failed or completed jo
 finished within the span, any other job when it was added within it. --name and --since are
 applied while the queue is read page by page, so a large queue is never loaded whole. With --json
 each job is one line of JSON (NDJSON), with every field \`glidemq job\` shows.
+--grep looks for plain text (no pattern; letters match either case) in each job's failure
+reason, name and data (its JSON), on the server a bounded step at a time: only the matches are
+downloaded (README "Searching jobs"); --name, --since and the paging flags apply to the matches.
 On a dead-letter queue (README "Dead letters") --state may be left out: its dead letters (failed)
 are listed, with the queue and job id each failed in (column "from"; --json: originalQueue,
 originalJobId).
@@ -84,6 +90,8 @@ Examples:
   $ glidemq jobs emails --state delayed --limit 50 --page 2
   $ glidemq jobs reports --state waiting-children
   $ glidemq jobs emails -s failed --json | jq -r .failedReason | sort | uniq -c
+  $ glidemq jobs emails --state failed --grep "connection refused"
+  $ glidemq jobs emails -s waiting --grep alice@example.com --json
   $ glidemq jobs emails-dlq`,
     )
     .action(
@@ -99,13 +107,15 @@ Examples:
         }
         const state = f.state === undefined ? 'failed' : checkState(f.state);
         const filter = filterFrom(state, f);
-        const result = await withQueue(ctx, queue, (q) => listJobPage(q, filter, { offset, limit }));
+        if (f.grep !== undefined && f.grep === '') throw invalid('--grep is empty');
+        const grep = f.grep;
+        const result = await withQueue(ctx, queue, (q) => (grep === undefined ? listJobPage(q, filter, { offset, limit }) : searchJobPage(q, filter, grep, { offset, limit })));
         const { jobs, now } = result;
         if (ctx.json) {
           printLines(jobs.map(({ job, runAt, unprocessed }) => JSON.stringify({ ...jobJson(job), ...(runAt === undefined ? {} : { runAt }), ...(unprocessed === undefined ? {} : { unprocessed }) })));
           return 0;
         }
-        const what = describeFilter(filter, f.since);
+        const what = describeFilter(filter, f.since) + (grep === undefined ? '' : ` matching "${grep}"`);
         if (jobs.length === 0) {
           print(colour.dim(offset > 0 ? `no more ${what} in ${queue} (after the first ${offset})` : `no ${what} in ${queue}`));
           return 0;

@@ -371,6 +371,7 @@ export const READ_ONLY_FUNCTIONS: ReadonlySet<string> = new Set([
   'glidemq_ownClaims', 'glidemq_oldestWaiting', 'glidemq_bcSubscriptions', 'glidemq_outboxList',
   'glidemq_flowJournalDue',
   'glidemq_deadOutboxList',
+  'glidemq_searchJobs',
 ]);
 
 function send(client: Client, fn: string, keys: string[], args: (string | number)[]): Promise<unknown> {

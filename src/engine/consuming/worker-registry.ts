@@ -3,7 +3,9 @@
  * it starts, refreshes its entry on a timer (one call per refresh, nothing per job) and removes it
  * on close(); an entry not refreshed expires by the server's clock, so a worker that died without
  * closing disappears on its own. Queue.getWorkers() lists the live ones; `glidemq workers` and
- * `pel` show them.
+ * `pel` show them. Each refresh also says which jobs the worker runs (a few ids), and its reply
+ * carries what an operator asked of the worker from afar (Queue.quietWorker / stopWorker,
+ * `glidemq workers --quiet|--stop`): the worker obeys at that refresh.
  */
 import { hostname } from 'node:os';
 import type { Client } from '../connecting/connection.js';
@@ -23,6 +25,10 @@ export interface WorkerInfo {
   concurrency: number;
   /** Jobs running at its last refresh. */
   running: number;
+  /** Ids of some of those jobs (at most RUNNING_IDS_KEPT, fewer when they are long). */
+  jobs: string[];
+  /** What was asked of it from afar: 'quiet' (take no new jobs), 'stop' (finish and close), or null. */
+  request: WorkerRequest | null;
   /** When it first registered. */
   startedAt: number;
   /** Its last refresh. */
@@ -31,6 +37,26 @@ export interface WorkerInfo {
   expiresAt: number;
   /** The glidemq package version it runs. */
   version: string;
+}
+
+/** What an operator may ask of a worker through the registry. */
+export type WorkerRequest = 'quiet' | 'stop';
+
+/** Running job ids an entry keeps, at most (their count is `running`). */
+export const RUNNING_IDS_KEPT = 10;
+/** Characters of running job ids an entry keeps, at most (the entry holds 4096 bytes). */
+const RUNNING_IDS_CHARS = 2048;
+
+/** Some of `ids` for the entry: the first few, within RUNNING_IDS_KEPT and RUNNING_IDS_CHARS. */
+function someIds(ids: Iterable<string>): string[] {
+  const kept: string[] = [];
+  let chars = 0;
+  for (const id of ids) {
+    if (kept.length === RUNNING_IDS_KEPT || chars + id.length > RUNNING_IDS_CHARS) break;
+    kept.push(id);
+    chars += id.length;
+  }
+  return kept;
 }
 
 /** The default time an entry lives unless refreshed (ms); it is refreshed every third of it. */
@@ -61,7 +87,11 @@ export class WorkerRegistration {
     private readonly keys: QueueKeys,
     private readonly id: string,
     private readonly ttl: number,
-    private readonly describe: () => { concurrency: number; running: number },
+    private readonly describe: () => { concurrency: number; running: number; jobs?: Iterable<string> },
+    /** Told what an operator asked of this worker, at each refresh that finds a request. */
+    private readonly hear: (request: WorkerRequest) => void = () => undefined,
+    /** How often the entry is refreshed (ms): by default a third of the ttl. */
+    private readonly every = refreshInterval(ttl),
   ) {}
 
   /**
@@ -71,7 +101,7 @@ export class WorkerRegistration {
    */
   async start(onError: (err: unknown) => void): Promise<void> {
     const register = () => this.refresh().catch(onError);
-    this.timer = setInterval(() => void register(), refreshInterval(this.ttl));
+    this.timer = setInterval(() => void register(), this.every);
     await register();
   }
 
@@ -95,9 +125,12 @@ export class WorkerRegistration {
       queue: this.keys.queue,
       concurrency: d.concurrency,
       running: d.running,
+      jobs: someIds(d.jobs ?? []),
       version: LIBRARY_PACKAGE_VERSION,
     };
-    await callFunction(this.client(), 'glidemq_registerWorker', this.keys.meta, [this.id, JSON.stringify(info), this.ttl]);
+    const reply = await callFunction(this.client(), 'glidemq_registerWorker', this.keys.meta, [this.id, JSON.stringify(info), this.ttl]);
+    const request = Array.isArray(reply) ? String(reply[1]) : '';
+    if (!this.gone && (request === 'quiet' || request === 'stop')) this.hear(request);
   }
 
   /** Writes nothing more (a close that cannot reach the server: the entry expires on its own). */
@@ -122,6 +155,27 @@ export class WorkerRegistration {
     await this.inFlight?.catch(() => undefined);
     await callFunction(this.client(), 'glidemq_unregisterWorker', this.keys.meta, [this.id]);
   }
+}
+
+/**
+ * Asks live worker `id` of the queue to go quiet or to stop; false when no live worker of the
+ * queue has that id (nothing is written then). The worker obeys at its next refresh.
+ */
+export async function requestWorker(client: Client, keys: QueueKeys, id: string, request: WorkerRequest): Promise<boolean> {
+  if (request !== 'quiet' && request !== 'stop') throw invalid(`a worker request is 'quiet' or 'stop', got ${String(request)}`);
+  if (typeof id !== 'string' || id === '') throw invalid('a worker id is its consumer name (glidemq workers --json shows it), got an empty one');
+  return Number(await callFunction(client, 'glidemq_requestWorker', keys.meta, [id, request])) === 1;
+}
+
+/**
+ * Asks live worker `id`, of whichever queue under `prefix` it serves, to go quiet or to stop: the
+ * queue it serves, or undefined when no live worker has that id.
+ */
+export async function requestAnyWorker(client: Client, prefix: string, id: string, request: WorkerRequest): Promise<string | undefined> {
+  const { workers } = await readAllWorkers(client, prefix);
+  const w = workers.find((x) => x.id === id);
+  if (!w) return undefined;
+  return (await requestWorker(client, new QueueKeys(w.queue, prefix), id, request)) ? w.queue : undefined;
 }
 
 /** The live workers of a queue, expired entries dropped (the one expiring first first). */
@@ -178,6 +232,9 @@ function decodeInfo(text: string, queue: string): WorkerInfo | undefined {
     queue: s(o.queue) || queue,
     concurrency: n(o.concurrency),
     running: n(o.running),
+    // (an empty list comes back from the server's JSON as {})
+    jobs: Array.isArray(o.jobs) ? o.jobs.filter((x): x is string => typeof x === 'string') : [],
+    request: o.request === 'quiet' || o.request === 'stop' ? o.request : null,
     startedAt: n(o.startedAt),
     // lastBeat: an entry an older library wrote (a rolling upgrade)
     lastSeen: n(o.lastSeen ?? o.lastBeat),

@@ -14,7 +14,9 @@
  * finish found the claim gone), moved (job: parked by moveToDelayed), lockLost (id), connectionLost
  * (why) and connectionRestored (ms down): the command connection closed while running and is back
  * (connection-watch.ts), queuePaused and queueResumed: a fetch found the queue paused (Queue.pause
- * wakes an idle worker, which hears of it at once) or running again. After `completed` and `failed`
+ * wakes an idle worker, which hears of it at once) or running again, quietRequested and
+ * stopRequested: an operator asked this worker from afar to take no new jobs (it pauses) or to
+ * finish and close (it closes; worker-remote.ts). After `completed` and `failed`
  * the job is up to date: attemptsMade counts the attempt just made, finishedOn - processedOn is its
  * run time (this process's clock), and after a failure `state` says whether it runs again
  * ('waiting' or 'delayed') or not ('failed'). A listener that throws never stops the worker: the
@@ -38,7 +40,8 @@ import { holdQueue, storeWorkerLimits } from '../administering/rate-limits.js';
 import { IdleWaiters } from '../shared/idle-waiters.js';
 import { CLOSE_CALL_MS, within } from '../shared/waiting.js';
 import { SafeEmitter } from '../shared/safe-emitter.js';
-import { WorkerRegistration } from './worker-registry.js';
+import { refreshInterval, WorkerRegistration } from './worker-registry.js';
+import { RemoteRequests } from './worker-remote.js';
 import { watchConnection } from '../connecting/connection-watch.js';
 import { ManualFetch } from './manual-fetch.js';
 import { Promoter } from './worker-promoter.js';
@@ -185,8 +188,11 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       lose: (id, fence) => this.runner.lose(id, fence) ?? this.buffer.lose(id, fence),
       revoke: (id, fence) => this.runner.revoke(id, fence) ?? this.runner.revokeAhead(this.buffer.jobs.get(id), fence),
     });
-    const load = () => ({ concurrency: this.settings.concurrency, running: this.runner.processing() });
-    this.registration = new WorkerRegistration(part.client, this.keys, this.consumer, this.settings.registryTtl, load);
+    const load = () => ({ concurrency: this.settings.concurrency, running: this.runner.processing(), jobs: this.runner.active.keys() });
+    // requests from afar are heard at a refresh: one at least every lock renewal (lockDuration / 2)
+    const remote = new RemoteRequests({ ...part, quiet: () => this.pause(true), stop: () => this.close() });
+    const every = Math.min(refreshInterval(this.settings.registryTtl), Math.max(50, Math.floor(this.settings.lockDuration / 2)));
+    this.registration = new WorkerRegistration(part.client, this.keys, this.consumer, this.settings.registryTtl, load, (r) => remote.hear(r), every);
     this.recovery = new ClaimRecovery({
       ...part,
       // whether this claim is running, finishing or prefetched here

@@ -117,7 +117,7 @@ export async function listJobPage(q: Queue, filter: JobFilter, opts: { offset: n
 }
 
 /** The jobs with the time each delayed one is due, or the dependencies each waiting parent waits for (nothing for other states). */
-async function withRunAt(q: Queue, state: ListableState, jobs: Job[]): Promise<ListedJob[]> {
+export async function withRunAt(q: Queue, state: ListableState, jobs: Job[]): Promise<ListedJob[]> {
   if (state === 'waiting-children') {
     const counts = await Promise.all(jobs.map((j) => q.client.scard(q.keys.deps(j.id))));
     return jobs.map((job, i) => ({ job, unprocessed: counts[i] }));

@@ -20,6 +20,7 @@ import { rateLimitTtl } from '../administering/rate-limits.js';
 import { listWorkers, oldestWaitingAge, type WorkerInfo } from '../consuming/worker-registry.js';
 import { renderPrometheus, snapshotQueue } from '../inspecting/prometheus.js';
 import { QueueBase } from './queue-base.js';
+import { searchStep, type SearchOptions } from '../inspecting/job-search.js';
 
 /** `start`..`end` of `ids`, inclusive, negative counting from the end (as ZRANGE and LRANGE take them). */
 function page<T>(ids: T[], start: number, end: number): T[] {
@@ -223,6 +224,19 @@ export class QueueGetters extends QueueBase {
   async getOldestWaitingAge(): Promise<number | null> {
     await this.waitUntilReady();
     return oldestWaitingAge(this.client, this.keys);
+  }
+
+  /**
+   * One step of a search: the jobs of `state` whose failure reason, name or data holds `grep`
+   * (plain text, ASCII case ignored), among the next `count` entries of the state (default 100)
+   * from `cursor`. Bounded on the server (lua/search.lua): call again with the cursor returned
+   * until it is '0'; a step may find none. A job removed since it matched is left out.
+   */
+  async search(opts: SearchOptions): Promise<{ jobs: Job[]; cursor: string }> {
+    await this.waitUntilReady();
+    const step = await searchStep(this.client, this.keys, opts);
+    const jobs = await Promise.all(step.ids.map((id) => this.getJob(id)));
+    return { jobs: jobs.filter((j): j is Job => j !== undefined), cursor: step.cursor };
   }
 
   /**

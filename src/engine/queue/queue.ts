@@ -29,6 +29,7 @@ import { removeJob } from '../jobs/job-removal.js';
 import { removeGlobalRateLimit, setGlobalRateLimit } from '../administering/rate-limits.js';
 import { revokeJob, type RevokeResult } from '../administering/revoke.js';
 import { QueueGetters } from './queue-getters.js';
+import { requestWorker } from '../consuming/worker-registry.js';
 import { Producer } from '../producing/producer.js';
 import { childNode } from '../flows/flow-nodes.js';
 import { addedJob, addNodes } from '../flows/flow-producer.js';
@@ -346,6 +347,26 @@ export class Queue extends QueueGetters implements JobSource {
   async removeGlobalRateLimit(): Promise<void> {
     await this.waitUntilReady();
     await removeGlobalRateLimit(this.client, this.keys);
+  }
+
+  /**
+   * Asks live worker `id` of this queue (its consumer name: getWorkers() lists them) to take no new
+   * jobs; its running jobs go on. It obeys at its next registry refresh (within lockDuration / 2
+   * and registryTtl / 3) and emits `quietRequested`. False when no live worker has that id.
+   */
+  async quietWorker(id: string): Promise<boolean> {
+    await this.waitUntilReady();
+    return requestWorker(this.client, this.keys, id, 'quiet');
+  }
+
+  /**
+   * Asks live worker `id` of this queue to finish its running jobs and close (its graceful
+   * close()), at its next registry refresh; it emits `stopRequested`. False when no live worker
+   * has that id.
+   */
+  async stopWorker(id: string): Promise<boolean> {
+    await this.waitUntilReady();
+    return requestWorker(this.client, this.keys, id, 'stop');
   }
 
   async setGlobalConcurrency(n: number): Promise<void> {
