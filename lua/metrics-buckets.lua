@@ -88,3 +88,70 @@ checkMetrics = function(k, now, completed, failed)
   if first then requireMetricsTypes(k) end
 end
 end
+
+--[[ The lifetime counters (Prometheus' counters and processing-time histogram, read by
+  src/engine/inspecting/lifetime-metrics.ts), kept for good in fields of the queue's meta hash,
+  which every finish reads already (so its type is checked there): never trimmed, only ever
+  incremented, and gone only with the queue (obliterate).
+    pt:c:<le>  completed attempts whose processing took at most <le> ms (and more than the bound
+               before it; 'inf' for the rest): a histogram bucket, not cumulative. Their sum is
+               the queue's completed jobs (a job completes once).
+    pt:f:<le>  failed attempts, retried or not, the same way.
+    pt:c:ms, pt:f:ms  the processing ms of those attempts, summed.
+    failed     jobs failed for good, by any path: a processor's failure with no retry left, a
+               stalled job over its limit (lua/reclaim.lua), a revoked job (lua/revoke.lua), a
+               parent failed by its child (lua/flow-keys.lua): lua/outcomes.lua storeFailure.
+  A finish pays one HINCRBY for the bucket and one for the ms; glidemq_finishMany pays them once
+  per distinct bucket in its batch. A field that another program set to a value that is not a
+  count is set afresh (a counter reset, which Prometheus expects) rather than failing the finish
+  halfway through its writes. ]]
+local LIFETIME = {}
+do
+local BOUNDS_MS = { 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 1800000 }
+local BUCKETS = { [true] = {}, [false] = {} }
+for i, b in ipairs(BOUNDS_MS) do
+  BUCKETS[true][i], BUCKETS[false][i] = 'pt:c:' .. b, 'pt:f:' .. b
+end
+BUCKETS[true][#BOUNDS_MS + 1], BUCKETS[false][#BOUNDS_MS + 1] = 'pt:c:inf', 'pt:f:inf'
+local SUM = { [true] = 'pt:c:ms', [false] = 'pt:f:ms' }
+
+local function add(meta, field, n)
+  local r = redis.pcall('HINCRBY', meta, field, n)
+  if type(r) == 'table' and r.err then redis.pcall('HSET', meta, field, n) end
+end
+
+-- The bucket field of an attempt of `ms` that `completed` (or failed).
+local function bucketOf(completed, ms)
+  local fields = BUCKETS[completed]
+  for i = 1, #BOUNDS_MS do
+    if ms <= BOUNDS_MS[i] then return fields[i] end
+  end
+  return fields[#BOUNDS_MS + 1]
+end
+
+-- One attempt its worker finished (completed, or failed whether retried or not), of `ms`.
+LIFETIME.attempt = function(k, completed, ms)
+  add(k.meta, bucketOf(completed, ms), 1)
+  if ms > 0 then add(k.meta, SUM[completed], ms) end
+end
+
+-- A batch's attempts: tally each into `t` (a table of the call's, or nil: returns the table),
+-- then flush it once with the batch's summed ms.
+LIFETIME.tally = function(t, completed, ms)
+  t = t or {}
+  local field = bucketOf(completed, ms)
+  t[field] = (t[field] or 0) + 1
+  return t
+end
+LIFETIME.flush = function(k, t, msCompleted, msFailed)
+  if not t then return end
+  for field, n in pairs(t) do add(k.meta, field, n) end
+  if msCompleted > 0 then add(k.meta, SUM[true], msCompleted) end
+  if msFailed > 0 then add(k.meta, SUM[false], msFailed) end
+end
+
+-- A job failed for good (lua/outcomes.lua storeFailure).
+LIFETIME.failedForGood = function(k)
+  add(k.meta, 'failed', 1)
+end
+end

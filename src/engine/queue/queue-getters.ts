@@ -19,6 +19,7 @@ import { deduplicationJobId } from '../producing/dedup-queries.js';
 import { rateLimitTtl } from '../administering/rate-limits.js';
 import { listWorkers, oldestWaitingAge, type WorkerInfo } from '../consuming/worker-registry.js';
 import { renderPrometheus, snapshotQueue } from '../inspecting/prometheus.js';
+import { readLifetimeMetrics, type LifetimeMetrics } from '../inspecting/lifetime-metrics.js';
 import { QueueBase } from './queue-base.js';
 
 /** `start`..`end` of `ids`, inclusive, negative counting from the end (as ZRANGE and LRANGE take them). */
@@ -223,6 +224,15 @@ export class QueueGetters extends QueueBase {
   async getOldestWaitingAge(): Promise<number | null> {
     await this.waitUntilReady();
     return oldestWaitingAge(this.client, this.keys);
+  }
+
+  /**
+   * Jobs completed and failed for good since the queue began, and the processing-time histogram
+   * of its workers' attempts, kept on the server (src/engine/inspecting/lifetime-metrics.ts). Read-only.
+   */
+  async getLifetimeMetrics(): Promise<LifetimeMetrics> {
+    await this.waitUntilReady();
+    return readLifetimeMetrics(this.client, this.keys);
   }
 
   /**
