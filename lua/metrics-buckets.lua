@@ -109,8 +109,8 @@ local LIFETIME = {}
 do
 local BOUNDS_MS = { 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 1800000 }
 local BUCKETS = { [true] = {}, [false] = {} }
-for i, b in ipairs(BOUNDS_MS) do
-  BUCKETS[true][i], BUCKETS[false][i] = 'pt:c:' .. b, 'pt:f:' .. b
+for i = 1, #BOUNDS_MS do -- (ipairs is not reachable while the library loads)
+  BUCKETS[true][i], BUCKETS[false][i] = 'pt:c:' .. BOUNDS_MS[i], 'pt:f:' .. BOUNDS_MS[i]
 end
 BUCKETS[true][#BOUNDS_MS + 1], BUCKETS[false][#BOUNDS_MS + 1] = 'pt:c:inf', 'pt:f:inf'
 local SUM = { [true] = 'pt:c:ms', [false] = 'pt:f:ms' }

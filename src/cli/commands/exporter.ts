@@ -53,7 +53,7 @@ Examples:
         const port = parseInteger(flags.port, '--port', 0, 65_535);
         const downStatus = parseInteger(flags.downStatus ?? '503', '--down-status', 200, 503);
         if (downStatus !== 200 && downStatus !== 503) throw invalid('--down-status must be 503 or 200');
-        const auditEvery = flags.audit === undefined ? undefined : parseDuration(flags.audit === true ? DEFAULT_AUDIT_INTERVAL : flags.audit, '--audit');
+        const auditEvery = flags.audit === undefined ? undefined : parseDuration(typeof flags.audit === 'string' ? flags.audit : DEFAULT_AUDIT_INTERVAL, '--audit');
         if (auditEvery !== undefined && auditEvery < 1000) throw invalid('--audit: the interval must be at least 1s (the audit reads every node)');
         let lastAuditError = '';
         const exporter = new PrometheusExporter({

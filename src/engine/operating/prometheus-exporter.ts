@@ -166,6 +166,12 @@ export class PrometheusExporter {
     return Promise.race([work, late]).finally(() => clearTimeout(timer));
   }
 
+  /** Why a scrape failed, naming the server (a ConnectionError of this file names it already). */
+  private describe(error: unknown): string {
+    if (error instanceof ConnectionError) return error.message;
+    return `cannot read the queues at ${this.label}: ${(error as Error)?.message ?? String(error)}`;
+  }
+
   /** glidemq_up, glidemq_scrape_errors_total and, once known, glidemq_durable_writes. */
   private renderOwn(up: boolean): string {
     const g = this.globalVariables;
@@ -204,7 +210,7 @@ export class PrometheusExporter {
         if (error !== undefined) {
           onScrapeError?.(error);
           // one line a person reads first (a comment, so the body stays in the text format)
-          body = `# glidemq exporter: ${oneLine(describe ? describe(error) : `cannot read the queues at ${this.label}: ${(error as Error)?.message ?? String(error)}`)}\n${text}`;
+          body = `# glidemq exporter: ${oneLine(describe ? describe(error) : this.describe(error))}\n${text}`;
         }
         res.writeHead(error === undefined ? 200 : (this.opts.downStatus ?? 503), { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
         res.end(req.method === 'HEAD' ? undefined : body);
