@@ -496,7 +496,8 @@ register('glidemq_finishMany', function(keys, args)
   -- write phase
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
-  local removed, relay, tally
+  local removed, relay
+  local bounds, cBuckets, fBuckets = LIFETIME.BOUNDS, nil, nil -- (the lifetime histogram's tally, lua/metrics-buckets.lua)
   for i, j in ipairs(jobs) do
     local jk = j and j.jk
     if jk then
@@ -510,19 +511,24 @@ register('glidemq_finishMany', function(keys, args)
       end
       local flow = flows and flows[i]
       if flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, j.value, now) then relay = true end
+      local b = 1
+      while j.durationMs > bounds[b] do b = b + 1 end
       if status == 'completed' then
         nCompleted, msCompleted = nCompleted + 1, msCompleted + j.durationMs
+        cBuckets = cBuckets or {}
+        cBuckets[b] = (cBuckets[b] or 0) + 1
       else
         nFailed, msFailed = nFailed + 1, msFailed + j.durationMs
+        fBuckets = fBuckets or {}
+        fBuckets[b] = (fBuckets[b] or 0) + 1
       end
-      tally = LIFETIME.tally(tally, status == 'completed', j.durationMs)
     end
   end
   if acked then dropAcked(k, acks, acked) end
   if removed then recordRemoved(k, consumer, now, removed) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
-  LIFETIME.flush(k, tally, msCompleted, msFailed)
+  if cBuckets or fBuckets then LIFETIME.flush(k, cBuckets, fBuckets, msCompleted, msFailed) end
   for _, jk in ipairs(marks) do redis.call('HDEL', jk, 'ns') end
   local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
