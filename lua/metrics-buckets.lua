@@ -160,4 +160,3 @@ checkMetrics = function(k, now, completed, failed)
   if first then requireMetricsTypes(k) end
 end
 end
-

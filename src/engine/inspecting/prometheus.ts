@@ -148,7 +148,7 @@ const FAMILIES: Family[] = [
 
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 /** The labels the metrics set themselves: a global label may not take these names. */
-const RESERVED_LABELS = new Set(['queue', 'state', 'outcome', 'le', 'node', 'role']);
+const RESERVED_LABELS = new Set(['queue', 'state', 'outcome', 'le']);
 
 /** Label values escaped as the text format wants them (backslash, double quote, newline). */
 export function escapeLabelValue(value: string): string {

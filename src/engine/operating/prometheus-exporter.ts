@@ -11,7 +11,7 @@
 import { createServer, type Server } from 'node:http';
 import { acquireClient, closeClient, settleTopology, waitReady, type Acquired, type Client, type ConnectionInput } from '../connecting/connection.js';
 import { DEFAULT_PREFIX, validateQueueName } from '../shared/keys.js';
-import { ConnectionError } from '../shared/errors.js';
+import { ConnectionError, invalid } from '../shared/errors.js';
 import { lastConnectionProblem } from '../connecting/connection-problems.js';
 import { checkGlobalLabels, renderFamily, renderPrometheus, snapshotQueue } from '../inspecting/prometheus.js';
 import { QueueSet } from './queue-set.js';
@@ -74,6 +74,9 @@ export class PrometheusExporter {
     this.prefix = opts.prefix ?? DEFAULT_PREFIX;
     this.named = opts.queues?.length ? opts.queues.map((q) => validateQueueName(q)) : undefined;
     this.globalVariables = checkGlobalLabels(opts.globalVariables);
+    if (opts.durability && ('node' in this.globalVariables || 'role' in this.globalVariables)) {
+      throw invalid('PrometheusExporter: the labels "node" and "role" are set by glidemq_durable_writes');
+    }
     this.acquired = acquireClient(opts.connection);
     this.opts = opts;
   }
