@@ -238,7 +238,8 @@ export class QueueGetters extends QueueBase {
   /**
    * The queue's metrics in the Prometheus text format, as BullMQ's (glidemq_ names: jobs per
    * state, completed and failed attempts and processing time of the last 24 hours, oldest waiting
-   * age, live workers; src/engine/inspecting/prometheus.ts). `globalVariables`: labels added to every sample.
+   * age, live workers, and the lifetime counters and processing-time histogram kept on the server;
+   * src/engine/inspecting/prometheus.ts). `globalVariables`: labels added to every sample.
    */
   async exportPrometheusMetrics(globalVariables?: Record<string, string>): Promise<string> {
     return renderPrometheus([await snapshotQueue(this)], globalVariables);
