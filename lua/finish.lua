@@ -23,7 +23,8 @@
            '' keep all | '0' remove at once | 'count:N' keep the newest N | 'age:MS' keep those
            finished within MS ms | 'agecount:MS:N' keep those that satisfy both (N newest, within
            MS ms). At most 100 jobs are removed per finish.
-  ARGV[9]  durationMs: processing time (ms), counted in the per-minute metrics (lua/metrics.lua).
+  ARGV[9]  durationMs: processing time (ms), counted in the per-minute metrics (lua/metrics.lua)
+           and the lifetime histogram (lua/metrics-buckets.lua metricsKeys(k).lifetime).
   ARGV[10] ahead: '1' marks the next jobs not started (a worker's prefetch, lua/activate.lua),
            '0' does not.
   ARGV[11] lockMs: the worker's lockDuration in ms, recorded with each next job's claim (its
@@ -399,6 +400,7 @@ register('glidemq_finish', function(keys, args)
     if acked then redis.call('XDEL', k.stream, sid) end
     if marks then recordRemoved(k, a.consumer, now, { a.jobId, marks }) end
     recordMetrics(k, now, status == 'completed', a.durationMs)
+    metricsKeys(k).lifetime.attempt(k, status == 'completed', a.durationMs)
   end
   local relay = flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, a.value, now)
   local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
@@ -495,6 +497,8 @@ register('glidemq_finishMany', function(keys, args)
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   local removed, relay
+  local lifetime = metricsKeys(k).lifetime -- (the lifetime histogram's tally, lua/metrics-buckets.lua)
+  local bounds, cBuckets, fBuckets = lifetime.BOUNDS, nil, nil
   for i, j in ipairs(jobs) do
     local jk = j and j.jk
     if jk then
@@ -508,10 +512,16 @@ register('glidemq_finishMany', function(keys, args)
       end
       local flow = flows and flows[i]
       if flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, j.value, now) then relay = true end
+      local b = 1
+      while j.durationMs > bounds[b] do b = b + 1 end
       if status == 'completed' then
         nCompleted, msCompleted = nCompleted + 1, msCompleted + j.durationMs
+        cBuckets = cBuckets or {}
+        cBuckets[b] = (cBuckets[b] or 0) + 1
       else
         nFailed, msFailed = nFailed + 1, msFailed + j.durationMs
+        fBuckets = fBuckets or {}
+        fBuckets[b] = (fBuckets[b] or 0) + 1
       end
     end
   end
@@ -519,6 +529,7 @@ register('glidemq_finishMany', function(keys, args)
   if removed then recordRemoved(k, consumer, now, removed) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
+  if cBuckets or fBuckets then lifetime.flush(k, cBuckets, fBuckets, msCompleted, msFailed) end
   for _, jk in ipairs(marks) do redis.call('HDEL', jk, 'ns') end
   local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end

@@ -112,6 +112,7 @@ FAILURE_TYPES = { kept = { 'failed', 'zset', 'events', 'stream' }, removed = { '
   the caller's check phase through FAILURE_TYPES.dead.target).
   Returns true when the job is gone (removed by its rule, as settle). ]]
 storeFailure = function(k, jk, id, keep, now, made, reason, listen)
+  metricsKeys(k).lifetime.failedForGood(k) -- the lifetime count of jobs failed for good (lua/metrics-buckets.lua)
   -- read before settle, which may delete the job
   local exhausted = listen and made >= math.max(toInt(redis.call('HGET', jk, 'attempts'), 1), 1)
   -- a copy to the queue's dead-letter queue, if it has one (lua/dead-letters.lua), while the job is whole

@@ -2,10 +2,10 @@ import { expect } from 'chai';
 import { createServer } from 'node:net';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { renderPrometheus } from '../../src/engine/inspecting/prometheus.js';
-import { runCli, type RunningCli } from '../helpers/cli.js';
+import { runCli, startCli, type RunningCli } from '../helpers/cli.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';
-import { freePort, waitFor } from '../helpers/valkey.js';
+import { freePort, TestServer, waitFor } from '../helpers/valkey.js';
 
 /** `name{labels} value` lines of a scrape, keyed by name and labels as written. */
 function samples(text: string): Map<string, number> {
@@ -155,6 +155,8 @@ describe('CLI: exporter (Prometheus metrics)', function () {
         [['exporter', '--port', '70000'], /--port must be a whole number/],
         [['exporter', '--port', '0', 'bad{name'], /invalid queue name/],
         [['exporter', '--port', String(busyPort)], /EADDRINUSE/],
+        [['exporter', '--port', '0', '--down-status', '404'], /--down-status must be 503 or 200/],
+        [['exporter', '--port', '0', '--audit', '10ms'], /--audit: the interval must be at least 1s/],
         [['-u', `redis://127.0.0.1:${noServer}`, 'exporter', '--port', '0'], /cannot reach/],
       ];
       for (const [args, message] of cases) {
@@ -165,6 +167,44 @@ describe('CLI: exporter (Prometheus metrics)', function () {
       }
     } finally {
       busy.close();
+    }
+  });
+});
+
+describe('CLI: exporter --audit and a server that goes away', function () {
+  this.timeout(30000);
+
+  it('--audit publishes glidemq_durable_writes; with --down-status 200 a scrape of a stopped server says why, glidemq_up 0, the error counted', async () => {
+    const own = await new TestServer().start();
+    const q = new Queue(uniqueQueue('gone'), { connection: own.url });
+    let exporter: RunningCli | undefined;
+    try {
+      await q.add('a', {});
+      exporter = startCli(['-u', own.url, '--json', 'exporter', '--port', '0', '--audit', '--down-status', '200', q.name]);
+      const url = await started(exporter);
+      const up = (await waitFor(async () => {
+        const text = await (await fetch(url)).text();
+        return text.includes('glidemq_durable_writes{') ? text : undefined;
+      }, 'the first audit')) as string;
+      const m = samples(up);
+      expect(m.get('glidemq_up')).to.equal(1);
+      expect(m.get(`glidemq_jobs_completed_total{queue="${q.name}"}`)).to.equal(0);
+      expect([...m.keys()].filter((k) => k.startsWith('glidemq_durable_writes{node="127.0.0.1:'))).to.have.length(1);
+      await q.close();
+      await own.stop();
+      const res = await fetch(url);
+      expect(res.status).to.equal(200);
+      const text = await res.text();
+      expect(text.split('\n')[0]).to.match(new RegExp(`^# glidemq exporter: cannot reach redis://127\\.0\\.0\\.1:${own.port}: `));
+      const down = samples(text);
+      expect(down.get('glidemq_up')).to.equal(0);
+      expect(down.get('glidemq_scrape_errors_total')).to.equal(1);
+    } finally {
+      await q.close();
+      await own.stop();
+      const r = await exporter?.stop('SIGTERM');
+      expect(r?.code, r?.stderr).to.equal(0);
+      expect(r?.stderr).to.match(/a scrape failed: cannot reach/);
     }
   });
 });

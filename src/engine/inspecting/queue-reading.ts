@@ -4,6 +4,7 @@
  * methods below (ReadableQueue), not the Queue class, so Queue can render its own metrics with it.
  */
 import type { JobCounts } from './job-queries.js';
+import type { LifetimeMetrics } from './lifetime-metrics.js';
 import { METRICS_RETENTION_MINUTES, type MetricsRange, type QueueMetrics } from './metrics.js';
 
 /** What readQueue needs of a queue (a Queue has it). */
@@ -13,6 +14,8 @@ export interface ReadableQueue {
   getMetrics(range: MetricsRange): Promise<QueueMetrics>;
   getOldestWaitingAge(): Promise<number | null>;
   getWorkers(): Promise<unknown[]>;
+  /** The lifetime counters (lifetime-metrics.ts), read by the Prometheus metrics only. */
+  getLifetimeMetrics(): Promise<LifetimeMetrics>;
 }
 
 /** One queue as an overview shows it (read by readQueue). */

@@ -19,6 +19,7 @@ import { deduplicationJobId } from '../producing/dedup-queries.js';
 import { rateLimitTtl } from '../administering/rate-limits.js';
 import { listWorkers, oldestWaitingAge, type WorkerInfo } from '../consuming/worker-registry.js';
 import { renderPrometheus, snapshotQueue } from '../inspecting/prometheus.js';
+import { readLifetimeMetrics, type LifetimeMetrics } from '../inspecting/lifetime-metrics.js';
 import { QueueBase } from './queue-base.js';
 import { searchStep, type SearchOptions } from '../inspecting/job-search.js';
 
@@ -240,9 +241,19 @@ export class QueueGetters extends QueueBase {
   }
 
   /**
+   * Jobs completed and failed for good since the queue began, and the processing-time histogram
+   * of its workers' attempts, kept on the server (src/engine/inspecting/lifetime-metrics.ts). Read-only.
+   */
+  async getLifetimeMetrics(): Promise<LifetimeMetrics> {
+    await this.waitUntilReady();
+    return readLifetimeMetrics(this.client, this.keys);
+  }
+
+  /**
    * The queue's metrics in the Prometheus text format, as BullMQ's (glidemq_ names: jobs per
    * state, completed and failed attempts and processing time of the last 24 hours, oldest waiting
-   * age, live workers; src/engine/inspecting/prometheus.ts). `globalVariables`: labels added to every sample.
+   * age, live workers, and the lifetime counters and processing-time histogram kept on the server;
+   * src/engine/inspecting/prometheus.ts). `globalVariables`: labels added to every sample.
    */
   async exportPrometheusMetrics(globalVariables?: Record<string, string>): Promise<string> {
     return renderPrometheus([await snapshotQueue(this)], globalVariables);
