@@ -1,8 +1,8 @@
 /** `glidemq schedulers <queue>` (list), `schedulers add`, `schedulers remove`. */
 import type { Command } from 'commander';
 import { invalid } from '../../engine/shared/errors.js';
-import type { SchedulerInfo, SchedulerTiming } from '../../engine/scheduling/schedulers.js';
-import { confirmDestructive, DECLINED } from '../confirm.js';
+import { buildRecord, type SchedulerInfo, type SchedulerTiming } from '../../engine/scheduling/schedulers.js';
+import { allowNewQueue, confirmDestructive, CREATE_FLAG, DECLINED } from '../confirm.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument } from '../input.js';
 import { colour, formatDuration, formatTime, print, printJson, table } from '../output.js';
@@ -18,6 +18,7 @@ interface AddFlags {
   lifo?: boolean;
   attempts?: string;
   backoff?: string;
+  create?: boolean;
 }
 
 interface RemoveFlags {
@@ -87,6 +88,7 @@ Examples:
     .option('--lifo', 'each job is served before older waiting ones')
     .option('--attempts <n>', 'attempts of each job')
     .option('--backoff <spec>', 'delay between attempts: fixed:<ms> or exponential:<ms>')
+    .option(...CREATE_FLAG)
     .addHelpText(
       'after',
       `
@@ -104,7 +106,17 @@ then the next run moves to the next slot after now.`,
         const timing: SchedulerTiming = flags.cron !== undefined ? { pattern: flags.cron, ...(flags.tz ? { tz: flags.tz } : {}) } : { every: flags.every };
         const data = parseJsonArgument(flags.data ?? '{}', '--data');
         const opts = jobOptionsFromFlags({ name: name, priority: flags.priority, lifo: flags.lifo, attempts: flags.attempts, backoff: flags.backoff });
-        const s = await withQueue(ctx, queue, (q) => q.upsertScheduler(name, timing, { name: flags.jobName ?? name, data, opts }), { creates: true });
+        const s = await withQueue(
+          ctx,
+          queue,
+          async (q) => {
+            const template = { name: flags.jobName ?? name, data, opts };
+            await buildRecord(name, timing, template, () => q.serverTime()); // bad input is told before any question
+            return (await allowNewQueue(q, ctx, flags.create)) ? q.upsertScheduler(name, timing, template) : undefined;
+          },
+          { creates: true },
+        );
+        if (!s) return DECLINED;
         if (ctx.json) printJson(s);
         else print(`scheduler ${s.name} on ${queue}: ${schedule(s)}, next run ${formatTime(s.nextRun)} (${relative(s.nextRun - Date.now())})`);
         return 0;

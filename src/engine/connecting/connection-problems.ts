@@ -71,6 +71,23 @@ export function refusedDatabaseOf(client: Client): ConnectionError | undefined {
   return refusedDatabases.get(client);
 }
 
+/**
+ * Something that is not a Valkey server on the URL's port (a web server, most often) answers with
+ * bytes that are no RESP reply, and ioredis reports only "Unknown RESP type 72 "H". Please report
+ * this.". The client's error listener names the host and port and what the answer looks like. The
+ * error is the very one the failed commands reject with (ioredis flushes them with it and emits it
+ * at once, before any of their handlers runs), so the command's caller reads the same sentence.
+ */
+export function nameForeignServer(client: Redis, where: string): void {
+  client.prependListener('error', (err: Error) => {
+    const m = /^Unknown RESP type (\d+)/.exec(err?.message ?? '');
+    if (!m) return;
+    const first = String.fromCharCode(Number(m[1]));
+    const looks = first === 'H' ? 'it answered like an HTTP server' : `its answer starts with ${JSON.stringify(first)}, which is no RESP reply`;
+    err.message = `${where} is not a Valkey server (${looks}): check the host and port of the URL`;
+  });
+}
+
 let lastSocketError: Error | undefined;
 /** Whether the client that reported lastSocketError connects over TLS. */
 let lastSocketErrorTls = false;
@@ -94,6 +111,7 @@ export function lastConnectionProblem(): string | undefined {
     return `the server's TLS certificate is not trusted (${e.message}); give the CA that signed it with --tls-ca <file> or $GLIDEMQ_TLS_CA`;
   }
   if (e.code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `the server's TLS certificate does not name this host (${e.message})`;
+  if (/ is not a Valkey server \(/.test(e.message)) return e.message; // nameForeignServer
   if (/^WRONGPASS/.test(e.message)) return 'authentication failed: wrong user name or password';
   if (/^NOAUTH/.test(e.message)) return 'authentication failed: the server wants a password (in the URL or $GLIDEMQ_PASSWORD)';
   if (/wrong version number|packet length too long|unknown protocol/i.test(e.message)) {
