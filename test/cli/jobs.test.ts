@@ -256,7 +256,8 @@ describe('CLI: jobs, retry, promote, export', function () {
     await failJobs(250);
     const r = await cli(['retry', name, '--all-failed']);
     expect(r.code, r.stderr).to.equal(0);
-    expect(r.stdout).to.match(/retried 250 failed jobs \(250, 249, .*, 241, … 240 more \(--json lists them all\)\)/);
+    expect(r.stdout.split('\n').every((l) => l.length <= 80), r.stdout).to.equal(true); // wrapped to the width, lines after the first indented
+    expect(r.stdout.replace(/\n {2}/g, ' ')).to.match(/retried 250 failed jobs \(250, 249, .*, 241, … 240 more \(--json lists them all\)\)/);
     expect(await q.getFailedCount()).to.equal(0);
     expect(await q.getWaitingCount()).to.equal(250);
   });

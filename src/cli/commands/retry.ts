@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { invalid } from '../../engine/shared/errors.js';
 import { matchingIds, retryFailed, type JobFilter, type MoveResult } from '../../engine/operating/job-listing.js';
 import { action, type CommandContext, withQueue } from '../context.js';
-import { print, printError, printJson, plural } from '../output.js';
+import { hangingWrap, print, printError, printJson, plural } from '../output.js';
 import { describeFilter, filterFrom } from './jobs.js';
 import { resendDeadLetters } from '../../engine/operating/dead-letters.js';
 
@@ -41,7 +41,7 @@ export function report(ctx: CommandContext, queue: string, r: MoveResult, o: { v
     print(`${queue}: no ${describeFilter(o.filter, o.since)} to ${o.verb}`);
   } else {
     const ids = r.moved.length <= SHOWN_IDS ? r.moved.join(', ') : `${r.moved.slice(0, SHOWN_IDS).join(', ')}, … ${r.moved.length - SHOWN_IDS} more (--json lists them all)`;
-    print(`${queue}: ${o.dryRun ? `would ${o.verb}` : o.past} ${plural(r.moved.length, o.noun)}${r.moved.length ? ` (${ids})` : ''}`);
+    print(hangingWrap(`${queue}: ${o.dryRun ? `would ${o.verb}` : o.past} ${plural(r.moved.length, o.noun)}${r.moved.length ? ` (${ids})` : ''}`));
   }
   for (const p of r.problems) printError(p.reason);
   if (r.notFound?.length) return 2;

@@ -34,8 +34,9 @@ export function register(program: Command): void {
       'after',
       `
 Examples:
-  $ glidemq schedulers emails                               list (same as: schedulers list emails)
-  $ glidemq schedulers add emails digest --cron '0 8 * * MON-FRI' --tz Europe/Berlin --data '{"kind":"daily"}'
+  $ glidemq schedulers emails               list (same as: schedulers list emails)
+  $ glidemq schedulers add emails digest --cron '0 8 * * MON-FRI' --tz Europe/Berlin
+  $ glidemq schedulers add reports nightly --every 1d --data '{"kind":"daily"}'
   $ glidemq schedulers add emails heartbeat --every 5m
   $ glidemq schedulers remove emails digest --yes`,
     );
@@ -95,6 +96,7 @@ Examples:
 Examples:
   $ glidemq schedulers add reports nightly --cron '30 2 * * *' --tz America/New_York
   $ glidemq schedulers add emails heartbeat --every 5m --data '{"ping":true}' --json
+  $ glidemq schedulers add new-queue heartbeat --every 1m --create
 
 A worker of the queue fires it from its promotion tick. After downtime a missed run fires once,
 then the next run moves to the next slot after now.`,
