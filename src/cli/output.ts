@@ -215,7 +215,6 @@ function spannedTable(head: string[], cells: string[][], numeric: number[], whol
     head: head.map((h, i) => colour.bold(fitCell(h, colWidths[i]))),
     style: { head: [], border: colourOn ? ['grey'] : [], compact: true },
     colAligns: head.map((_, i) => (numeric.includes(i) ? 'right' : 'left')),
-    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
     colWidths,
   });
   cells.forEach((r, j) => {

@@ -3,6 +3,7 @@
  * closed" can say what really went wrong: what the sentinels answered, a database the server does
  * not have, and the last socket error of any client glidemq made.
  */
+import { connect } from 'node:net';
 import type { Redis } from 'ioredis';
 import { isCluster, type Client } from './client-shape.js';
 import { ConnectionError } from '../shared/errors.js';
@@ -85,8 +86,41 @@ export function nameForeignServer(client: Redis, where: string): void {
     const first = String.fromCharCode(Number(m[1]));
     const looks = first === 'H' ? 'it answered like an HTTP server' : `its answer starts with ${JSON.stringify(first)}, which is no RESP reply`;
     err.message = `${where} is not a Valkey server (${looks}): check the host and port of the URL`;
+    // what the socket says next (EPIPE, ECONNRESET: the web server hung up) is not the news
+    foreignServers.set(client, err);
   });
 }
+
+/**
+ * When a connection was cut at once (EPIPE, ECONNRESET), what is at `host:port`: a web server cuts a
+ * client whose first bytes are no HTTP, often before its answer could be read. One line is sent
+ * ("PING") and the first bytes of the answer are read (within `withinMs`): an answer starting with
+ * "HTTP/" gives the sentence nameForeignServer gives; anything else (a Valkey server's +PONG or
+ * -NOAUTH, no answer) gives undefined.
+ */
+export async function probeForeignServer(host: string, port: number, withinMs = 1000): Promise<string | undefined> {
+  const answer = await new Promise<string>((resolve) => {
+    let got = '';
+    const socket = connect({ host, port }, () => socket.write('PING\r\n'));
+    const done = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(got);
+    };
+    const timer = setTimeout(done, withinMs);
+    socket.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (got.length >= 5) done();
+    });
+    socket.on('error', done);
+    socket.on('close', done);
+  });
+  if (!answer.startsWith('HTTP/')) return undefined;
+  return `${host.includes(':') ? `[${host}]` : host}:${port} is not a Valkey server (it answered like an HTTP server): check the host and port of the URL`;
+}
+
+/** Clients that found something other than a Valkey server at their address (nameForeignServer). */
+const foreignServers = new WeakMap<Client, Error>();
 
 let lastSocketError: Error | undefined;
 /** Whether the client that reported lastSocketError connects over TLS. */
@@ -94,7 +128,7 @@ let lastSocketErrorTls = false;
 
 /** An 'error' listener of every client glidemq makes (`this` is the client that reports). */
 export function rememberSocketError(this: Client | undefined, err: Error): void {
-  lastSocketError = (this && refusedDatabases.get(this)) || sentinelFailure(this, err) || err;
+  lastSocketError = (this && (refusedDatabases.get(this) || foreignServers.get(this))) || sentinelFailure(this, err) || err;
   lastSocketErrorTls = !!this && !!(isCluster(this) ? this.options.redisOptions?.tls : (this as Redis).options?.tls);
 }
 

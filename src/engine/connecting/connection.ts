@@ -17,7 +17,7 @@ import { parseUrl, redactUrl, redisOptionsFromUrl, type ParsedUrl } from './serv
 export * from './client-shape.js';
 export * from './cluster-nodes.js';
 export * from './connection-input.js';
-export { databaseRefusal, lastConnectionProblem, lastDatabaseRefusal } from './connection-problems.js';
+export { databaseRefusal, lastConnectionProblem, lastDatabaseRefusal, probeForeignServer } from './connection-problems.js';
 export * from './server-url.js';
 
 /**
