@@ -98,6 +98,7 @@ async function retryDeadLetters(ctx: CommandContext, queue: string, ids: string[
   if (ctx.json) {
     printJson({ queue, dryRun: !!f.dryRun, retried: r.moved, sent: r.sent, problems: r.problems });
     for (const p of r.problems) printError(p.reason);
+    if (r.notFound?.length) return 2; // as report(): an id that names no job
     return r.problems.length ? 1 : 0;
   }
   const code = report(ctx, queue, r, { verb: 'send back', past: 'sent back', key: 'retried', noun: 'dead letter', dryRun: !!f.dryRun });
