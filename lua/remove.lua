@@ -69,6 +69,8 @@
     ARGV[2]  graceMs: jobs that finished within this many ms before the server's TIME are kept.
     ARGV[3]  limit: jobs removed per call (1..10000).
     ARGV[4]  dryRun: '1' only lists what would be removed.
+    ARGV[5]  offset: the old enough jobs to pass over first (0..2^53-1): a dry run removes
+             nothing, so it pages on with the count it has listed (a real run passes 0).
     The age is the server's: finished jobs are scored with the server's TIME, and compared with
     the server's TIME here (no caller's clock decides what is old enough). A finished group job
     is in no group's line and holds no slot: its group is left as it is.
@@ -115,7 +117,7 @@ local DRAIN_GROUP = { 'groupId', kind('a group id (1 to ' .. MAX_ID_LEN ..
   return nil
 end) }
 local CLEAN_ARGS = { 'state', ARG.oneOf('completed', 'failed'), 'graceMs', ARG.ms, 'limit', ARG.int(1, MAX_COUNT),
-  'dryRun', ARG.flag }
+  'dryRun', ARG.flag, 'offset', ARG.int(0, MAX_SAFE_INT) }
 local CLEAN_JOBS_ARGS = { 'state', ARG.oneOf('wait', 'paused', 'delayed', 'prioritized'), 'graceMs', ARG.ms,
   'limit', ARG.int(1, MAX_COUNT), 'dryRun', ARG.flag, 'jobCount', ARG.count }
 local CLEAN_JOBS_EACH = { 'jobId', ARG.jobId }
@@ -416,7 +418,7 @@ register('glidemq_clean', function(keys, args)
   requireTypes(k, REMOVE_WRITES)
   local set = a.state == 'completed' and k.completed or k.failed
   local olderThan = serverNow() - a.graceMs
-  local ids = redis.call('ZRANGEBYSCORE', set, '-inf', olderThan, 'LIMIT', 0, a.limit)
+  local ids = redis.call('ZRANGEBYSCORE', set, '-inf', olderThan, 'LIMIT', a.offset, a.limit)
   if a.dryRun then return ids end
   for _, id in ipairs(ids) do readForRemoval(k, jobKey(k, id)) end
   for _, id in ipairs(ids) do dropJob(k, id, jobKey(k, id)) end

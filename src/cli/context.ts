@@ -3,7 +3,7 @@
  * wrapper that turns a command's outcome (a code, or an error) into an exit code and one line.
  */
 import type { Command } from 'commander';
-import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, lastDatabaseRefusal, parseUrl, redactUrl, redisOptionsFromUrl } from '../engine/connecting/connection.js';
+import { DEFAULT_URL, type ClientSettings, lastConnectionProblem, lastDatabaseRefusal, parseUrl, probeForeignServer, redactUrl, redisOptionsFromUrl } from '../engine/connecting/connection.js';
 import { ConnectionError, GlideMQError, invalid } from '../engine/shared/errors.js';
 import { Queue } from '../engine/queue/queue.js';
 import { printError, useUtcTimes, warn } from './output.js';
@@ -110,14 +110,16 @@ export function action<A extends unknown[]>(
     const cmd = args[args.length - 1] as Command;
     let code = 0;
     let where: string | undefined;
+    let url: string | undefined;
     try {
       const ctx = contextFrom(cmd);
       where = ctx.where;
+      url = ctx.connection.url;
       const positional = args.slice(0, -1) as A; // commander passes (...args, options, command)
       code = (await body(ctx, ...positional)) ?? 0;
     } catch (err) {
       code = 2;
-      printError(describeError(err, where));
+      printError(await namingForeignServer(describeError(err, where), url));
       if (process.env.GLIDEMQ_DEBUG && err instanceof Error) process.stderr.write(`${err.stack}\n`);
     }
     await flushAndExit(code);
@@ -139,6 +141,7 @@ export function describeError(err: unknown, where = 'the server'): string {
     if (/Connection is closed|Reached the max retries|ECONNREFUSED|connect ETIMEDOUT|Stream isn't writeable/.test(e.message)) {
       const why = lastConnectionProblem();
       if (why?.startsWith('authentication failed')) return `${why} at ${where}`;
+      if (why && / is not a Valkey server \(/.test(why)) return why; // it names the host and port
       return `cannot reach ${where}: ${why ?? 'no connection could be made (is the server running, and is the URL right?)'}`;
     }
     if (/^WRONGPASS|invalid password/i.test(e.message)) return `authentication failed at ${where}: wrong user name or password`;
@@ -146,6 +149,22 @@ export function describeError(err: unknown, where = 'the server'): string {
     return e.message;
   }
   return String(err);
+}
+
+/**
+ * A connection cut at once (EPIPE, ECONNRESET) is what a web server does to a client that speaks
+ * no HTTP, often before its answer can be read: the address is asked once more, and an HTTP answer
+ * is named as such.
+ */
+async function namingForeignServer(message: string, url: string | undefined): Promise<string> {
+  if (!url || !/\b(EPIPE|ECONNRESET)\b/.test(message)) return message;
+  try {
+    const parsed = parseUrl(url);
+    if (parsed.sentinel || parsed.tls) return message;
+    return (await probeForeignServer(parsed.host, parsed.port)) ?? message;
+  } catch {
+    return message;
+  }
 }
 
 export async function flushAndExit(code: number): Promise<never> {

@@ -13,8 +13,10 @@
  * prose each command adds after them (addHelpText) is wrapped here as it is written: a paragraph
  * (lines starting at column 0) that does not fit is filled again to the width (a line that follows
  * the end of a sentence still starts a line), an indented line that does not fit is wrapped under
- * its description column. Example command lines (`  $ ...`) are never broken: they are copied as
- * they are.
+ * its description column. An example command line (`  $ ...`) that does not fit is laid out as a
+ * shell reads it: its remark (after two spaces) goes on the next line as a `# comment`, and a
+ * command still too long is broken between words (never inside quotes) with a `\` at the end of
+ * each line but the last, so it can still be copied and run.
  */
 import type { Argument, Command, Option } from 'commander';
 
@@ -66,6 +68,54 @@ function fill(words: string[], width: number, first: string, indent: string): st
   return lines;
 }
 
+/**
+ * The words of a command line and its remark: split at spaces outside quotes; the remark is what
+ * follows the first run of two spaces or more.
+ */
+function commandWords(text: string): { words: string[]; remark: string } {
+  const words: string[] = [];
+  let word = '';
+  let quote = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      word += c;
+      if (c === '\\' && quote === '"' && i + 1 < text.length) word += text[++i];
+      else if (c === quote) quote = '';
+    } else if (c === ' ') {
+      if (word) words.push(word);
+      word = '';
+      if (text[i + 1] === ' ' && words.length) return { words, remark: text.slice(i).trim() };
+    } else {
+      if (c === "'" || c === '"') quote = c;
+      word += c;
+    }
+  }
+  if (word) words.push(word);
+  return { words, remark: '' };
+}
+
+/** An example command line (`  $ cmd  remark`) fitted to `width` as a shell reads it (see the header). */
+function fitExample(line: string, width: number): string[] {
+  if (line.length <= width) return [line];
+  const at = line.indexOf('$ ');
+  const lead = line.slice(0, at + 2);
+  const { words, remark } = commandWords(line.slice(at + 2));
+  const hang = ' '.repeat(at + 4);
+  const lines: string[] = [];
+  let current = lead;
+  for (const word of words) {
+    // room for the word and, unless it is the last, the " \" that continues the line
+    if (current !== lead && current !== hang && current.length + 1 + word.length + 2 > width) {
+      lines.push(`${current} \\`);
+      current = hang + word;
+    } else current = current === lead || current === hang ? current + word : `${current} ${word}`;
+  }
+  lines.push(current);
+  if (remark) lines.push(...fill(remark.split(/\s+/), width, `${hang}# `, `${hang}# `));
+  return lines;
+}
+
 /** Help text with its prose fitted to `width` (see the header). */
 export function wrapHelpText(text: string, width: number): string {
   const out: string[] = [];
@@ -91,8 +141,12 @@ export function wrapHelpText(text: string, width: number): string {
       continue;
     }
     endParagraph();
-    if (line.length <= width || /^\s+\$ /.test(line)) {
+    if (line.length <= width) {
       out.push(line);
+      continue;
+    }
+    if (/^\s+\$ /.test(line)) {
+      out.push(...fitExample(line, width));
       continue;
     }
     // "  term   description": continue under the description; else under the line's own indent

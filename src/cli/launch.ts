@@ -14,6 +14,13 @@ import vm from 'node:vm';
 const BUNDLE = fileURLToPath(new URL('bundle.cjs', import.meta.url));
 const CACHE = `${BUNDLE}.cache`;
 const MODULES_ENTRY = fileURLToPath(new URL('main.js', import.meta.url));
+/**
+ * The bundle's name in stack traces. V8 keeps the name a script was compiled under in its code
+ * cache, and a script compiled with the cache takes that name, whatever it is given: the build
+ * machine's path would show in every installed copy's stack traces. So the bundle is compiled
+ * under one name relative to the package, at build time and at run time alike.
+ */
+const SCRIPT_NAME = 'glidemq/dist/src/cli/bundle.cjs';
 /** Only a checkout has it (the package does not ship it). */
 const CHECKOUT_MARK = fileURLToPath(new URL('../../../tsconfig.json', import.meta.url));
 
@@ -36,7 +43,7 @@ const mtime = (file: string) => statSync(file, { throwIfNoEntry: false })?.mtime
  * is read.
  */
 function loadBundle(cachedData?: Buffer): Bundle {
-  const script = new vm.Script(readFileSync(BUNDLE, 'latin1'), { filename: BUNDLE, cachedData });
+  const script = new vm.Script(readFileSync(BUNDLE, 'latin1'), { filename: SCRIPT_NAME, cachedData });
   const module = { exports: {} as Entry };
   script.runInThisContext()(module.exports, createRequire(BUNDLE), module, BUNDLE, fileURLToPath(new URL('.', import.meta.url)));
   return { script, entry: module.exports };

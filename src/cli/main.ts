@@ -44,9 +44,9 @@ Examples:
   $ glidemq enqueue emails '{"to":"a@b.c"}'   add a job
   $ glidemq worker ./send.js --queue emails  process jobs
   $ glidemq stats emails                     counts per state
-  $ glidemq audit                            check the server's durability settings
-  $ GLIDEMQ_PASSWORD=... glidemq -u rediss://app@db:6380 --tls-ca ca.pem stats emails
-  $ glidemq --profile prod queues            the server and prefix of profile "prod"
+  $ glidemq audit                            check the durability settings
+  $ glidemq --profile prod queues            the queues of profile "prod"
+  $ GLIDEMQ_PASSWORD=... glidemq -u rediss://app@db:6380 --tls-ca ca.pem queues
 
 Connection settings: a flag wins over the profile you name, which wins over the environment
 ($GLIDEMQ_URL, $GLIDEMQ_TLS_CA, $GLIDEMQ_PREFIX), which wins over the "default" profile, which

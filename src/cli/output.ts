@@ -78,6 +78,12 @@ export interface TableOptions {
   numeric?: number[];
   /** When the table is too wide, these columns give way first (their text is wrapped). */
   wrap?: number | number[];
+  /**
+   * A column whose words are never broken (names to copy, such as queue names): when the table
+   * cannot give it room for its longest word, each of its cells goes on a line of its own, across
+   * the table, above the rest of its row.
+   */
+  whole?: number;
 }
 
 const ANSI = /\u001b\[[0-9;]*m/g;
@@ -92,6 +98,23 @@ export function outputWidth(): number {
   if (process.stdout.isTTY && process.stdout.columns) return process.stdout.columns;
   const columns = Number(process.env.COLUMNS);
   return Number.isInteger(columns) && columns > 0 ? columns : 80;
+}
+
+/** The width lines on stderr are fitted to: the terminal's; else $COLUMNS, else 80 (as outputWidth). */
+export function errorWidth(): number {
+  if (process.stderr.isTTY && process.stderr.columns) return process.stderr.columns;
+  const columns = Number(process.env.COLUMNS);
+  return Number.isInteger(columns) && columns > 0 ? columns : 80;
+}
+
+/**
+ * One message (a summary, a worker's start line) in lines of at most `width`, broken between
+ * words, the lines after the first indented by two spaces so it still reads as one.
+ */
+export function hangingWrap(text: string, width = outputWidth()): string {
+  const [first, ...rest] = wrapText(text, width);
+  if (rest.length === 0) return first;
+  return [first, ...wrapText(rest.join(' '), width - 2).map((l) => `  ${l}`)].join('\n');
 }
 
 /** Text in lines of at most `width`: broken between words, and a word longer than a line in pieces. */
@@ -159,11 +182,12 @@ const longestWord = (s: string) => Math.max(0, ...s.replace(ANSI, '').split(/\s+
  * An aligned table that fits outputWidth(): too wide, its `wrap` columns (else all) are wrapped;
  * when rows spread over several lines cannot be told apart by their first cell, rules separate them.
  */
-export function table({ head, rows, numeric = [], wrap }: TableOptions): string {
+export function table({ head, rows, numeric = [], wrap, whole }: TableOptions): string {
   const cells = rows.map((r) => head.map((_, i) => String(r[i] ?? '')));
   const natural = head.map((h, i) => Math.max(visibleLength(h), ...cells.map((r) => widest(r[i]))) + 2);
   const words = head.map((h, i) => Math.max(longestWord(h), ...cells.map((r) => longestWord(r[i]))));
   const colWidths = fitWidths(natural, words, wrap === undefined ? [] : ([] as number[]).concat(wrap), outputWidth());
+  if (whole !== undefined && colWidths && colWidths[whole] - 2 < words[whole]) return spannedTable(head, cells, numeric, whole);
   const fitted = colWidths ? cells.map((r) => r.map((c, i) => fitCell(c, colWidths[i]))) : cells;
   // a row over several lines reads as one while its first cell starts it alone; else rules between rows
   const ruled = fitted.some((r) => r.some((c) => c.includes('\n'))) && fitted.some((r) => r[0] === '' || r[0].includes('\n'));
@@ -176,6 +200,27 @@ export function table({ head, rows, numeric = [], wrap }: TableOptions): string 
     ...(colWidths ? { colWidths } : {}),
   });
   for (const r of fitted) t.push(r);
+  return t.toString();
+}
+
+/** table() with column `whole`'s cells each on a line of its own across the table, above its row. */
+function spannedTable(head: string[], cells: string[][], numeric: number[], whole: number): string {
+  const rest = cells.map((r) => r.map((c, i) => (i === whole ? '' : c)));
+  const natural = head.map((h, i) => Math.max(visibleLength(h), ...rest.map((r) => widest(r[i]))) + 2);
+  const words = head.map((h, i) => Math.max(longestWord(h), ...rest.map((r) => longestWord(r[i]))));
+  const colWidths = fitWidths(natural, words, [], outputWidth()) ?? natural;
+  const across = colWidths.reduce((a, b) => a + b, 0) + colWidths.length - 1;
+  TableClass ??= require('cli-table3') as typeof TableType;
+  const t = new TableClass({
+    head: head.map((h, i) => colour.bold(fitCell(h, colWidths[i]))),
+    style: { head: [], border: colourOn ? ['grey'] : [], compact: true },
+    colAligns: head.map((_, i) => (numeric.includes(i) ? 'right' : 'left')),
+    colWidths,
+  });
+  cells.forEach((r, j) => {
+    t.push([{ content: fitCell(r[whole], across), colSpan: head.length }]);
+    t.push(rest[j].map((c, i) => fitCell(c, colWidths[i])));
+  });
   return t.toString();
 }
 

@@ -13,7 +13,7 @@ import type { EventEmitter } from 'node:events';
 import { lastConnectionProblem } from '../engine/connecting/connection.js';
 import { LIBRARY_PACKAGE_VERSION } from '../engine/connecting/library.js';
 import { describeError } from './context.js';
-import { colour, formatDuration, formatRelative, plural, print, printJsonLine } from './output.js';
+import { colour, errorWidth, formatDuration, formatRelative, hangingWrap, plural, print, printJsonLine } from './output.js';
 import { workerVoice, type Voice } from './worker-voice.js';
 
 interface Closable extends EventEmitter {
@@ -197,10 +197,12 @@ export async function runUntilStopped<T>(worker: Runnable, spec: RunSpec<T>): Pr
 }
 
 function sayStarted(voice: Voice, about: WorkerAbout): void {
+  const started = `worker started: ${about.label} on ${about.server}, concurrency ${about.concurrency}, glidemq ${LIBRARY_PACKAGE_VERSION}, pid ${process.pid}`;
   voice.say(
     'info',
     'start',
-    `worker started: ${about.label} on ${about.server}, concurrency ${about.concurrency}, glidemq ${LIBRARY_PACKAGE_VERSION}, pid ${process.pid}`,
+    // the terminal's width (a log record is one line whatever its length)
+    voice.json ? started : hangingWrap(started, errorWidth()),
     { ...about.fields, server: about.server, concurrency: about.concurrency, version: LIBRARY_PACKAGE_VERSION, pid: process.pid },
   );
 }

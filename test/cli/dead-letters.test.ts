@@ -76,13 +76,13 @@ describe('CLI: dead letters (jobs <dlq>, retry --from-dead-letter)', function ()
     expect(await q.getWaitingCount()).to.equal(2);
   });
 
-  it('retry <dlq> <id> --from-dead-letter: a source job gone meanwhile is added again once; an unknown id is named, exit 1', async () => {
+  it('retry <dlq> <id> --from-dead-letter: a source job gone meanwhile is added again once; an unknown id is named, exit 2', async () => {
     const { dlq } = await deadLetters(1);
     const d = h.queue(dlq);
     const [letter] = await d.getFailed();
     await q.remove(letter.originalJobId!);
     const r = await cli(['retry', dlq, letter.id, 'nope', '--from-dead-letter', '--json']);
-    expect(r.code).to.equal(1);
+    expect(r.code).to.equal(2);
     expect(r.stderr).to.match(/no job nope/);
     const out = JSON.parse(r.stdout);
     expect(out.sent).to.have.length(1);

@@ -211,7 +211,7 @@ describe('CLI: jobs, retry, promote, export', function () {
     }
   });
 
-  it('retry <ids>: --dry-run changes nothing; unknown and wrong-state ids are named on stderr, exit 1', async () => {
+  it('retry <ids>: --dry-run changes nothing; unknown and wrong-state ids are named on stderr, exit 2 (an unknown id) or 1', async () => {
     await failJobs(3);
     await q.add('waits', {}); // id 4
     const dry = await cli(['retry', name, '1', '2', '--dry-run']);
@@ -219,7 +219,7 @@ describe('CLI: jobs, retry, promote, export', function () {
     expect(dry.stdout).to.match(/would retry 2 failed jobs \(1, 2\)/);
     expect(await q.getFailedCount()).to.equal(3);
     const r = await cli(['retry', name, '1', '2', 'nope', '4']);
-    expect(r.code).to.equal(1);
+    expect(r.code).to.equal(2);
     expect(r.stdout).to.match(/: retried 2 failed jobs \(1, 2\)/);
     const errs = r.stderr.trim().split('\n');
     expect(errs).to.have.length(2);
@@ -256,7 +256,8 @@ describe('CLI: jobs, retry, promote, export', function () {
     await failJobs(250);
     const r = await cli(['retry', name, '--all-failed']);
     expect(r.code, r.stderr).to.equal(0);
-    expect(r.stdout).to.match(/retried 250 failed jobs \(250, 249, .*, 241, … 240 more \(--json lists them all\)\)/);
+    expect(r.stdout.split('\n').every((l) => l.length <= 80), r.stdout).to.equal(true); // wrapped to the width, lines after the first indented
+    expect(r.stdout.replace(/\n {2}/g, ' ')).to.match(/retried 250 failed jobs \(250, 249, .*, 241, … 240 more \(--json lists them all\)\)/);
     expect(await q.getFailedCount()).to.equal(0);
     expect(await q.getWaitingCount()).to.equal(250);
   });
@@ -270,7 +271,7 @@ describe('CLI: jobs, retry, promote, export', function () {
     expect(dry.stdout).to.match(/would promote 1 delayed job \(1\)/);
     expect(await q.getJobState('1')).to.equal('delayed');
     const one = await cli(['promote', name, '1', '4', 'ghost']);
-    expect(one.code).to.equal(1);
+    expect(one.code).to.equal(2);
     expect(one.stdout).to.match(/promoted 1 delayed job \(1\)/);
     expect(one.stderr).to.match(/job 4 is waiting, not delayed/);
     expect(one.stderr).to.match(/job ghost not found/);

@@ -9,7 +9,8 @@ import { Queue } from '../../src/engine/queue/queue.js';
 import { GLIDEMQ_BIN, NO_PROFILE, runCli } from '../helpers/cli.js';
 import { runInPty } from '../helpers/pty.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { valkeyFixture } from '../helpers/fixtures.js';
+import { join } from 'node:path';
+import { REPO_ROOT, valkeyFixture } from '../helpers/fixtures.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 
 const WIDTHS = [80, 120];
@@ -98,6 +99,28 @@ describe('CLI output fits the terminal width', function () {
       expect(widest(wide.stdout), args[0]).to.be.greaterThan(widest(narrow.stdout));
       expect(widest(wide.stdout), args[0]).to.be.greaterThan(80);
     }
+  });
+
+  it("the dry runs of retry and promote, the worker's start line and queue names fit 80 (a name never broken)", async () => {
+    const other = uniqueQueue('cli-width-promote-with-a-long-name');
+    const q = h.queue(other);
+    const ids = Array.from({ length: 12 }, (_, i) => `order-2026-12-06-${i}-7f3c2a9e-5b1d-4c8e-9a6f`);
+    await q.addBulk(ids.map((jobId) => ({ name: 'later', data: {}, opts: { jobId, delay: 3_600_000 } })));
+    const worked = uniqueQueue('cli-width-worker-with-a-long-queue-name');
+    await h.queue(worked).add('once', {});
+    const runs: [string, Promise<{ stdout: string; stderr: string }>][] = [
+      ['promote --all --dry-run', runCli(['promote', other, '--all', '--dry-run', '-u', server().url])],
+      ['retry --all-failed --dry-run', runCli(['retry', queue, '--all-failed', '--dry-run', '-u', server().url])],
+      ['queues', runCli(['queues', '-u', server().url], { env: { COLUMNS: '80' } })],
+      ['worker', runCli(['worker', join(REPO_ROOT, 'fixtures', 'processors', 'echo.mjs'), '-q', worked, '--max-jobs', '1', '-u', server().url])],
+    ];
+    for (const [what, run] of runs) {
+      const r = await run;
+      expect(tooWide(r.stdout + r.stderr, 80), what).to.deep.equal([]);
+      if (what === 'queues') for (const name of [queue, other]) expect(r.stdout.split('\n').some((l) => l.includes(name)), `${name} whole in\n${r.stdout}`).to.equal(true);
+    }
+    const promoted = (await runs[0][1]).stdout.replace(/\n {2}/g, ' ');
+    expect(promoted).to.match(/would promote 12 delayed jobs \(order-2026-12-06-\d+-7f3c2a9e-5b1d-4c8e-9a6f, .*, … 2 more \(--json lists them all\)\)\n$/);
   });
 
   it('without $COLUMNS, piped output fits 80', async () => {

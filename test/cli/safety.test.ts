@@ -253,11 +253,11 @@ describe('CLI: safety', function () {
       expect(JSON.parse(json.stdout)).to.include({ waiting: 0, globalConcurrency: null });
     });
 
-    it('pause warns (and pauses: a queue may be paused before its first job); a known queue gets no warning', async () => {
+    it('pause --create pauses a queue before its first job (test/cli/second-day: without --create it asks); a known queue gets no warning', async () => {
       const ghost = uniqueQueue('ghost');
-      const r = await cli(['pause', ghost]);
+      const r = await cli(['pause', ghost, '--create']);
       expect(r.code).to.equal(0);
-      expect(r.stderr).to.contain(warning(ghost));
+      expect(r.stderr).to.equal('');
       expect(r.stdout).to.equal(`${ghost}: paused\n`);
       const again = await cli(['resume', ghost]);
       expect(again.stderr).to.equal('');

@@ -11,7 +11,7 @@ describe('glidemq schedulers (CLI)', function () {
 
   it('add --cron / --every, then list as a table and as JSON', async () => {
     const q = uniqueQueue('cli-sched');
-    const cron = await cli('schedulers', 'add', q, 'digest', '--cron', '0 8 * * MON-FRI', '--tz', 'Europe/Berlin', '--data', '{"kind":"daily"}');
+    const cron = await cli('schedulers', 'add', q, 'digest', '--cron', '0 8 * * MON-FRI', '--tz', 'Europe/Berlin', '--data', '{"kind":"daily"}', '--create');
     expect(cron.code, cron.stderr).to.equal(0);
     expect(cron.stdout).to.match(/^scheduler digest on .*: cron 0 8 \* \* MON-FRI \(Europe\/Berlin\), next run \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d \(in /);
     const every = await cli('schedulers', 'add', q, 'heartbeat', '--every', '5m', '--priority', '2', '--job-name', 'ping', '--json');
@@ -72,7 +72,7 @@ describe('glidemq schedulers (CLI)', function () {
     let q: string;
     beforeEach(async () => {
       q = uniqueQueue('cli-sched-rm');
-      const r = await cli('schedulers', 'add', q, 'hb', '--every', '1m');
+      const r = await cli('schedulers', 'add', q, 'hb', '--every', '1m', '--create');
       expect(r.code, r.stderr).to.equal(0);
     });
     async function stillThere(): Promise<boolean> {

@@ -85,7 +85,8 @@ describe('CLI: a worker that speaks', function () {
     await q.add('a', {});
     const r = await runCli(['-u', url(), 'worker', processor('echo.mjs'), '-q', name, '-c', '3', '--exit-when-idle']);
     expect(r.code, r.stderr).to.equal(0);
-    expect(r.stderr).to.contain(`worker started: queue ${name} on ${shown()}, concurrency 3, glidemq ${VERSION}, pid `);
+    // (fitted to 80 columns: a line that goes on is indented by two spaces)
+    expect(r.stderr.replace(/\n {2}/g, ' ')).to.contain(`worker started: queue ${name} on ${shown()}, concurrency 3, glidemq ${VERSION}, pid `);
     expect(r.stderr).to.match(new RegExp(`exited: nothing left to do in queue ${name} \\(--exit-when-idle\\); 1 job finished \\(1 completed, 0 failed\\) in `));
     expect(r.stdout + r.stderr).not.to.contain(PASSWORD);
     expect(r.stdout).to.match(/^✓ 1 a \d+ ms\n$/); // stdout keeps the job lines only
@@ -219,7 +220,7 @@ describe('CLI: a worker that speaks', function () {
       await b.publish('orders.created', { n: 1 });
       const r = await runCli(['-u', url(), 'worker', processor('echo.mjs'), '--broadcast', bname, '--subscription', 'audit', '--start-from', 'earliest', '--exit-when-idle']);
       expect(r.code, r.stderr).to.equal(0);
-      expect(r.stderr).to.contain(`worker started: subscription audit of broadcast ${bname} on ${shown()}, concurrency 1, glidemq ${VERSION}`);
+      expect(r.stderr.replace(/\n {2}/g, ' ')).to.contain(`worker started: subscription audit of broadcast ${bname} on ${shown()}, concurrency 1, glidemq ${VERSION}`);
       expect(r.stderr).to.match(/exited: nothing left to do in subscription audit of broadcast .*; 1 message finished \(1 completed, 0 failed\)/);
     } finally {
       await b.close();

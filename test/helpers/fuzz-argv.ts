@@ -204,7 +204,7 @@ export const TEMPLATES: Record<string, Template> = {
     const groups = some(rng, [...f.groups, 'g9'], 0);
     return [rng.pick(['0', '1']), String(rng.int(1, 1000)), rng.pick(['0', '1']), String(groups.length), ...groups];
   },
-  glidemq_clean: (_f, rng) => [rng.pick(['completed', 'failed']), String(rng.pick([0, 60_000])), String(rng.int(1, 1000)), rng.pick(['0', '1'])],
+  glidemq_clean: (_f, rng) => [rng.pick(['completed', 'failed']), String(rng.pick([0, 60_000])), String(rng.int(1, 1000)), rng.pick(['0', '1']), String(rng.pick([0, 5]))],
   glidemq_cleanJobs: (f, rng) => {
     const state = rng.pick(['wait', 'paused', 'delayed', 'prioritized']);
     const ids = [...new Set([...some(rng, [...f.jobs.keys()], 0), anyJobId(f, rng), idIn(f, rng, state === 'wait' ? 'waiting' : state)])];

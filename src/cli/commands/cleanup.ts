@@ -1,5 +1,6 @@
 /** `glidemq drain`, `clean`, `obliterate`, `remove`: the commands that destroy data. */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { completeWith } from '../completion.js';
 import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { invalid } from '../../engine/shared/errors.js';
 import { action, withQueue } from '../context.js';
@@ -29,10 +30,17 @@ export function register(program: Command): void {
     .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq drain emails --dry-run\n  $ glidemq drain emails --delayed --yes`)
     .action(
       action(async (ctx, queue: string, f: Flags) => {
-        if (!f.dryRun && !(await confirmDestructive(`drain queue ${queue}`, f.yes))) return 1;
-        const r = await withQueue(ctx, queue, (q) => q.drain({ delayed: !!f.delayed, dryRun: !!f.dryRun }));
+        const delayed = !!f.delayed;
+        // what drain takes: the waiting jobs, and the delayed ones too with --delayed
+        const noun = delayed ? 'waiting or delayed job' : 'waiting job';
+        const r = await withQueue(ctx, queue, async (q) => {
+          const count = async () => `drain queue ${queue}: remove ${plural((await q.drain({ delayed, dryRun: true })).removed, noun)}`;
+          if (!f.dryRun && !(await confirmDestructive(count, f.yes))) return undefined;
+          return q.drain({ delayed, dryRun: !!f.dryRun });
+        });
+        if (!r) return DECLINED;
         if (ctx.json) printJson({ queue, removed: r.removed, dryRun: r.dryRun });
-        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${plural(r.removed, 'waiting job')}`);
+        else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${plural(r.removed, noun)}`);
         return 0;
       }),
     );
@@ -40,7 +48,7 @@ export function register(program: Command): void {
   program
     .command('clean <queue>')
     .description('remove completed or failed jobs that finished more than --grace ago')
-    .requiredOption('--state <state>', 'completed or failed')
+    .addOption(completeWith(new Option('--state <state>', 'completed or failed').makeOptionMandatory(), ['completed', 'failed']))
     .option('--grace <duration>', 'keep jobs that finished within this long', '0')
     .option('--limit <n>', 'remove at most this many')
     .option('--dry-run', 'list what would be removed, change nothing')
@@ -52,8 +60,12 @@ export function register(program: Command): void {
         const state = f.state;
         const grace = parseDuration(f.grace ?? '0', '--grace');
         const limit = f.limit === undefined ? undefined : parseInteger(f.limit, '--limit', 1);
-        if (!f.dryRun && !(await confirmDestructive(`remove ${state} jobs of ${queue}`, f.yes))) return 1;
-        const r = await withQueue(ctx, queue, (q) => q.clean(state, grace, { limit, dryRun: !!f.dryRun }));
+        const r = await withQueue(ctx, queue, async (q) => {
+          const count = async () => `remove ${plural((await q.clean(state, grace, { limit, dryRun: true })).ids.length, `${state} job`)} of ${queue}`;
+          if (!f.dryRun && !(await confirmDestructive(count, f.yes))) return undefined;
+          return q.clean(state, grace, { limit, dryRun: !!f.dryRun });
+        });
+        if (!r) return DECLINED;
         if (ctx.json) printJson({ queue, state, removed: r.ids, dryRun: r.dryRun });
         else print(`${queue}: ${r.dryRun ? 'would remove' : 'removed'} ${plural(r.ids.length, `${state} job`)}`);
         return 0;
@@ -69,8 +81,16 @@ export function register(program: Command): void {
     .addHelpText('after', `${SAFETY}\n\nExamples:\n  $ glidemq obliterate old-queue --dry-run\n  $ glidemq obliterate old-queue --yes`)
     .action(
       action(async (ctx, queue: string, f: Flags) => {
-        if (!f.dryRun && !(await confirmDestructive(`obliterate queue ${queue}`, f.yes))) return 1;
-        const r = await withQueue(ctx, queue, (q) => q.obliterate({ force: !!f.force, dryRun: !!f.dryRun }));
+        const r = await withQueue(ctx, queue, async (q) => {
+          const count = async () => {
+            const dry = await q.obliterate({ force: !!f.force, dryRun: true });
+            const jobs = await q.getJobCountByTypes();
+            return `obliterate queue ${queue}: delete ${plural(jobs, 'job')} (${plural(dry.keys, 'key')})`;
+          };
+          if (!f.dryRun && !(await confirmDestructive(count, f.yes))) return undefined;
+          return q.obliterate({ force: !!f.force, dryRun: !!f.dryRun });
+        });
+        if (!r) return DECLINED;
         if (ctx.json) printJson({ queue, keys: r.keys, active: r.active, dryRun: r.dryRun });
         else {
           print(`${queue}: ${r.dryRun ? 'would delete' : 'deleted'} ${plural(r.keys, 'key')}`);
@@ -100,17 +120,23 @@ export function register(program: Command): void {
             const them = active.length === 1 ? 'it' : 'them';
             throw invalid(`${plural(active.length, 'job')} of ${queue} being processed (${active.join(', ')}): nothing removed; wait for ${them}, or remove ${them} with --force`);
           }
-          if (f.dryRun || found.length === 0) return { removed: found, missing };
-          if (!(await confirmDestructive(`remove ${plural(found.length, 'job')} from ${queue}`, f.yes))) return undefined;
+          if (f.dryRun || found.length === 0) return { removed: found, missing, running: [] as string[] };
+          const runningToo = active.length ? ` (${active.length} running)` : '';
+          if (!(await confirmDestructive(`remove ${plural(found.length, 'job')}${runningToo} from ${queue}`, f.yes))) return undefined;
           const removed: string[] = [];
           for (const id of found) if (await q.remove(id, { force: !!f.force })) removed.push(id);
           // a job removed by retention between the look and the removal is gone all the same
-          return { removed, missing: [...missing, ...found.filter((id) => !removed.includes(id))] };
+          return { removed, missing: [...missing, ...found.filter((id) => !removed.includes(id))], running: active.filter((id) => removed.includes(id)) };
         });
         if (!outcome) return DECLINED;
         const { removed, missing } = outcome;
-        if (ctx.json) printJson({ queue, removed, missing, dryRun: !!f.dryRun });
+        const running = outcome.running;
+        if (ctx.json) printJson({ queue, removed, missing, dryRun: !!f.dryRun, ...(running.length ? { running } : {}) });
         else print(`${queue}: ${f.dryRun ? 'would remove' : 'removed'} ${plural(removed.length, 'job')}${removed.length ? ` (${removed.join(', ')})` : ''}`);
+        // a running job's worker learns it lost the claim at its next lock renewal and aborts the run
+        if (running.length && !ctx.json) {
+          print(`${running.join(', ')} ${running.length === 1 ? 'was' : 'were'} running: the worker is told at its next lock renewal and aborts the run`);
+        }
         if (missing.length) printError(`not found in queue ${queue}: ${missing.join(', ')} (finished jobs may have been removed by retention)`);
         return missing.length ? 2 : 0;
       }),

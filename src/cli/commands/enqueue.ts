@@ -105,7 +105,7 @@ a cycle is refused. Output: "<id>  <name>" per node in the file's order; --json:
      "opts": {"failParentOnFailure": true}}]}
   $ glidemq enqueue reports --flow flow.json --json | jq -r .id
   $ generate-flow | glidemq enqueue reports --flow -
-  $ echo '{"nodes": [{"name": "a"}, {"name": "b"}, {"name": "c", "deps": ["a", "b"]}]}' |
+  $ echo '{"nodes":[{"name":"a"},{"name":"b"},{"name":"c","deps":["a","b"]}]}' |
       glidemq enqueue etl --flow - --json`,
     )
     .action(

@@ -7,11 +7,13 @@ import type { Command } from 'commander';
 import { parseInteger } from '../../engine/shared/duration.js';
 import { invalid } from '../../engine/shared/errors.js';
 import { action, withQueue } from '../context.js';
+import { allowNewQueue, CREATE_FLAG, DECLINED } from '../confirm.js';
 import { print, printJson } from '../output.js';
 
 interface LimitFlags {
   globalConcurrency?: string;
   clear?: boolean;
+  create?: boolean;
 }
 
 export function describeLimit(limit: number | null): string {
@@ -24,6 +26,7 @@ export function register(program: Command): void {
     .description("show, set or clear the queue's global concurrency limit (it outlives the worker that set it)")
     .option('--global-concurrency <n>', 'allow at most n active jobs across all workers of the queue')
     .option('--clear', 'remove the limit')
+    .option(...CREATE_FLAG)
     .addHelpText(
       'after',
       `
@@ -32,18 +35,28 @@ Without a flag the command shows the limit. \`glidemq stats\` shows it too.
 Examples:
   $ glidemq limit emails
   $ glidemq limit emails --global-concurrency 20
-  $ glidemq limit emails --clear --json`,
+  $ glidemq limit emails --clear --json
+  $ glidemq limit new-queue --global-concurrency 5 --create`,
     )
     .action(
       action(async (ctx, queue: string, f: LimitFlags) => {
         if (f.clear && f.globalConcurrency !== undefined) throw invalid('give either --global-concurrency <n> or --clear, not both');
         const wanted = f.clear ? 0 : f.globalConcurrency === undefined ? undefined : parseInteger(f.globalConcurrency, '--global-concurrency', 1, 1_000_000);
-        const { before, after } = await withQueue(ctx, queue, async (q) => {
-          const was = await q.getGlobalConcurrency();
-          if (wanted === undefined) return { before: was, after: was };
-          await q.setGlobalConcurrency(wanted);
-          return { before: was, after: await q.getGlobalConcurrency() };
-        });
+        // a read warns about a queue that does not exist; a setting would make it (allowNewQueue)
+        const outcome = await withQueue(
+          ctx,
+          queue,
+          async (q) => {
+            const was = await q.getGlobalConcurrency();
+            if (wanted === undefined) return { before: was, after: was };
+            if (!(await allowNewQueue(q, ctx, f.create))) return undefined;
+            await q.setGlobalConcurrency(wanted);
+            return { before: was, after: await q.getGlobalConcurrency() };
+          },
+          { creates: wanted !== undefined },
+        );
+        if (!outcome) return DECLINED;
+        const { before, after } = outcome;
         if (ctx.json) printJson({ queue, globalConcurrency: after, changed: before !== after });
         else if (wanted === undefined) print(`${queue}: ${describeLimit(after)}`);
         else if (before === after) print(`${queue}: unchanged, ${describeLimit(after)}`);

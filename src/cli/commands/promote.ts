@@ -23,8 +23,9 @@ export function register(program: Command): void {
       `
 A promoted job waits where its options put it (its priority, LIFO or group), as if its delay
 had ended; a retry waiting out its backoff is a delayed job too. Only delayed jobs are promoted:
-an id that does not exist or is in another state is named on stderr and the command exits 1 (the
-other ids are still promoted). --all acts on the delayed jobs there are when it starts.
+an id in another state is named on stderr and the command exits 1, an id that does not exist
+exits 2 (the other ids are still promoted). --all acts on the delayed jobs there are when it
+starts.
 
 Examples:
   $ glidemq promote emails 42

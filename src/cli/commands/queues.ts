@@ -69,6 +69,7 @@ Examples:
             ]),
             numeric: [1, 2, 3, 4, 5, 6, 7, 8],
             wrap: 0,
+            whole: 0, // a queue name is copied: never broken (on a line of its own when it cannot fit)
           }),
         );
         return 0;

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { invalid } from '../../engine/shared/errors.js';
 import { matchingIds, retryFailed, type JobFilter, type MoveResult } from '../../engine/operating/job-listing.js';
 import { action, type CommandContext, withQueue } from '../context.js';
-import { print, printError, printJson, plural } from '../output.js';
+import { hangingWrap, print, printError, printJson, plural } from '../output.js';
 import { describeFilter, filterFrom } from './jobs.js';
 import { resendDeadLetters } from '../../engine/operating/dead-letters.js';
 
@@ -31,7 +31,8 @@ export function checkSelection(ids: string[], all: boolean, allFlag: string, f: 
 
 /**
  * Prints what a retry or promote did: one summary line (or JSON) on stdout, each id that was not
- * moved on stderr. Exit 1 when any id was not moved.
+ * moved on stderr. Exit 2 when an id names no job (bad input, as `job` and `remove` say), else 1
+ * when any id was not moved (it is in another state).
  */
 export function report(ctx: CommandContext, queue: string, r: MoveResult, o: { verb: string; past: string; key: string; noun: string; dryRun: boolean; filter?: JobFilter; since?: string }): number {
   if (ctx.json) {
@@ -40,9 +41,10 @@ export function report(ctx: CommandContext, queue: string, r: MoveResult, o: { v
     print(`${queue}: no ${describeFilter(o.filter, o.since)} to ${o.verb}`);
   } else {
     const ids = r.moved.length <= SHOWN_IDS ? r.moved.join(', ') : `${r.moved.slice(0, SHOWN_IDS).join(', ')}, … ${r.moved.length - SHOWN_IDS} more (--json lists them all)`;
-    print(`${queue}: ${o.dryRun ? `would ${o.verb}` : o.past} ${plural(r.moved.length, o.noun)}${r.moved.length ? ` (${ids})` : ''}`);
+    print(hangingWrap(`${queue}: ${o.dryRun ? `would ${o.verb}` : o.past} ${plural(r.moved.length, o.noun)}${r.moved.length ? ` (${ids})` : ''}`));
   }
   for (const p of r.problems) printError(p.reason);
+  if (r.notFound?.length) return 2;
   return r.problems.length ? 1 : 0;
 }
 
@@ -59,9 +61,10 @@ export function register(program: Command): void {
       'after',
       `
 A retried job waits again where its options put it (its priority, LIFO or group) with all its
-attempts again (attempts made back to 0); a paused queue keeps it until resumed. Only failed jobs are retried: an id
-that does not exist or is in another state is named on stderr and the command exits 1 (the
-other ids are still retried). --since counts back from the server's clock.
+attempts again (attempts made back to 0); a paused queue keeps it until resumed. Only failed
+jobs are retried: an id in another state is named on stderr and the command exits 1, an id that
+does not exist exits 2 (the other ids are still retried). --since counts back from the server's
+clock.
 
 Examples:
   $ glidemq retry emails 42 43
@@ -95,6 +98,7 @@ async function retryDeadLetters(ctx: CommandContext, queue: string, ids: string[
   if (ctx.json) {
     printJson({ queue, dryRun: !!f.dryRun, retried: r.moved, sent: r.sent, problems: r.problems });
     for (const p of r.problems) printError(p.reason);
+    if (r.notFound?.length) return 2; // as report(): an id that names no job
     return r.problems.length ? 1 : 0;
   }
   const code = report(ctx, queue, r, { verb: 'send back', past: 'sent back', key: 'retried', noun: 'dead letter', dryRun: !!f.dryRun });

@@ -1,8 +1,8 @@
 /** `glidemq schedulers <queue>` (list), `schedulers add`, `schedulers remove`. */
 import type { Command } from 'commander';
 import { invalid } from '../../engine/shared/errors.js';
-import type { SchedulerInfo, SchedulerTiming } from '../../engine/scheduling/schedulers.js';
-import { confirmDestructive, DECLINED } from '../confirm.js';
+import { buildRecord, type SchedulerInfo, type SchedulerTiming } from '../../engine/scheduling/schedulers.js';
+import { allowNewQueue, confirmDestructive, CREATE_FLAG, DECLINED } from '../confirm.js';
 import { action, withQueue } from '../context.js';
 import { parseJsonArgument } from '../input.js';
 import { colour, formatDuration, formatTime, print, printJson, table } from '../output.js';
@@ -18,6 +18,7 @@ interface AddFlags {
   lifo?: boolean;
   attempts?: string;
   backoff?: string;
+  create?: boolean;
 }
 
 interface RemoveFlags {
@@ -33,8 +34,9 @@ export function register(program: Command): void {
       'after',
       `
 Examples:
-  $ glidemq schedulers emails                               list (same as: schedulers list emails)
-  $ glidemq schedulers add emails digest --cron '0 8 * * MON-FRI' --tz Europe/Berlin --data '{"kind":"daily"}'
+  $ glidemq schedulers emails               list (same as: schedulers list emails)
+  $ glidemq schedulers add emails digest --cron '0 8 * * MON-FRI' --tz Europe/Berlin
+  $ glidemq schedulers add reports nightly --every 1d --data '{"kind":"daily"}'
   $ glidemq schedulers add emails heartbeat --every 5m
   $ glidemq schedulers remove emails digest --yes`,
     );
@@ -87,12 +89,14 @@ Examples:
     .option('--lifo', 'each job is served before older waiting ones')
     .option('--attempts <n>', 'attempts of each job')
     .option('--backoff <spec>', 'delay between attempts: fixed:<ms> or exponential:<ms>')
+    .option(...CREATE_FLAG)
     .addHelpText(
       'after',
       `
 Examples:
   $ glidemq schedulers add reports nightly --cron '30 2 * * *' --tz America/New_York
   $ glidemq schedulers add emails heartbeat --every 5m --data '{"ping":true}' --json
+  $ glidemq schedulers add new-queue heartbeat --every 1m --create
 
 A worker of the queue fires it from its promotion tick. After downtime a missed run fires once,
 then the next run moves to the next slot after now.`,
@@ -104,7 +108,17 @@ then the next run moves to the next slot after now.`,
         const timing: SchedulerTiming = flags.cron !== undefined ? { pattern: flags.cron, ...(flags.tz ? { tz: flags.tz } : {}) } : { every: flags.every };
         const data = parseJsonArgument(flags.data ?? '{}', '--data');
         const opts = jobOptionsFromFlags({ name: name, priority: flags.priority, lifo: flags.lifo, attempts: flags.attempts, backoff: flags.backoff });
-        const s = await withQueue(ctx, queue, (q) => q.upsertScheduler(name, timing, { name: flags.jobName ?? name, data, opts }), { creates: true });
+        const s = await withQueue(
+          ctx,
+          queue,
+          async (q) => {
+            const template = { name: flags.jobName ?? name, data, opts };
+            await buildRecord(name, timing, template, () => q.serverTime()); // bad input is told before any question
+            return (await allowNewQueue(q, ctx, flags.create)) ? q.upsertScheduler(name, timing, template) : undefined;
+          },
+          { creates: true },
+        );
+        if (!s) return DECLINED;
         if (ctx.json) printJson(s);
         else print(`scheduler ${s.name} on ${queue}: ${schedule(s)}, next run ${formatTime(s.nextRun)} (${relative(s.nextRun - Date.now())})`);
         return 0;

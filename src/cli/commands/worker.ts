@@ -15,6 +15,7 @@ import { runUntilStopped, type IdleState, type RunLimits } from '../worker-lifec
 import { confirmFromFlags, CONFIRM_FLAG, CONFIRM_TIMEOUT_FLAG, type ConfirmFlags } from '../confirm-flag.js';
 import { durableBaselineHolds } from '../require-durable.js';
 import { workerVoice } from '../worker-voice.js';
+import { tellLostClaim } from '../worker-lost-claim.js';
 
 interface WorkerFlags extends BroadcastFlags, ConfirmFlags {
   requireDurable?: boolean;
@@ -205,6 +206,7 @@ function runWorker(
   limits: RunLimits,
   logJson: boolean,
 ): Promise<number> {
+  worker.on('lockLost', (id: string) => void tellLostClaim(queueName, { connection: opts.connection, prefix: opts.prefix }, id, workerVoice(logJson)));
   return runUntilStopped(worker, {
     json: ctx.json,
     logJson,

@@ -102,9 +102,12 @@ export async function clean(
   const ids: string[] = [];
   while (ids.length < limit) {
     const want = Math.min(BATCH, limit - ids.length);
-    const batch = (await callFunction(client, 'glidemq_clean', keys.meta, [state, graceMs, want, opts.dryRun ? '1' : '0'])) as string[];
+    // a dry run removes nothing: it pages on past what it has listed, so it counts what a real
+    // run removes (every page of it, up to the limit), not one page
+    const offset = opts.dryRun ? ids.length : 0;
+    const batch = (await callFunction(client, 'glidemq_clean', keys.meta, [state, graceMs, want, opts.dryRun ? '1' : '0', offset])) as string[];
     ids.push(...batch);
-    if (batch.length < want || opts.dryRun) break;
+    if (batch.length < want) break;
   }
   return { ids, dryRun: !!opts.dryRun };
 }

@@ -3,6 +3,7 @@
  * closed" can say what really went wrong: what the sentinels answered, a database the server does
  * not have, and the last socket error of any client glidemq made.
  */
+import { connect } from 'node:net';
 import type { Redis } from 'ioredis';
 import { isCluster, type Client } from './client-shape.js';
 import { ConnectionError } from '../shared/errors.js';
@@ -71,13 +72,63 @@ export function refusedDatabaseOf(client: Client): ConnectionError | undefined {
   return refusedDatabases.get(client);
 }
 
+/**
+ * Something that is not a Valkey server on the URL's port (a web server, most often) answers with
+ * bytes that are no RESP reply, and ioredis reports only "Unknown RESP type 72 "H". Please report
+ * this.". The client's error listener names the host and port and what the answer looks like. The
+ * error is the very one the failed commands reject with (ioredis flushes them with it and emits it
+ * at once, before any of their handlers runs), so the command's caller reads the same sentence.
+ */
+export function nameForeignServer(client: Redis, where: string): void {
+  client.prependListener('error', (err: Error) => {
+    const m = /^Unknown RESP type (\d+)/.exec(err?.message ?? '');
+    if (!m) return;
+    const first = String.fromCharCode(Number(m[1]));
+    const looks = first === 'H' ? 'it answered like an HTTP server' : `its answer starts with ${JSON.stringify(first)}, which is no RESP reply`;
+    err.message = `${where} is not a Valkey server (${looks}): check the host and port of the URL`;
+    // what the socket says next (EPIPE, ECONNRESET: the web server hung up) is not the news
+    foreignServers.set(client, err);
+  });
+}
+
+/**
+ * When a connection was cut at once (EPIPE, ECONNRESET), what is at `host:port`: a web server cuts a
+ * client whose first bytes are no HTTP, often before its answer could be read. One line is sent
+ * ("PING") and the first bytes of the answer are read (within `withinMs`): an answer starting with
+ * "HTTP/" gives the sentence nameForeignServer gives; anything else (a Valkey server's +PONG or
+ * -NOAUTH, no answer) gives undefined.
+ */
+export async function probeForeignServer(host: string, port: number, withinMs = 1000): Promise<string | undefined> {
+  const answer = await new Promise<string>((resolve) => {
+    let got = '';
+    const socket = connect({ host, port }, () => socket.write('PING\r\n'));
+    const done = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(got);
+    };
+    const timer = setTimeout(done, withinMs);
+    socket.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (got.length >= 5) done();
+    });
+    socket.on('error', done);
+    socket.on('close', done);
+  });
+  if (!answer.startsWith('HTTP/')) return undefined;
+  return `${host.includes(':') ? `[${host}]` : host}:${port} is not a Valkey server (it answered like an HTTP server): check the host and port of the URL`;
+}
+
+/** Clients that found something other than a Valkey server at their address (nameForeignServer). */
+const foreignServers = new WeakMap<Client, Error>();
+
 let lastSocketError: Error | undefined;
 /** Whether the client that reported lastSocketError connects over TLS. */
 let lastSocketErrorTls = false;
 
 /** An 'error' listener of every client glidemq makes (`this` is the client that reports). */
 export function rememberSocketError(this: Client | undefined, err: Error): void {
-  lastSocketError = (this && refusedDatabases.get(this)) || sentinelFailure(this, err) || err;
+  lastSocketError = (this && (refusedDatabases.get(this) || foreignServers.get(this))) || sentinelFailure(this, err) || err;
   lastSocketErrorTls = !!this && !!(isCluster(this) ? this.options.redisOptions?.tls : (this as Redis).options?.tls);
 }
 
@@ -94,6 +145,7 @@ export function lastConnectionProblem(): string | undefined {
     return `the server's TLS certificate is not trusted (${e.message}); give the CA that signed it with --tls-ca <file> or $GLIDEMQ_TLS_CA`;
   }
   if (e.code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `the server's TLS certificate does not name this host (${e.message})`;
+  if (/ is not a Valkey server \(/.test(e.message)) return e.message; // nameForeignServer
   if (/^WRONGPASS/.test(e.message)) return 'authentication failed: wrong user name or password';
   if (/^NOAUTH/.test(e.message)) return 'authentication failed: the server wants a password (in the URL or $GLIDEMQ_PASSWORD)';
   if (/wrong version number|packet length too long|unknown protocol/i.test(e.message)) {

@@ -8,7 +8,7 @@ import { Redis, Cluster, ReplyError, type RedisOptions, type ClusterOptions } fr
 import { isClient, isCluster, type Client } from './client-shape.js';
 import { hostLabel, knownNodes, nameCluster, rememberNodes, stopSlotRefresh, type Seed } from './cluster-nodes.js';
 import { settingsFrom, type ClientSettings, type ConnectionInput } from './connection-input.js';
-import { refuseMissingDatabase, refusedDatabaseOf, rememberSocketError, sentinelFailure, watchSentinels } from './connection-problems.js';
+import { nameForeignServer, refuseMissingDatabase, refusedDatabaseOf, rememberSocketError, sentinelFailure, watchSentinels } from './connection-problems.js';
 import { ConnectionError, invalid } from '../shared/errors.js';
 import { sentinelClientOptions, sentinelLabel, type SentinelTarget } from './sentinel.js';
 import { parseUrl, redactUrl, redisOptionsFromUrl, type ParsedUrl } from './server-url.js';
@@ -17,7 +17,7 @@ import { parseUrl, redactUrl, redisOptionsFromUrl, type ParsedUrl } from './serv
 export * from './client-shape.js';
 export * from './cluster-nodes.js';
 export * from './connection-input.js';
-export { databaseRefusal, lastConnectionProblem, lastDatabaseRefusal } from './connection-problems.js';
+export { databaseRefusal, lastConnectionProblem, lastDatabaseRefusal, probeForeignServer } from './connection-problems.js';
 export * from './server-url.js';
 
 /**
@@ -65,6 +65,7 @@ export function createClient(settings: ClientSettings, extra: RedisOptions = {},
   }
   const client = new Redis(base);
   readyCheckWithoutKeyspace(client);
+  nameForeignServer(client, hostLabel(parsed));
   if (parsed.db !== 0) refuseMissingDatabase(client, parsed.db, hostLabel(parsed));
   return client;
 }

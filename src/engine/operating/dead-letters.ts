@@ -36,13 +36,16 @@ const RESEND_DEDUP_MS = 24 * 3600_000;
 const PAGE = 500;
 
 /** The dead letters of the dead-letter queue `dlq`: those named, or every one in its failed set. */
-async function lettersOf(dlq: Queue, ids: string[] | undefined, problems: MoveResult['problems']): Promise<Job[]> {
+async function lettersOf(dlq: Queue, ids: string[] | undefined, result: MoveResult): Promise<Job[]> {
+  const problems = result.problems;
   if (ids !== undefined) {
     const out: Job[] = [];
     for (const id of ids) {
       const job = await dlq.getJob(id);
-      if (!job) problems.push({ id, reason: `${dlq.name}: no job ${id}` });
-      else if (!job.originalQueue || !job.originalJobId) problems.push({ id, reason: `${dlq.name}: job ${id} is no dead letter (it names no source queue)` });
+      if (!job) {
+        problems.push({ id, reason: `${dlq.name}: no job ${id}` });
+        (result.notFound ??= []).push(id);
+      } else if (!job.originalQueue || !job.originalJobId) problems.push({ id, reason: `${dlq.name}: job ${id} is no dead letter (it names no source queue)` });
       else if (job.state !== 'failed') problems.push({ id, reason: `${dlq.name}: dead letter ${id} is ${job.state}, not failed (it was retried inside the dead-letter queue)` });
       else out.push(job);
     }
@@ -82,7 +85,7 @@ export async function resendDeadLetters(dlq: Queue, ids: string[] | undefined, o
   if (ids !== undefined && ids.length === 0) throw invalid('give the ids of the dead letters to send back, or none for every one');
   await dlq.waitUntilReady();
   const result: ResendResult = { moved: [], problems: [], sent: [] };
-  const letters = await lettersOf(dlq, ids, result.problems);
+  const letters = await lettersOf(dlq, ids, result);
   const sources = new Map<string, Queue>();
   try {
     for (const letter of letters) {

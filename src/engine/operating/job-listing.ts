@@ -140,6 +140,8 @@ export interface MoveResult {
   moved: string[];
   /** The ids that were not, each with why (no such job, another state, or the server's refusal). */
   problems: { id: string; reason: string }[];
+  /** The ids among the problems that name no job at all (a wrong id: the CLI exits 2 for them). */
+  notFound?: string[];
 }
 
 /**
@@ -152,6 +154,7 @@ async function moveEach(q: Queue, ids: string[], need: 'failed' | 'delayed', dry
   const unique = [...new Set(ids)];
   const moved: string[] = [];
   const problems: MoveResult['problems'] = [];
+  const notFound: string[] = [];
   const target: EditTarget = { client: q.client, keys: q.keys, fence: '' };
   for (let i = 0; i < unique.length; i += CHUNK) {
     const chunk = unique.slice(i, i + CHUNK);
@@ -159,7 +162,10 @@ async function moveEach(q: Queue, ids: string[], need: 'failed' | 'delayed', dry
     const ready: string[] = [];
     chunk.forEach((id, j) => {
       const s = states[j];
-      if (s === 'unknown') problems.push({ id, reason: `job ${id} not found in queue ${q.name} (finished jobs may have been removed by retention)` });
+      if (s === 'unknown') {
+        problems.push({ id, reason: `job ${id} not found in queue ${q.name} (finished jobs may have been removed by retention)` });
+        notFound.push(id);
+      }
       else if (s !== need) problems.push({ id, reason: `job ${id} is ${s}, not ${need}` });
       else ready.push(id);
     });
@@ -184,7 +190,7 @@ async function moveEach(q: Queue, ids: string[], need: 'failed' | 'delayed', dry
       else problems.push({ id, reason });
     });
   }
-  return { moved, problems };
+  return { moved, problems, notFound };
 }
 
 /**
