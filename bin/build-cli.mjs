@@ -56,6 +56,8 @@ await build({
   banner: { js: "(function (exports, require, module, __filename, __dirname) {const __glidemqUrl = require('node:url').pathToFileURL(__filename).href;" },
   footer: { js: '})' },
   plugins: [ioredisPrototype],
+  // `glidemq ui` loads bull-board and express (optional peers) from node_modules when it runs
+  external: ['@bull-board/*', 'express'],
 });
 
 const nonAscii = /[^\x00-\x7f]/.exec(await readFile(new URL('dist/src/cli/bundle.cjs', root), 'latin1'));
