@@ -26,6 +26,10 @@ export class BoardJob implements QueueJob {
     return this.job.name;
   }
 
+  get progress(): string | boolean | number | object {
+    return boardProgress(this.job.progress);
+  }
+
   /** The job's options; a flow child's also say its parent as BullMQ's do ({ id, queue }), which bull-board follows to the flow's root. */
   get opts(): Job['opts'] & { parent?: { id: string; queue: string } } {
     const parent = this.job.parent;
@@ -84,7 +88,7 @@ export class BoardJob implements QueueJob {
       name: j.name,
       data: j.data,
       opts: this.opts,
-      progress: boardProgress(j.progress),
+      progress: this.progress,
       attemptsMade: j.attemptsMade,
       attemptsStarted: j.attemptsStarted,
       stalledCounter: j.stalledCount,
