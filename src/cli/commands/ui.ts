@@ -1,5 +1,5 @@
 /** `glidemq ui`: the web dashboard (bull-board over the queues, and the durability audit) until stopped. */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { invalid } from '../../engine/shared/errors.js';
 import { parseInteger } from '../../engine/shared/duration.js';
 import { action, describeError, warnUnknownQueue } from '../context.js';
@@ -11,6 +11,7 @@ interface UiFlags {
   host: string;
   auth?: string;
   readOnly?: boolean;
+  rediscoverMs?: string;
 }
 
 export function register(program: Command): void {
@@ -21,6 +22,8 @@ export function register(program: Command): void {
     .option('--host <host>', 'address to listen on (0.0.0.0: every interface)', '127.0.0.1')
     .option('--auth <user:pass>', 'ask for these credentials (default $GLIDEMQ_UI_AUTH)')
     .option('--read-only', 'hide every action: look, do not touch')
+    // how often the queue list is looked up again (tests make it short)
+    .addOption(new Option('--rediscover-ms <ms>').hideHelp())
     .addHelpText(
       'after',
       `
@@ -54,6 +57,7 @@ Examples:
             prefix: ctx.prefix,
             queues,
             readOnly: !!flags.readOnly,
+            ...(flags.rediscoverMs ? { rediscoverMs: parseInteger(flags.rediscoverMs, '--rediscover-ms', 10, 3_600_000) } : {}),
             ...(auth ? { auth } : {}),
             where: ctx.where,
           },
