@@ -60,7 +60,7 @@ describe('CLI: ui (the dashboard, in a real browser)', function () {
     await emails.add('reminder', { to: 'cy@example.com' });
     await images.add('resize', { width: 640 });
 
-    ui = startCli(['-u', server().url, '--prefix', prefix, '--json', 'ui', '--port', '0', '--auth', `${USER}:${PASS}`, '--rediscover-ms', '200']);
+    ui = startCli(['-u', server().url, '--prefix', prefix, '--json', 'ui', '--port', '0', '--auth', `${USER}:${PASS}`, '--rediscover', '200ms']);
     const line = (await waitFor(() => ui.stdout().split('\n').find((l) => l.startsWith('{')), 'the dashboard to listen')) as string;
     url = (JSON.parse(line) as { url: string }).url;
 

@@ -35,10 +35,10 @@ describe('bull-board stays out of the core install path', () => {
     const problems: string[] = [];
     for (const file of sourceFiles(SRC)) {
       const text = readFileSync(file, 'utf8');
+      if (file.startsWith(ROOM) || !/bull-board|express|ejs/.test(text)) continue; // no import of them can hide in the rest
       const name = relative(SRC, file);
       const { importedFiles } = ts.preProcessFile(text, true, true);
       const all = [...new Set(importedFiles.map((f) => f.fileName))];
-      if (file.startsWith(ROOM)) continue;
       for (const spec of all) {
         if (/^@bull-board\/|^express$|^ejs$/.test(spec)) problems.push(`${name} imports ${spec}`);
         if (spec.includes('integrations/bull-board')) {

@@ -1,7 +1,7 @@
 /** `glidemq ui`: the web dashboard (bull-board over the queues, and the durability audit) until stopped. */
-import { Option, type Command } from 'commander';
+import type { Command } from 'commander';
 import { invalid } from '../../engine/shared/errors.js';
-import { parseInteger } from '../../engine/shared/duration.js';
+import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { action, describeError, warnUnknownQueue } from '../context.js';
 import { untilSignal } from '../signals.js';
 import { plural, print, printJsonLine, warn } from '../output.js';
@@ -11,7 +11,7 @@ interface UiFlags {
   host: string;
   auth?: string;
   readOnly?: boolean;
-  rediscoverMs?: string;
+  rediscover: string;
 }
 
 export function register(program: Command): void {
@@ -20,15 +20,14 @@ export function register(program: Command): void {
     .description('serve the web dashboard (bull-board) over the queues until stopped')
     .option('-p, --port <port>', 'port to listen on (0: any free port)', '5380')
     .option('--host <host>', 'address to listen on (0.0.0.0: every interface)', '127.0.0.1')
-    .option('--auth <user:pass>', 'ask for these credentials (default $GLIDEMQ_UI_AUTH)')
+    .option('--auth <user:pass>', 'ask every request for these (default: $GLIDEMQ_UI_AUTH)')
     .option('--read-only', 'hide every action: look, do not touch')
-    // how often the queue list is looked up again (tests make it short)
-    .addOption(new Option('--rediscover-ms <ms>').hideHelp())
+    .option('--rediscover <duration>', 'how often to look for new queues', '5s')
     .addHelpText(
       'after',
       `
 Without queue names every queue under the prefix is shown, and a new queue
-appears within 5 s. The durability audit (as glidemq audit) is at /audit.
+appears within --rediscover. The durability audit (as glidemq audit) is at /audit.
 Bound to an address other than loopback it needs --auth (or GLIDEMQ_UI_AUTH):
 every page then asks for the credentials (HTTP basic auth; use TLS in front
 of it across a network). SIGINT/SIGTERM stop it (exit 0).
@@ -42,13 +41,12 @@ Examples:
       action(async (ctx, queues: string[], flags: UiFlags) => {
         const port = parseInteger(flags.port, '--port', 0, 65_535);
         const authText = flags.auth ?? (process.env.GLIDEMQ_UI_AUTH || undefined);
-        // loaded only here: bull-board and express are optional peers nothing else needs
-        const { Dashboard, isLoopback, parseBasicAuth } = await import('../../integrations/bull-board/dashboard.js');
         const auth = authText === undefined ? undefined : parseBasicAuth(authText);
         if (authText !== undefined && !auth) throw invalid('--auth takes user:pass (a user name, a colon, a password)');
         if (!auth && !isLoopback(flags.host)) {
           throw invalid(`refusing to serve ${flags.host} without credentials: pass --auth user:pass or set GLIDEMQ_UI_AUTH`);
         }
+        const { Dashboard } = await loadDashboard();
         let lastError = '';
         const dashboard = new Dashboard(
           {
@@ -57,7 +55,7 @@ Examples:
             prefix: ctx.prefix,
             queues,
             readOnly: !!flags.readOnly,
-            ...(flags.rediscoverMs ? { rediscoverMs: parseInteger(flags.rediscoverMs, '--rediscover-ms', 10, 3_600_000) } : {}),
+            rediscoverMs: rediscoverMs(flags.rediscover),
             ...(auth ? { auth } : {}),
             where: ctx.where,
           },
@@ -82,4 +80,39 @@ Examples:
         }
       }),
     );
+}
+
+/** `user:pass` (the first colon splits; the password may hold colons), or undefined when it has no colon or an empty user. */
+export function parseBasicAuth(text: string): { user: string; pass: string } | undefined {
+  const colon = text.indexOf(':');
+  if (colon <= 0) return undefined;
+  return { user: text.slice(0, colon), pass: text.slice(colon + 1) };
+}
+
+/** Whether `host` is a loopback address, reachable only from this machine. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || h === '::ffff:127.0.0.1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/** --rediscover in ms: at least 100 ms (a SCAN of the keyspace each time). */
+function rediscoverMs(text: string): number {
+  const ms = parseDuration(text, '--rediscover');
+  if (ms < 100) throw invalid(`--rediscover must be at least 100ms (each look is a SCAN of the keyspace), not ${text}`);
+  return ms;
+}
+
+/**
+ * The dashboard's module, loaded only here: bull-board and express are optional peer dependencies
+ * nothing else needs, so an install without them says what to add instead of a stack.
+ */
+async function loadDashboard(): Promise<typeof import('../../integrations/bull-board/dashboard.js')> {
+  try {
+    return await import('../../integrations/bull-board/dashboard.js');
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code !== 'MODULE_NOT_FOUND' && code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    const missing = /'((?:@bull-board\/[a-z-]+)|express|ejs)[/']/.exec((err as Error).message)?.[1] ?? 'a module';
+    throw invalid(`glidemq ui needs bull-board and express (${missing} is not installed): npm install @bull-board/api @bull-board/express express`);
+  }
 }

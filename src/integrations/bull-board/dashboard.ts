@@ -37,19 +37,6 @@ export interface DashboardOptions {
   where?: string;
 }
 
-/** `user:pass` (the first colon splits; the password may hold colons), or undefined when it has no colon or an empty user. */
-export function parseBasicAuth(text: string): BasicAuth | undefined {
-  const colon = text.indexOf(':');
-  if (colon <= 0) return undefined;
-  return { user: text.slice(0, colon), pass: text.slice(colon + 1) };
-}
-
-/** Whether `host` is a loopback address, reachable only from this machine. */
-export function isLoopback(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === '::ffff:127.0.0.1';
-}
-
 /** Compares two secrets in a time that does not depend on where they differ. */
 function sameSecret(a: string, b: string): boolean {
   const digest = (s: string) => createHash('sha256').update(s).digest();
@@ -59,11 +46,13 @@ function sameSecret(a: string, b: string): boolean {
 function authorized(req: IncomingMessage, auth: BasicAuth): boolean {
   const m = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '');
   if (!m) return false;
-  const given = parseBasicAuth(Buffer.from(m[1]!, 'base64').toString('utf8'));
+  const text = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = text.indexOf(':'); // the first colon splits: a password may hold colons
+  if (colon < 0) return false;
   // both compared, whatever the first says: no early answer to time
-  const user = sameSecret(given?.user ?? '', auth.user);
-  const pass = sameSecret(given?.pass ?? '', auth.pass);
-  return !!given && user && pass;
+  const user = sameSecret(text.slice(0, colon), auth.user);
+  const pass = sameSecret(text.slice(colon + 1), auth.pass);
+  return user && pass;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
