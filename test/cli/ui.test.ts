@@ -8,6 +8,7 @@
 import { expect } from 'chai';
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { Queue } from '../../src/engine/queue/queue.js';
@@ -155,6 +156,23 @@ describe('CLI: ui (the dashboard, in a real browser)', function () {
     expect((await fetch(`${url}api/queues`, { headers: { authorization: `Basic ${wrong}` } })).status).to.equal(401);
     const right = Buffer.from(`${USER}:${PASS}`).toString('base64');
     expect((await fetch(`${url}api/queues`, { headers: { authorization: `Basic ${right}` } })).status).to.equal(200);
+  });
+
+  it('on loopback it answers only to loopback names, and refuses a change sent from another site\'s page', async () => {
+    const { hostname, port } = new URL(url);
+    const status = (headers: Record<string, string>, method = 'GET') =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ hostname, port, path: '/api/queues', method, headers: { authorization: `Basic ${Buffer.from(`${USER}:${PASS}`).toString('base64')}`, ...headers } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await status({ host: `localhost:${port}` })).to.equal(200);
+    expect(await status({ host: `rebound.example:${port}` })).to.equal(403);
+    expect(await status({ host: `${hostname}:${port}`, origin: 'https://elsewhere.example' }, 'PUT')).to.equal(403);
+    expect(await status({ host: `${hostname}:${port}`, origin: `http://${hostname}:${port}` }, 'PUT')).to.equal(404); // its own page: on to the board
   });
 
   it('bound beyond loopback without credentials it refuses to start: exit 2, one line', async () => {

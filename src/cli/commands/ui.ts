@@ -58,6 +58,8 @@ Examples:
             rediscoverMs: rediscoverMs(flags.rediscover),
             ...(auth ? { auth } : {}),
             where: ctx.where,
+            // on loopback, only loopback names: a page whose name resolves to 127.0.0.1 cannot read the board
+            ...(isLoopback(flags.host) ? { acceptHost: isLoopback } : {}),
           },
           (err) => {
             const why = describeError(err, ctx.where);

@@ -35,6 +35,11 @@ export interface DashboardOptions {
   rediscoverMs?: number;
   /** The server's name in messages and on the audit page (its URL without a password). */
   where?: string;
+  /**
+   * Which Host headers are answered (default: any). A board on loopback accepts only loopback
+   * names, so a web page whose own name resolves to 127.0.0.1 (DNS rebinding) cannot read it.
+   */
+  acceptHost?: (hostname: string) => boolean;
 }
 
 /** Compares two secrets in a time that does not depend on where they differ. */
@@ -148,6 +153,11 @@ export class Dashboard {
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
+    const refusal = this.refusal(req);
+    if (refusal) {
+      res.writeHead(403, { 'content-type': 'text/plain; charset=utf-8' }).end(`${refusal}\n`);
+      return;
+    }
     if (this.opts.auth && !authorized(req, this.opts.auth)) {
       res.writeHead(401, { 'content-type': 'text/plain; charset=utf-8', 'www-authenticate': 'Basic realm="glidemq", charset="UTF-8"' });
       res.end('credentials required\n');
@@ -159,6 +169,27 @@ export class Dashboard {
       return;
     }
     this.app!(req, res);
+  }
+
+  /**
+   * Why a request is refused before anything else, if it is: a Host this board does not answer
+   * to, or a change sent from another site's page (its Origin is not this board's).
+   */
+  private refusal(req: IncomingMessage): string | undefined {
+    const host = req.headers.host ?? '';
+    const hostname = host.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+    if (this.opts.acceptHost && !this.opts.acceptHost(hostname)) return `this dashboard does not answer to the name ${host || '(none)'}`;
+    const origin = req.headers.origin;
+    if (req.method !== 'GET' && req.method !== 'HEAD' && origin !== undefined) {
+      let from = '';
+      try {
+        from = new URL(origin).host;
+      } catch {
+        // an Origin that is not a URL ("null") is another site's
+      }
+      if (from !== host) return 'a change from another site\'s page is refused';
+    }
+    return undefined;
   }
 
   private serveAudit(json: boolean, res: ServerResponse): void {
