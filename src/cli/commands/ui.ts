@@ -40,6 +40,7 @@ Examples:
     .action(
       action(async (ctx, queues: string[], flags: UiFlags) => {
         const port = parseInteger(flags.port, '--port', 0, 65_535);
+        const rediscover = rediscoverMs(flags.rediscover);
         const authText = flags.auth ?? (process.env.GLIDEMQ_UI_AUTH || undefined);
         const auth = authText === undefined ? undefined : parseBasicAuth(authText);
         if (authText !== undefined && !auth) throw invalid('--auth takes user:pass (a user name, a colon, a password)');
@@ -55,7 +56,7 @@ Examples:
             prefix: ctx.prefix,
             queues,
             readOnly: !!flags.readOnly,
-            rediscoverMs: rediscoverMs(flags.rediscover),
+            rediscoverMs: rediscover,
             ...(auth ? { auth } : {}),
             where: ctx.where,
             // on loopback, only loopback names: a page whose name resolves to 127.0.0.1 cannot read the board
