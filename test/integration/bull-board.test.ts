@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:http';
 import { createBullBoard } from '@bull-board/api';
 import { ExpressAdapter } from '@bull-board/express';
 import { GlideMQAdapter } from '../../src/integrations/bull-board/index.js';
+import { Dashboard } from '../../src/integrations/bull-board/dashboard.js';
 import type { Queue } from '../../src/engine/queue/queue.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
@@ -192,5 +193,24 @@ describe('glidemq/bull-board: GlideMQAdapter on bull-board\'s API', function () 
     }
     expect(await ro.isPaused()).to.equal(false);
     expect(await ro.getJob(ids.roFailed)).to.not.equal(undefined);
+  });
+
+  it('the dashboard (glidemq ui\'s server) read-only: every queue of the prefix shown, every action refused', async () => {
+    const dashboard = new Dashboard({ connection: { url: server().url, cluster: false }, prefix: 'glide', readOnly: true });
+    try {
+      await dashboard.connect(server().url);
+      expect(dashboard.queueNames).to.include.members([name, roName]);
+      const port = await dashboard.listen(0, '127.0.0.1');
+      const board = `http://127.0.0.1:${port}`;
+      const view = (await (await fetch(`${board}/api/queues`)).json()) as { queues: Body[] };
+      expect(view.queues.map((x) => x.name)).to.include.members([name, roName]);
+      expect(view.queues.every((x) => x.readOnlyMode === true)).to.equal(true);
+      expect((await fetch(`${board}/api/queues/${name}/pause`, { method: 'PUT' })).status).to.be.within(400, 499);
+      expect(await q.isPaused()).to.equal(false);
+      const audit = (await (await fetch(`${board}/audit.json`)).json()) as { nodes: { checks: { id: string }[] }[] };
+      expect(audit.nodes[0]!.checks.map((c) => c.id)).to.include('appendonly');
+    } finally {
+      await dashboard.close();
+    }
   });
 });
