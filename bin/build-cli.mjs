@@ -56,8 +56,9 @@ await build({
   banner: { js: "(function (exports, require, module, __filename, __dirname) {const __glidemqUrl = require('node:url').pathToFileURL(__filename).href;" },
   footer: { js: '})' },
   plugins: [ioredisPrototype],
-  // tracing's optional peer dependency: loaded from node_modules only by a traced object (never by the CLI)
-  external: ['@opentelemetry/api'],
+  // optional peer dependencies, loaded from node_modules only when used: OpenTelemetry's API by a
+  // traced object (never by the CLI itself), bull-board and express by `glidemq ui`
+  external: ['@opentelemetry/api', '@bull-board/*', 'express'],
 });
 
 const nonAscii = /[^\x00-\x7f]/.exec(await readFile(new URL('dist/src/cli/bundle.cjs', root), 'latin1'));

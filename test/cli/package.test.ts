@@ -81,5 +81,12 @@ describe('the npm package', function () {
     const script = `const m = require('glidemq'); console.log(${JSON.stringify(names)}.map((k) => typeof m[k]).join(' '))`;
     const required = await run(process.execPath, ['-e', script], { cwd: app, env: ENV });
     expect(required.stdout.trim()).to.equal(names.map(() => 'function').join(' '));
+    // bull-board and express are optional peers, not installed here: `glidemq ui` says what to add
+    const ui = await run(bin, ['ui'], { cwd: app, env: ENV }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(ui.code, ui.stderr).to.equal(2);
+    expect(ui.stderr).to.match(/npm install @bull-board\/api @bull-board\/express express/);
   });
 });

@@ -26,7 +26,7 @@ export function register(program: Command): void {
     .description('serve the queues\' metrics for Prometheus at http://<host>:<port>/metrics until stopped')
     .requiredOption('-p, --port <port>', 'port to listen on (0: any free port, printed at start)')
     .option('--host <host>', 'address to listen on (0.0.0.0: every interface)', '127.0.0.1')
-    .option('--audit [every]', `publish glidemq_durable_writes per node from glidemq audit, run at start and every <every> (default ${DEFAULT_AUDIT_INTERVAL})`)
+    .option('--audit [every]', `publish glidemq_durable_writes per node from glidemq audit, run at start, then each <every> (default: ${DEFAULT_AUDIT_INTERVAL})`)
     .option('--down-status <code>', 'HTTP status of a scrape that cannot read the server: 503, or 200 so Prometheus keeps glidemq_up 0', '503')
     .addHelpText(
       'after',

@@ -31,7 +31,8 @@ import { register as exporter } from './exporter.js';
 import { register as workers } from './workers.js';
 import { register as cancel } from './cancel.js';
 import { register as importBullmq } from './import-bullmq.js';
+import { register as ui } from './ui.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, jobs, flow, retry, promote, cancel, exportJobs, importBullmq, queues, workers, top, pause, limit, pel, reclaim, heal, cleanup, metrics, events, check, exporter, schedulers, publish, subscriptions, audit, library, completion];
+export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, jobs, flow, retry, promote, cancel, exportJobs, importBullmq, queues, workers, top, pause, limit, pel, reclaim, heal, cleanup, metrics, events, check, exporter, ui, schedulers, publish, subscriptions, audit, library, completion];
