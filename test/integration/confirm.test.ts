@@ -77,8 +77,8 @@ describe('confirmed writes', function () {
     });
   });
 
-  describe('a server with AOF (appendfsync everysec)', () => {
-    const server = useServer({ persistence: 'aof-everysec' });
+  describe('a server with AOF (appendfsync always: fsync is refused under everysec, see confirm-chaos)', () => {
+    const server = useServer({ persistence: 'aof-always' });
 
     it('resolves an fsync-confirmed add with one WAITAOF, pipelined behind it', async () => {
       const q = new Queue(uniqueQueue('aof'), { connection: server().url });
@@ -102,7 +102,7 @@ describe('confirmed writes', function () {
     it('rejects when n replicas are asked and none holds it, names what was reached, and a retry adds once', async () => {
       const q = new Queue(uniqueQueue('timeout'), { connection: server().url });
       const c = server().client();
-      const replica = new TestServer({ persistence: 'aof-everysec' });
+      const replica = new TestServer({ persistence: 'aof-always' });
       try {
         const err = await expectRejects(q.add('j', { v: 1 }, { confirm: { fsync: true, replicas: 1, timeout: 200 } }), ConfirmTimeoutError);
         expect(err.reached).to.equal('fsynced locally, fsynced on 0 of 1 replica');
@@ -179,8 +179,8 @@ describe('confirmed writes', function () {
   });
 
   describe('a primary with a replica', () => {
-    const primary = useServer({ persistence: 'aof-everysec' });
-    const replica = new TestServer({ persistence: 'aof-everysec' });
+    const primary = useServer({ persistence: 'aof-always' });
+    const replica = new TestServer({ persistence: 'aof-always' });
     before(async function () {
       this.timeout(30000);
       await replica.start();

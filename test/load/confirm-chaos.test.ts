@@ -22,7 +22,10 @@ import type { ConfirmOptions } from '../../src/engine/producing/confirm.js';
 
 const SOAK = process.env.GLIDEMQ_SOAK === '1';
 /** Crashes per mode, producers, and acknowledgements before each crash. */
-const SIZE = SOAK ? { rounds: 10, lanes: 16, cutAfter: 3000 } : { rounds: 2, lanes: 4, cutAfter: 150 };
+const SIZE = SOAK ? { rounds: 5, lanes: 16, cutAfter: 2000 } : { rounds: 2, lanes: 4, cutAfter: 150 };
+
+/** A replica's first sync starts at once (the default waits 5 s for more replicas to share it). */
+const REPL_CONFIG = ['repl-diskless-sync-delay 0'];
 
 function report(tallies: Tally[]): void {
   for (const t of tallies) console.log(`      ${tallyLine(t)}`);
@@ -104,7 +107,7 @@ describe('confirmed writes under crashes (chaos)', function () {
     after(() => report(tallies));
 
     async function replicaOf(primary: TestServer): Promise<TestServer> {
-      const replica = await new TestServer().start();
+      const replica = await new TestServer({ config: REPL_CONFIG }).start();
       servers.push(replica);
       const c = await crashClient(replica.port);
       try {
@@ -120,7 +123,7 @@ describe('confirmed writes under crashes (chaos)', function () {
     async function failovers(mode: string, confirm: ConfirmOptions | undefined, rounds: number): Promise<Tally> {
       const t = emptyTally(mode);
       tallies.push(t);
-      let primary = await new TestServer().start();
+      let primary = await new TestServer({ config: REPL_CONFIG }).start();
       servers.push(primary);
       for (let r = 0; r < rounds; r++) {
         const replica = await replicaOf(primary);
