@@ -164,7 +164,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       afterSlotFreed: () => this.afterSlotFreed(),
     }, this.processor, this.settings.batch);
     // a '{relay}' mark asks for both outboxes: flow settlements and dead letters (dead-letter-outbox.ts)
-    this.flowRelay = new FlowRelay(part, relayOutboxes);
+    this.flowRelay = new FlowRelay(part, (client, meta, minAge) => relayOutboxes(client, meta, minAge, this.settings.confirm));
     const upkeep = new Upkeep(part.client, this.keys, part.emitError);
     this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep });
     this.lockKeeper = new LockKeeper({
