@@ -56,6 +56,13 @@ export const ROWS: Row[] = [
   { key: 'tls.c10', label: 'process c=10 over TLS (rediss:// on loopback)', unit: 'jobs/s', better: 'higher', target: { ratio: 2, text: '>= 2x' } },
   // glidemq against itself: the "BullMQ" column holds glidemq's c=10 rate in the same round (test/bench/batch-figures.ts)
   { key: 'batch.s50', label: 'batch processing, size 50, no-op (vs glidemq c=10)', unit: 'jobs/s', better: 'higher', target: { ratio: 3, text: ">= 3x glidemq's c=10" } },
+  // Confirmed writes, glidemq against itself: the "BullMQ" column holds glidemq unconfirmed on appendfsync everysec (test/bench/confirm-figures.ts)
+  { key: 'confirm.add.always', label: 'add one at a time, unconfirmed, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.add.fsync', label: 'add one at a time, confirm fsync, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.add.repl', label: 'add one at a time, confirm replicas: 1, local replica (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.proc.always', label: 'process c=10, unconfirmed, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.proc.fsync', label: 'process c=10, confirm fsync, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.proc.repl', label: 'process c=10, confirm replicas: 1, local replica (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
   ...SCALE_ROWS,
 ];
 
