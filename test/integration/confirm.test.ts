@@ -159,6 +159,28 @@ describe('confirmed writes', function () {
       }
     });
 
+    it('confirms a manually processed job\'s finish (getNextJob, moveToCompleted) as the worker\'s own', async () => {
+      const name = uniqueQueue('manual');
+      const q = new Queue(name, { connection: server().url });
+      const c = server().client();
+      const w = new Worker(name, null, { connection: server().url, autorun: false, confirm: { fsync: true } });
+      w.on('error', () => undefined);
+      try {
+        await q.add('j', { v: 1 });
+        const token = 'manual-token';
+        const job = (await w.getNextJob(token))!;
+        expect(job).to.not.equal(undefined);
+        const before = await commandCalls(c, 'waitaof');
+        await job.moveToCompleted('done', token, false);
+        expect(await commandCalls(c, 'waitaof')).to.equal(before + 1);
+        expect(await q.getJobState(job.id!)).to.equal('completed');
+      } finally {
+        c.disconnect();
+        await w.close(true);
+        await q.close();
+      }
+    });
+
     it('confirms a FlowProducer flow and a Broadcast publish', async () => {
       const c = server().client();
       const f = new FlowProducer({ connection: server().url, confirm: { fsync: true } });
