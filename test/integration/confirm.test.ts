@@ -75,6 +75,22 @@ describe('confirmed writes', function () {
         await q.close();
       }
     });
+
+    it('refuses a Worker confirming with fsync at its start, before it takes a job', async () => {
+      const name = uniqueQueue('noaofw');
+      const q = new Queue(name, { connection: server().url });
+      const w = new Worker(name, async () => 'ok', { connection: server().url, autorun: false, confirm: { fsync: true } });
+      w.on('error', () => undefined);
+      try {
+        await q.add('j', {});
+        const err = await expectRejects(w.run(), NotSupportedError);
+        expect(err.message).to.match(/appendonly no/);
+        expect(await q.getWaitingCount()).to.equal(1);
+      } finally {
+        await w.close(true);
+        await q.close();
+      }
+    });
   });
 
   describe('a server with AOF (appendfsync always: fsync is refused under everysec, see confirm-chaos)', () => {

@@ -49,6 +49,7 @@ import type { BatchOptions } from './batch-options.js';
 import { Finisher } from './worker-finisher.js';
 import { FlowRelay } from './flow-relay.js';
 import { relayOutboxes } from '../producing/dead-letter-outbox.js';
+import { refuseUnconfirmable } from '../producing/confirm.js';
 import { checkDeadLetterQueue, storeDeadLetterQueue } from '../administering/dead-letters.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
@@ -253,6 +254,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
   private async start(): Promise<void> {
     this.running = true;
     await this.settle();
+    await refuseUnconfirmable(this.client, this.keys.meta, this.settings.confirm);
     await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
     await storeDeadLetterQueue(this.client, this.keys, this.settings.deadLetterQueue);
     const readerClient = await this.readLoop.open();

@@ -136,6 +136,17 @@ export async function checkConfirmable(node: Redis, confirm: Confirm): Promise<v
   }
 }
 
+/**
+ * Refuses, before anything is written, a `confirm` the primary holding `key` cannot keep (as
+ * checkConfirmable); nothing when `confirm` is none. A Worker calls it at start, so a worker whose
+ * finishes could never be confirmed stops there instead of failing every finish.
+ */
+export async function refuseUnconfirmable(client: Client, key: string, confirm: Confirm | undefined): Promise<void> {
+  if (!confirm) return;
+  const node = connectionFor(client, key);
+  if (node) await checkConfirmable(node, confirm);
+}
+
 /** The confirming command for `confirm`: WAITAOF 1 n t (fsync), or WAIT n t (replicas only). */
 function confirmCommand(confirm: Confirm): [string, ...number[]] {
   return confirm.fsync ? ['WAITAOF', 1, confirm.replicas, confirm.timeout] : ['WAIT', confirm.replicas, confirm.timeout];
