@@ -98,12 +98,14 @@ export function serverOf(info: string): { name: string; version: string } {
 const learned = new WeakMap<Redis, Promise<ServerConfirmability>>();
 
 async function learn(node: Redis): Promise<ServerConfirmability> {
-  const [info, cmd, appendfsync] = await Promise.all([
-    node.call('INFO', 'persistence', 'server') as Promise<string>,
+  // (one section per INFO: a server older than Redis 7 answers only one, and is then refused by name)
+  const [persistence, server, cmd, appendfsync] = await Promise.all([
+    node.info('persistence'),
+    node.info('server'),
     node.call('COMMAND', 'INFO', 'WAITAOF') as Promise<unknown[]>,
     (node.call('CONFIG', 'GET', 'appendfsync') as Promise<string[]>).then((r) => (r?.[1] === undefined ? undefined : String(r[1])), () => undefined),
   ]);
-  return { aof: /\baof_enabled:1\b/.test(info), waitaof: Array.isArray(cmd) && cmd[0] != null, server: serverOf(info), appendfsync };
+  return { aof: /\baof_enabled:1\b/.test(persistence), waitaof: Array.isArray(cmd) && cmd[0] != null, server: serverOf(server), appendfsync };
 }
 
 function label(node: Redis): string {
