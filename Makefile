@@ -39,7 +39,7 @@ bench: setup
 	node dist/test/bench/run.js $(BENCH_ARGS)
 
 # The long forms of the model-based randomized test, the fuzz of every library function and the
-# load run (each bounded in time).
+# load run (each bounded in time), and the confirmed-writes chaos (test/load/confirm-chaos.test.ts).
 soak: setup
 	GLIDEMQ_SOAK=1 npx mocha --timeout 0 'dist/test/model/**/*.test.js' 'dist/test/integration/fuzz.test.js' 'dist/test/load/**/*.test.js'
 

@@ -157,7 +157,7 @@ export async function gatherFacts(
 ): Promise<NodeFacts> {
   // the sections the checks read (replication first: a role may read INFO replication and the
   // sections named after it, never a bare INFO with the keyspace of every database)
-  const info = parseInfo(String(await client.call('INFO', 'replication', 'persistence', 'memory', 'stats')));
+  const info = parseInfo(String(await client.call('INFO', 'replication', 'persistence', 'memory', 'stats', 'server')));
   const [{ config, refused }, library, acl] = await Promise.all([readConfig(client), readLibrary(client), readAcl(client)]);
   const passwordless = await readPasswordless(client, config);
   const waitaof = await readWaitaof(client);

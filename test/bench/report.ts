@@ -59,6 +59,13 @@ export const ROWS: Row[] = [
   // glidemq against itself: the "BullMQ" column holds glidemq's c=10 rate without the option, in the same round (test/bench/trace-figures.ts)
   { key: 'trace.off', label: 'process c=10, telemetry: false (vs glidemq c=10 without it)', unit: 'jobs/s', better: 'higher', target: { ratio: 0.9, text: '~1x (no cost)' } },
   { key: 'trace.on', label: 'process c=10, telemetry on, SDK batch processor (vs glidemq c=10 without it)', unit: 'jobs/s', better: 'higher' },
+  // Confirmed writes, glidemq against itself: the "BullMQ" column holds glidemq unconfirmed on appendfsync everysec (test/bench/confirm-figures.ts)
+  { key: 'confirm.add.always', label: 'add one at a time, unconfirmed, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.add.fsync', label: 'add one at a time, confirm fsync, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.add.repl', label: 'add one at a time, confirm replicas: 1, local replica (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.proc.always', label: 'process c=10, unconfirmed, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.proc.fsync', label: 'process c=10, confirm fsync, appendfsync always (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
+  { key: 'confirm.proc.repl', label: 'process c=10, confirm replicas: 1, local replica (vs unconfirmed everysec)', unit: 'jobs/s', better: 'higher' },
   ...SCALE_ROWS,
 ];
 

@@ -23,6 +23,7 @@ import { calibrateProxy, describeCalibration, measureProxy, type ProxyCalibratio
 import { record, renderMarkdown, renderTable, ROWS, type Results } from './report.js';
 import { SYSTEMS, trustTlsCa, type System } from './systems.js';
 import { runScale, scaleWanted } from './scale.js';
+import { CONFIRM_ROWS, confirmFigures, startConfirmServers, type ConfirmServers } from './confirm-figures.js';
 
 const FULL: Sizes = {
   serialMs: 1000, bulkJobs: 20_000, backlog: 20_000, processMaxMs: 4000, sideBacklog: 10_000, sideMaxMs: 2500,
@@ -91,6 +92,7 @@ async function main(): Promise<void> {
   const admins: Redis[] = [];
   const proxies: { proxy: DelayProxy; cal: ProxyCalibration }[] = [];
   let tls: { s: TlsServer; admin: Redis } | undefined;
+  let confirmServers: ConfirmServers | undefined;
   let certs: TestCerts | undefined;
   const nodeStarts: number[] = [];
   const server = async (persistence: 'none' | 'aof-everysec' | 'aof-always') => {
@@ -126,6 +128,7 @@ async function main(): Promise<void> {
         sentCommands.exclude(admin);
       }
     }
+    if (CONFIRM_ROWS.some((r) => wanted(r.key))) confirmServers = await startConfirmServers(server);
     const cliWanted = ['add.ndjson', 'cli.one', 'cli.wall'].some(wanted);
     const cli = cliWanted && enqueueAvailable();
     if (cliWanted && !cli) notes.push('`glidemq enqueue --ndjson` is not on this build yet: the NDJSON and CLI figures were skipped.');
@@ -272,6 +275,18 @@ async function main(): Promise<void> {
           log(`  trace.: FAILED ${(err as Error).stack ?? String(err)}`);
         }
       }
+      if (confirmServers) {
+        try {
+          // glidemq against itself: the "BullMQ" column holds glidemq unconfirmed on everysec (confirm-figures.ts)
+          await confirmFigures(confirmServers, sizes, wanted, (key, v, base) => {
+            record(results, key, 'glidemq', v);
+            record(results, key, 'BullMQ', base);
+            log(`round ${round} ${key.padEnd(12)} glidemq  ${v.toFixed(0)} jobs/s, against ${base.toFixed(0)} jobs/s unconfirmed on everysec`);
+          });
+        } catch (err) {
+          log(`  confirm.: FAILED ${(err as Error).stack ?? String(err)}`);
+        }
+      }
       roundsRun = round;
       const took = Date.now() - roundStart;
       log(`round ${round} took ${(took / 1000).toFixed(1)} s`);
@@ -305,6 +320,7 @@ async function main(): Promise<void> {
       await tls.s.stop();
     }
     if (certs) rmSync(certs.dir, { recursive: true, force: true });
+    await confirmServers?.replica.stop();
     for (const a of admins) a.disconnect();
     for (const s of started) await s.stop();
   }

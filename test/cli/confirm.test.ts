@@ -21,7 +21,7 @@ async function waitaofCalls(c: Redis): Promise<number> {
 
 describe('--confirm (CLI)', function () {
   this.timeout(60000);
-  const server = useServer({ persistence: 'aof-everysec' });
+  const server = useServer({ persistence: 'aof-always' });
 
   it('enqueue --confirm fsync confirms a single add, an NDJSON bulk and a flow', async () => {
     const name = uniqueQueue('cli-confirm');

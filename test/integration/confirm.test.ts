@@ -75,10 +75,26 @@ describe('confirmed writes', function () {
         await q.close();
       }
     });
+
+    it('refuses a Worker confirming with fsync at its start, before it takes a job', async () => {
+      const name = uniqueQueue('noaofw');
+      const q = new Queue(name, { connection: server().url });
+      const w = new Worker(name, async () => 'ok', { connection: server().url, autorun: false, confirm: { fsync: true } });
+      w.on('error', () => undefined);
+      try {
+        await q.add('j', {});
+        const err = await expectRejects(w.run(), NotSupportedError);
+        expect(err.message).to.match(/appendonly no/);
+        expect(await q.getWaitingCount()).to.equal(1);
+      } finally {
+        await w.close(true);
+        await q.close();
+      }
+    });
   });
 
-  describe('a server with AOF (appendfsync everysec)', () => {
-    const server = useServer({ persistence: 'aof-everysec' });
+  describe('a server with AOF (appendfsync always: fsync is refused under everysec, see confirm-chaos)', () => {
+    const server = useServer({ persistence: 'aof-always' });
 
     it('resolves an fsync-confirmed add with one WAITAOF, pipelined behind it', async () => {
       const q = new Queue(uniqueQueue('aof'), { connection: server().url });
@@ -102,7 +118,7 @@ describe('confirmed writes', function () {
     it('rejects when n replicas are asked and none holds it, names what was reached, and a retry adds once', async () => {
       const q = new Queue(uniqueQueue('timeout'), { connection: server().url });
       const c = server().client();
-      const replica = new TestServer({ persistence: 'aof-everysec' });
+      const replica = new TestServer({ persistence: 'aof-always' });
       try {
         const err = await expectRejects(q.add('j', { v: 1 }, { confirm: { fsync: true, replicas: 1, timeout: 200 } }), ConfirmTimeoutError);
         expect(err.reached).to.equal('fsynced locally, fsynced on 0 of 1 replica');
@@ -159,6 +175,28 @@ describe('confirmed writes', function () {
       }
     });
 
+    it('confirms a manually processed job\'s finish (getNextJob, moveToCompleted) as the worker\'s own', async () => {
+      const name = uniqueQueue('manual');
+      const q = new Queue(name, { connection: server().url });
+      const c = server().client();
+      const w = new Worker(name, null, { connection: server().url, autorun: false, confirm: { fsync: true } });
+      w.on('error', () => undefined);
+      try {
+        await q.add('j', { v: 1 });
+        const token = 'manual-token';
+        const job = (await w.getNextJob(token))!;
+        expect(job).to.not.equal(undefined);
+        const before = await commandCalls(c, 'waitaof');
+        await job.moveToCompleted('done', token, false);
+        expect(await commandCalls(c, 'waitaof')).to.equal(before + 1);
+        expect(await q.getJobState(job.id!)).to.equal('completed');
+      } finally {
+        c.disconnect();
+        await w.close(true);
+        await q.close();
+      }
+    });
+
     it('confirms a FlowProducer flow and a Broadcast publish', async () => {
       const c = server().client();
       const f = new FlowProducer({ connection: server().url, confirm: { fsync: true } });
@@ -179,8 +217,8 @@ describe('confirmed writes', function () {
   });
 
   describe('a primary with a replica', () => {
-    const primary = useServer({ persistence: 'aof-everysec' });
-    const replica = new TestServer({ persistence: 'aof-everysec' });
+    const primary = useServer({ persistence: 'aof-always' });
+    const replica = new TestServer({ persistence: 'aof-always' });
     before(async function () {
       this.timeout(30000);
       await replica.start();

@@ -202,3 +202,16 @@ describe('audit parsing', () => {
     expect(nodes[2].flags).to.include('fail');
   });
 });
+
+describe('audit: confirmed writes where WAITAOF acknowledges before the fsync (issue 31)', () => {
+  it('says confirm fsync is refused on a Valkey under appendfsync everysec (still a pass: the baseline), and not under always', () => {
+    const valkey = { server_name: 'valkey', valkey_version: '8.0.1', redis_version: '7.2.4' };
+    const everysec = check(facts({ info: valkey }), 'confirmed-writes');
+    expect(everysec.status).to.equal('pass');
+    expect(everysec.message).to.match(/acknowledges writes before they are fsynced unless appendfsync is always: confirm fsync is refused/);
+    expect(everysec.actual).to.match(/valkey 8\.0\.1, appendfsync everysec/);
+    const always = check(facts({ info: valkey, config: { appendfsync: 'always' } }), 'confirmed-writes');
+    expect(always.status).to.equal('pass');
+    expect(always.message).to.match(/confirm: \{ fsync: true \} works here/);
+  });
+});

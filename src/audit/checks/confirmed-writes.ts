@@ -4,7 +4,8 @@
  * what min-replicas-to-write is set to, with the advice that fits.
  */
 import type { Check, CheckModule, NodeFacts } from '../types.js';
-import { aofEnabled } from './util.js';
+import { aofEnabled, infoField, setting } from './util.js';
+import { waitaofAcksBeforeFsync } from '../../engine/producing/confirm.js';
 
 function confirmability(facts: NodeFacts): Check {
   const id = 'confirmed-writes';
@@ -24,6 +25,15 @@ function confirmability(facts: NodeFacts): Check {
   }
   if (!aof) {
     return { id, status: 'warn', actual, expected, message: `appendonly is no: confirm fsync is refused; set appendonly yes; ${replicas}` };
+  }
+  const server = infoField(facts, 'server_name') === 'valkey'
+    ? { name: 'valkey', version: infoField(facts, 'valkey_version') ?? '0.0.0' }
+    : { name: 'redis', version: infoField(facts, 'redis_version') ?? '0.0.0' };
+  const appendfsync = setting(facts, 'appendfsync');
+  if (waitaofAcksBeforeFsync(server, appendfsync)) {
+    const policy = appendfsync === undefined ? 'appendfsync unknown (CONFIG GET refused)' : `appendfsync ${appendfsync}`;
+    // a pass: everysec is the recommended baseline; only confirm fsync is unavailable, and glidemq refuses it
+    return { id, status: 'pass', actual: `${actual}, ${server.name} ${server.version}, ${policy}`, expected, message: `this server's WAITAOF acknowledges writes before they are fsynced unless appendfsync is always: confirm fsync is refused; set appendfsync always to use it; ${replicas}` };
   }
   return { id, status: 'pass', actual, expected, message: `confirm: { fsync: true } works here (an acknowledged add survives a crash); ${replicas}` };
 }

@@ -24,6 +24,7 @@ import { IdleWaiters } from '../shared/idle-waiters.js';
 import { isUnrecoverable, invalid } from '../shared/errors.js';
 import { BroadcastKeys, DEFAULT_PREFIX } from '../shared/keys.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
+import { checkConfirm, confirmedCall, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 import { backoffDelay, parseBackoff, type BackoffOptions } from '../producing/options.js';
 import { nonNegative, positive, wholeCount } from '../shared/numbers.js';
 import { pairsToRecord } from '../shared/replies.js';
@@ -59,6 +60,8 @@ export interface BroadcastWorkerOptions {
   autorun?: boolean;
   /** How long close() lets running messages finish (ms). */
   closeGracePeriod?: number;
+  /** Each finish confirmed (README "Confirmed writes"): it counts as done only once WAITAOF / WAIT confirm it. */
+  confirm?: ConfirmOptions;
 }
 
 interface Running {
@@ -71,7 +74,9 @@ type Entry = [string, string[]];
 export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
   readonly keys: BroadcastKeys;
   readonly consumer: string;
-  readonly settings: Required<Omit<BroadcastWorkerOptions, 'connection' | 'prefix' | 'subjects' | 'backoff' | 'startFrom' | 'autorun'>>;
+  readonly settings: Required<Omit<BroadcastWorkerOptions, 'connection' | 'prefix' | 'subjects' | 'backoff' | 'startFrom' | 'autorun' | 'confirm'>>;
+  /** Finishes confirmed (one WAITAOF / WAIT each), or undefined: not confirmed. */
+  readonly confirm: Confirm | undefined;
   private readonly acquired: Acquired;
   /** Ends the connectionLost/connectionRestored watch. */
   private unwatchConnection: (() => void) | undefined;
@@ -100,6 +105,7 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
     opts: BroadcastWorkerOptions = {},
   ) {
     super();
+    this.confirm = checkConfirm(opts.confirm);
     this.keys = new BroadcastKeys(name, opts.prefix ?? DEFAULT_PREFIX);
     this.keys.sub(subscription); // validates the name
     this.subjects = opts.subjects ?? [];
@@ -308,10 +314,12 @@ export class BroadcastWorker<D = any, R = any> extends SafeEmitter {
     }
     let status: string;
     try {
-      status = String(await this.call('glidemq_bcFinish', [
+      const args = [
         this.subscription, this.consumer, message.id, fence, outcome,
         error ? error.message || error.name || 'processor failed' : '', retryDelay, this.settings.attempts,
-      ]));
+      ];
+      const what = () => ({ what: `finish of broadcast message ${message.id} by subscription ${this.subscription}` });
+      status = String(await confirmedCall(this.client, 'glidemq_bcFinish', this.keys.meta, args, this.confirm, what));
     } catch (err) {
       // the claim stays pending: stalled recovery hands it to a healthy worker
       this.emitError(err);

@@ -33,6 +33,7 @@ import { extendClaimLock, staleTokenError, type ClaimReply, type ManualOutcome }
 import { Job } from '../jobs/job.js';
 import type { QueueKeys } from '../shared/keys.js';
 import { callFunction } from '../connecting/library.js';
+import { confirmedCall } from '../producing/confirm.js';
 import { encodeRetention } from '../producing/options.js';
 import { relayOutboxes } from '../producing/dead-letter-outbox.js';
 import { RELAY_MARK } from './finish-batch.js';
@@ -122,15 +123,17 @@ export class ManualFetch {
     );
     const durationMs = Math.max(0, Math.round(Date.now() - (job.processedOn ?? Date.now())));
     const outcomeArg = outcome.completed ? 'completed' : stack === undefined ? 'failed' : `failed:${stack}`;
-    const reply = (await callFunction(this.ctx.client(), 'glidemq_finish', keys.meta, [
+    // confirmed as the worker's own finishes are (its confirm option), one confirmation per call
+    const what = () => ({ what: `finish of job ${job.id} (manual processing)` });
+    const reply = (await confirmedCall(this.ctx.client(), 'glidemq_finish', keys.meta, [
       job.id, fence, token, outcomeArg, value, retryDelay, fetchNext ? 1 : 0, keep, durationMs, '0', ...this.terms,
-    ])) as unknown[];
+    ], settings.confirm, what)) as unknown[];
     const status = String(reply[0]);
     // a finish that settled a parent in another queue reports its outbox record last: relayed here
     if (reply[reply.length - 1] === RELAY_MARK) {
       reply.pop();
       // (a relay that fails is left to maintenance, which relays records past their grace period)
-      await relayOutboxes(this.ctx.client(), keys.meta, 0).catch(() => undefined);
+      await relayOutboxes(this.ctx.client(), keys.meta, 0, settings.confirm).catch(() => undefined);
     }
     const next = reply.slice(1) as ClaimReply[];
     if (status === 'stale' || status === 'missing') {

@@ -52,6 +52,7 @@ import type { BatchOptions } from './batch-options.js';
 import { Finisher } from './worker-finisher.js';
 import { FlowRelay } from './flow-relay.js';
 import { relayOutboxes } from '../producing/dead-letter-outbox.js';
+import { refuseUnconfirmable } from '../producing/confirm.js';
 import { checkDeadLetterQueue, storeDeadLetterQueue } from '../administering/dead-letters.js';
 import { PrefetchBuffer } from './worker-prefetch.js';
 import { ReadLoop } from './worker-read-loop.js';
@@ -178,7 +179,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
       afterSlotFreed: () => this.afterSlotFreed(),
     }, this.processor, this.settings.batch);
     // a '{relay}' mark asks for both outboxes: flow settlements and dead letters (dead-letter-outbox.ts)
-    this.flowRelay = new FlowRelay(part, relayOutboxes);
+    this.flowRelay = new FlowRelay(part, (client, meta, minAge) => relayOutboxes(client, meta, minAge, this.settings.confirm));
     const upkeep = new Upkeep(part.client, this.keys, part.emitError);
     this.promoter = new Promoter({ ...part, maintenance: () => this.maintenance, upkeep });
     this.lockKeeper = new LockKeeper({
@@ -271,6 +272,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     this.running = true;
     await this.telemetry?.load(); // a missing @opentelemetry/api stops the start, saying so
     await this.settle();
+    await refuseUnconfirmable(this.client, this.keys.meta, this.settings.confirm);
     await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
     await storeDeadLetterQueue(this.client, this.keys, this.settings.deadLetterQueue);
     const readerClient = await this.readLoop.open();

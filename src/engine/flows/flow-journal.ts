@@ -10,11 +10,11 @@
  * rolls forward (producing/flow-journal-replay.ts). A flow in one slot stays one call.
  */
 import { isCluster, keySlot, type Client } from '../connecting/connection.js';
-import { callFunction } from '../connecting/library.js';
 import { invalid, NotSupportedError } from '../shared/errors.js';
 import { QueueKeys } from '../shared/keys.js';
 import { flowJournalDone, runFlowParts, type FlowPart } from '../producing/flow-journal-replay.js';
 import type { Producer } from '../producing/producer.js';
+import { confirmedCall, type Confirm } from '../producing/confirm.js';
 import { nodeKey, nodeKeys, type EncodedFlow, type FlowNode } from './flow-nodes.js';
 
 /** What storing a flow in parts needs of its caller (a FlowProducer, or a Queue adding a child). */
@@ -22,6 +22,8 @@ interface PartsTarget {
   client: Client;
   producer: Producer;
   maxPayload: number;
+  /** Each part confirmed on the node of its slot (producing/confirm.ts), or none. */
+  confirm?: Confirm;
 }
 
 /** A part being planned: its slot and level, its nodes (indexes into the flow) and its links. */
@@ -157,7 +159,8 @@ async function refuseTakenIds(client: Client, nodes: FlowNode[], plan: PartsPlan
 
 /**
  * Stores `nodes` (encoded as `enc`) in parts: the first with the journal (numbered for once-only
- * adds), then the others in order, then the journal is deleted. Returns the first part's server
+ * adds), then the others in order, then the journal is deleted. With `confirm`, each part is
+ * confirmed on the primary of its own slot before the next runs. Returns the first part's server
  * ts, and whether this call stored the flow's jobs (false: a resend of a flow stored before).
  */
 export async function addInParts(t: PartsTarget, nodes: FlowNode[], enc: EncodedFlow): Promise<{ ts: number; created: boolean }> {
@@ -168,11 +171,12 @@ export async function addInParts(t: PartsTarget, nodes: FlowNode[], enc: Encoded
   try {
     const args = [...plan.first.args];
     args.splice(1, 3, ...call.args);
-    reply = (await callFunction(t.client, 'glidemq_addFlowPart', plan.first.keys, args)) as number[];
+    const what = () => ({ what: `flow part with the journal of flow ${plan.flowId}` });
+    reply = (await confirmedCall(t.client, 'glidemq_addFlowPart', plan.first.keys, args, t.confirm, what)) as number[];
   } finally {
     call.done();
   }
-  const restCreated = await runFlowParts(t.client, plan.rest);
+  const restCreated = await runFlowParts(t.client, plan.rest, t.confirm);
   await flowJournalDone(t.client, plan.journalMeta, plan.flowId);
   // created: some part stored new jobs (a first part that only registers links stores none)
   const firstCreated = Number(reply[1]) === 1 && plan.firstHasNodes;

@@ -11,7 +11,7 @@ import { callFunction } from '../connecting/library.js';
 import { ReadyConnection } from '../connecting/ready-connection.js';
 import { DEFAULT_PREFIX, QueueKeys, validatePrefix } from '../shared/keys.js';
 import { SafeEmitter } from '../shared/safe-emitter.js';
-import { invalid, NotSupportedError } from '../shared/errors.js';
+import { invalid } from '../shared/errors.js';
 import { Job, type JobQueueHandle } from '../jobs/job.js';
 import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
@@ -73,7 +73,6 @@ export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAd
   const enc = encodeNodes(nodes);
   // a flow whose queues span several hash slots of a cluster: stored in parts (flow-journal.ts)
   if (needsParts(t.client, enc)) {
-    if (t.confirm) throw new NotSupportedError('ERR_NOT_SUPPORTED', 'confirm on a flow whose queues span several cluster slots is not supported yet: give its queues one hash tag ({tag}) or add it unconfirmed');
     return { ...(await addInParts(t, nodes, enc)), shapes: enc.shapes };
   }
   const call = t.producer.next();

@@ -62,17 +62,50 @@ export function pickConfirm(perCall: unknown, standing: Confirm | undefined): Co
   return perCall === undefined ? standing : checkConfirm(perCall);
 }
 
-/** What a server can confirm, learned once per connection (INFO persistence, COMMAND INFO WAITAOF). */
+/** What a server can confirm, learned once per connection (INFO persistence and server, COMMAND INFO WAITAOF, CONFIG GET appendfsync). */
 interface ServerConfirmability {
   aof: boolean;
   waitaof: boolean;
+  /** The server's name and version (INFO server: "valkey 8.0.1", "redis 7.4.2"). */
+  server: { name: string; version: string };
+  /** appendfsync, or undefined when CONFIG GET is refused. */
+  appendfsync: string | undefined;
+}
+
+/**
+ * Whether WAITAOF on this server acknowledges a write before it is fsynced under `appendfsync
+ * everysec`: the empty-buffer path of its flushAppendOnlyFile advances the fsynced offset while
+ * written data still waits for the next once-a-second fsync (introduced by redis/redis#12622 in
+ * Redis 7.2.2, fixed by redis/redis#13793 in Redis 8.0.0; every Valkey release carries it, checked
+ * on Valkey 8.0.1 by test/load/confirm-chaos.test.ts: confirmed adds were lost by a power cut).
+ * Under `appendfsync always` every write is fsynced before its reply, so WAITAOF holds there.
+ */
+export function waitaofAcksBeforeFsync(server: { name: string; version: string }, appendfsync: string | undefined): boolean {
+  if (appendfsync === 'always') return false;
+  if (server.name === 'valkey') return true;
+  const [major, minor, patch] = server.version.split('.').map(Number);
+  const v = major * 10000 + minor * 100 + patch;
+  return v >= 70202 && v < 80000;
+}
+
+/** The server's name and version from INFO server (a Valkey says server_name:valkey and valkey_version). */
+export function serverOf(info: string): { name: string; version: string } {
+  const field = (k: string) => new RegExp(`^${k}:(.*)$`, 'm').exec(info)?.[1]?.trim();
+  const name = field('server_name') === 'valkey' ? 'valkey' : 'redis';
+  return { name, version: (name === 'valkey' ? field('valkey_version') : undefined) ?? field('redis_version') ?? '0.0.0' };
 }
 
 const learned = new WeakMap<Redis, Promise<ServerConfirmability>>();
 
 async function learn(node: Redis): Promise<ServerConfirmability> {
-  const [info, cmd] = await Promise.all([node.info('persistence'), node.call('COMMAND', 'INFO', 'WAITAOF') as Promise<unknown[]>]);
-  return { aof: /\baof_enabled:1\b/.test(info), waitaof: Array.isArray(cmd) && cmd[0] != null };
+  // (one section per INFO: a server older than Redis 7 answers only one, and is then refused by name)
+  const [persistence, server, cmd, appendfsync] = await Promise.all([
+    node.info('persistence'),
+    node.info('server'),
+    node.call('COMMAND', 'INFO', 'WAITAOF') as Promise<unknown[]>,
+    (node.call('CONFIG', 'GET', 'appendfsync') as Promise<string[]>).then((r) => (r?.[1] === undefined ? undefined : String(r[1])), () => undefined),
+  ]);
+  return { aof: /\baof_enabled:1\b/.test(persistence), waitaof: Array.isArray(cmd) && cmd[0] != null, server: serverOf(server), appendfsync };
 }
 
 function label(node: Redis): string {
@@ -81,7 +114,9 @@ function label(node: Redis): string {
 
 /**
  * Refuses a server where `confirm` cannot work: fsync asked of a server without its append-only
- * file, or a server older than WAITAOF (Valkey 8 and Redis 7.2 have it). Learned once per connection.
+ * file, of a server older than WAITAOF (Valkey 8 and Redis 7.2 have it), or of one whose WAITAOF
+ * acknowledges before the fsync (waitaofAcksBeforeFsync: Valkey under appendfsync everysec).
+ * Learned once per connection (a later CONFIG SET appendfsync is seen by new connections).
  */
 export async function checkConfirmable(node: Redis, confirm: Confirm): Promise<void> {
   let p = learned.get(node);
@@ -97,6 +132,21 @@ export async function checkConfirmable(node: Redis, confirm: Confirm): Promise<v
   if (confirm.fsync && !s.aof) {
     throw new NotSupportedError('ERR_NOT_SUPPORTED', `confirm.fsync needs the append-only file, and the server ${label(node)} runs with appendonly no: set appendonly yes (CONFIG SET appendonly yes, and in its config file), or confirm with replicas only`);
   }
+  if (confirm.fsync && waitaofAcksBeforeFsync(s.server, s.appendfsync)) {
+    const policy = s.appendfsync === undefined ? 'an appendfsync it would not tell (CONFIG GET refused)' : `appendfsync ${s.appendfsync}`;
+    throw new NotSupportedError('ERR_NOT_SUPPORTED', `confirm.fsync cannot be kept on the server ${label(node)} (${s.server.name} ${s.server.version}, ${policy}): its WAITAOF acknowledges writes before they are fsynced unless appendfsync is always; set appendfsync always (CONFIG SET appendfsync always), or confirm with replicas only`);
+  }
+}
+
+/**
+ * Refuses, before anything is written, a `confirm` the primary holding `key` cannot keep (as
+ * checkConfirmable); nothing when `confirm` is none. A Worker calls it at start, so a worker whose
+ * finishes could never be confirmed stops there instead of failing every finish.
+ */
+export async function refuseUnconfirmable(client: Client, key: string, confirm: Confirm | undefined): Promise<void> {
+  if (!confirm) return;
+  const node = connectionFor(client, key);
+  if (node) await checkConfirmable(node, confirm);
 }
 
 /** The confirming command for `confirm`: WAITAOF 1 n t (fsync), or WAIT n t (replicas only). */
@@ -166,6 +216,7 @@ export async function confirmedCall(
     socket = socketOf(node);
     const write = node.fcall(fn, keys.length, ...keys, ...args);
     wait = node.call(...confirmCommand(confirm)); // right behind the write, in the same flush
+    wait.catch(() => undefined); // a dropped connection rejects both at once: the write's rejection is the one reported
     try {
       reply = await write;
     } catch {

@@ -11,6 +11,7 @@
  */
 import type { Client } from '../connecting/connection.js';
 import { callFunction } from '../connecting/library.js';
+import { confirmedCall, type Confirm } from './confirm.js';
 import { OUTBOX_GRACE_MS, relayOutbox } from './flow-outbox.js';
 
 /** How old (server ms) a record must be before maintenance relays it: a live worker relays at once. */
@@ -43,7 +44,7 @@ function targetOf(record: string): string | undefined {
  * (a crash between the two leaves it, and storing it again stores nothing). Returns how many
  * records were relayed.
  */
-export async function relayDeadLetters(client: Client, metaKey: string, minAgeMs = 0): Promise<number> {
+export async function relayDeadLetters(client: Client, metaKey: string, minAgeMs = 0, confirm?: Confirm): Promise<number> {
   let relayed = 0;
   for (;;) {
     const r = (await callFunction(client, 'glidemq_deadOutboxList', metaKey, [minAgeMs, RELAY_BATCH])) as string[];
@@ -58,7 +59,8 @@ export async function relayDeadLetters(client: Client, metaKey: string, minAgeMs
       if (dlqMeta) byQueue.set(dlqMeta, [...(byQueue.get(dlqMeta) ?? []), id, record]);
       done.push(id, record);
     }
-    await Promise.all([...byQueue].map(([dlqMeta, args]) => callFunction(client, 'glidemq_storeDeadLetters', dlqMeta, [args.length / 2, ...args])));
+    await Promise.all([...byQueue].map(([dlqMeta, args]) =>
+      confirmedCall(client, 'glidemq_storeDeadLetters', dlqMeta, [args.length / 2, ...args], confirm, () => ({ what: `dead-letter relay to ${dlqMeta}` }))));
     await callFunction(client, 'glidemq_deadOutboxDone', metaKey, [done.length / 2, ...done]);
     relayed += done.length / 2;
     if (done.length / 2 < RELAY_BATCH) return relayed;
@@ -67,9 +69,10 @@ export async function relayDeadLetters(client: Client, metaKey: string, minAgeMs
 
 /**
  * Relays both outboxes of a queue (flow settlements, producing/flow-outbox.ts, and dead letters):
- * what a finish reply's '{relay}' mark, or maintenance, asks for. Returns the records relayed.
+ * what a finish reply's '{relay}' mark, or maintenance, asks for; a confirming worker's relay passes
+ * its `confirm`, so what it writes on other queues is confirmed there first. Returns the records relayed.
  */
-export async function relayOutboxes(client: Client, metaKey: string, minAgeMs = 0): Promise<number> {
-  const flows = await relayOutbox(client, metaKey, minAgeMs);
-  return flows + (await relayDeadLetters(client, metaKey, minAgeMs));
+export async function relayOutboxes(client: Client, metaKey: string, minAgeMs = 0, confirm?: Confirm): Promise<number> {
+  const flows = await relayOutbox(client, metaKey, minAgeMs, confirm);
+  return flows + (await relayDeadLetters(client, metaKey, minAgeMs, confirm));
 }

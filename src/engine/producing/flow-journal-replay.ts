@@ -10,6 +10,7 @@
  */
 import type { Client } from '../connecting/connection.js';
 import { callFunction } from '../connecting/library.js';
+import { confirmedCall, type Confirm } from './confirm.js';
 
 /** How old (server ms) a journal must be before maintenance replays it: a live producer finishes its parts well before. */
 export const FLOW_JOURNAL_GRACE_MS = 5000;
@@ -30,12 +31,15 @@ export interface FlowJournal {
 
 /**
  * Runs `parts` one after another (each waits for the one before: a parent exists before its
- * children). Returns whether any of them stored new jobs (false: every part was stored before).
+ * children), each confirmed on the node of its slot when `confirm` asks (producing/confirm.ts), so
+ * the journal is deleted only once every part is confirmed. Returns whether any of them stored new
+ * jobs (false: every part was stored before).
  */
-export async function runFlowParts(client: Client, parts: FlowPart[]): Promise<boolean> {
+export async function runFlowParts(client: Client, parts: FlowPart[], confirm?: Confirm): Promise<boolean> {
   let created = false;
   for (const p of parts) {
-    const r = (await callFunction(client, 'glidemq_addFlowPart', p.keys, p.args)) as number[];
+    const what = () => ({ what: `flow part in ${p.keys[0]}` });
+    const r = (await confirmedCall(client, 'glidemq_addFlowPart', p.keys, p.args, confirm, what)) as number[];
     if (Number(r[1]) === 1) created = true;
   }
   return created;

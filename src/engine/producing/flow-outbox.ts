@@ -9,6 +9,7 @@
  */
 import type { Client } from '../connecting/connection.js';
 import { callFunction } from '../connecting/library.js';
+import { confirmedCall, type Confirm } from './confirm.js';
 
 /** How old (server ms) a record must be before maintenance relays it: a live worker relays at once. */
 export const OUTBOX_GRACE_MS = 5000;
@@ -58,9 +59,11 @@ function readRecord(field: string, value: string): OutboxRecord {
  * parents owe there), and one glidemq_outboxDone. A record is forgotten only after its call was
  * made (a crash between the two leaves it, and making it again changes nothing). A parent that
  * fails in turn, or a removed child's own children in other slots, may write records in that
- * queue's outbox: those are relayed too. Returns how many records were relayed.
+ * queue's outbox: those are relayed too. With `confirm` (a confirming worker's relay), each call on
+ * another queue is confirmed on the primary of its slot before the records are forgotten, so a crash
+ * of that node cannot lose a settlement whose record is gone. Returns how many records were relayed.
  */
-export async function relayOutbox(client: Client, metaKey: string, minAgeMs = 0): Promise<number> {
+export async function relayOutbox(client: Client, metaKey: string, minAgeMs = 0, confirm?: Confirm): Promise<number> {
   let relayed = 0;
   for (;;) {
     const r = (await callFunction(client, 'glidemq_outboxList', metaKey, [minAgeMs, RELAY_BATCH])) as string[];
@@ -79,10 +82,11 @@ export async function relayOutbox(client: Client, metaKey: string, minAgeMs = 0)
     const cascades = new Set<string>();
     await Promise.all([...byCall.values()].map(async ({ fn, metaKey: target, args }) => {
       const width = fn === 'glidemq_settle' ? 4 : 3;
-      const reply = (await callFunction(client, fn, target, [args.length / width, ...args])) as number[];
+      const what = () => ({ what: `flow relay (${fn}) to ${target}` });
+      const reply = (await confirmedCall(client, fn, target, [args.length / width, ...args], confirm, what)) as number[];
       if (Number(reply[1]) === 1) cascades.add(target);
     }));
-    for (const target of cascades) relayed += await relayOutbox(client, target, 0);
+    for (const target of cascades) relayed += await relayOutbox(client, target, 0, confirm);
     await callFunction(client, 'glidemq_outboxDone', metaKey, [records.length, ...records.flatMap((rec) => [rec.field, rec.value])]);
     relayed += records.length;
     if (records.length < RELAY_BATCH) return relayed;
