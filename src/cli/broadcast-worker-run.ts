@@ -36,6 +36,7 @@ export function broadcastWorkerOptions(base: WorkerOptions, f: BroadcastFlags): 
     stalledInterval: base.stalledInterval,
     maxStalledCount: base.maxStalledCount,
     blockTimeout: base.blockTimeout,
+    ...(base.confirm !== undefined ? { confirm: base.confirm } : {}),
     ...(f.subjects ? { subjects: f.subjects.split(',').map((s) => s.trim()).filter(Boolean) } : {}),
     ...(f.attempts ? { attempts: parseInteger(f.attempts, '--attempts', 1, 1_000_000) } : {}),
     ...(f.backoff ? { backoff: f.backoff } : {}),

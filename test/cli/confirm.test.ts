@@ -72,6 +72,16 @@ describe('--confirm (CLI)', function () {
       const w = await runCli(['worker', fixturePath('processors', 'echo.mjs'), '-q', name, '--confirm', 'fsync', '--max-jobs', '1', '-u', server().url]);
       expect(w.code, w.stderr).to.equal(0);
       expect(await waitaofCalls(c)).to.be.at.least(before + 1);
+      // a broadcast subscriber confirms its finishes as a queue worker does
+      const bc = uniqueQueue('cli-confirm-bc');
+      expect((await runCli(['publish', bc, 'a.b', '{}', '-u', server().url])).code).to.equal(0);
+      before = await waitaofCalls(c);
+      const bw = await runCli([
+        'worker', fixturePath('processors', 'echo.mjs'), '--broadcast', bc, '--subscription', 's', '--start-from', 'earliest',
+        '--confirm', 'fsync', '--exit-when-idle', '-u', server().url,
+      ]);
+      expect(bw.code, bw.stderr).to.equal(0);
+      expect(await waitaofCalls(c)).to.be.at.least(before + 1);
     } finally {
       c.disconnect();
     }

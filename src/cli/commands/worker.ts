@@ -121,7 +121,6 @@ Examples:
         if (!broadcast && !flags.queue) throw invalid('--queue <name> is required (or --broadcast <name> --subscription <name>)');
         const only = (['subjects', 'attempts', 'backoff', 'startFrom'] as const).find((k) => !broadcast && flags[k] !== undefined);
         if (only) throw invalid(`--${only.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only with --broadcast`);
-        if (broadcast && flags.confirm !== undefined) throw invalid('--confirm applies to a queue worker (--queue): a broadcast worker does not confirm its finishes yet');
         if (broadcast && flags.sandbox !== undefined && flags.sandbox !== 'none') {
           throw invalid('--sandbox applies only with --queue: a broadcast worker runs its script in its own process');
         }
