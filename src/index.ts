@@ -17,7 +17,7 @@ export type { JobOptions, BackoffOptions, Retention, ParentOptions } from './eng
 export { FlowProducer, type FlowProducerOptions, type JobNode, type NodeOpts } from './engine/flows/flow-producer.js';
 export type { FlowJob, FlowOpts } from './engine/flows/flow-nodes.js';
 export { CycleError, type DAGNode, type DAGFlow, type DAGJobOptions } from './engine/flows/dag-nodes.js';
-export { dag, chain, group, chord, type WorkflowJobDef, type WorkflowConnection, type ClosableWorkflow } from './engine/flows/dag.js';
+export { dag, chain, group, chord, type WorkflowJobDef, type WorkflowConnection, type ClosableWorkflow, type WorkflowOptions } from './engine/flows/dag.js';
 export type { Dependencies, DependenciesCount, DependenciesOptions } from './engine/jobs/job-dependencies.js';
 export type { GroupOptions, TokenBucketOptions, GroupState } from './engine/producing/groups.js';
 export * from './engine/shared/errors.js';

@@ -179,6 +179,20 @@ describe('CLI: ui (the dashboard, in a real browser)', function () {
     expect(await status({ host: `${hostname}:${port}`, origin: `http://${hostname}:${port}` }, 'PUT')).to.equal(404); // its own page: on to the board
   });
 
+  it('its start line fits 80 columns: wrapped between words, the lines after the first indented by two spaces', async () => {
+    const plain = startCli(['-u', server().url, '--prefix', prefix, 'ui', '--port', '0', '--read-only'], { env: { COLUMNS: '80', GLIDEMQ_UI_AUTH: undefined } });
+    const listening = waitFor(() => plain.stdout().includes('(read-only)') || plain.stderr() !== '', 'the start line');
+    await listening.catch(() => undefined);
+    const r = await plain.stop('SIGTERM'); // also when it never listened
+    await listening;
+    expect(r.code, r.stderr).to.equal(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines.length).to.be.above(1);
+    expect(lines.filter((l) => l.length > 80)).to.deep.equal([]);
+    expect(lines.slice(1).every((l) => /^  \S/.test(l))).to.equal(true);
+    expect(lines.map((l) => l.trim()).join(' ')).to.match(new RegExp(`^dashboard of every queue of prefix "${prefix}" at \\S+ on http://127\\.0\\.0\\.1:\\d+/ \\(read-only\\)$`));
+  });
+
   it('bound beyond loopback without credentials it refuses to start: exit 2, one line', async () => {
     const r = await runCli(['-u', server().url, 'ui', '--host', '0.0.0.0', '--port', '0'], { env: { GLIDEMQ_UI_AUTH: undefined } });
     expect(r.code).to.equal(2);

@@ -18,6 +18,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { Queue } from '../../src/engine/queue/queue.js';
 import { Worker, type WorkerOptions } from '../../src/engine/consuming/worker.js';
 import { FlowProducer } from '../../src/engine/flows/flow-producer.js';
+import { chain, chord, dag, group } from '../../src/engine/flows/dag.js';
 import type { Job } from '../../src/engine/jobs/job.js';
 import { InvalidArgumentError } from '../../src/engine/shared/errors.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
@@ -181,6 +182,27 @@ describe('tracing: the telemetry option (real valkey-server, in-memory exporter)
     for (const [i, id] of childIds.entries()) expect(isChild(byId(id, runs), childCreates[i])).to.equal(true);
   });
 
+  it('a child added to an existing parent links the parent\'s add; dag, chain, group and chord take the telemetry option', async () => {
+    const name = uniqueQueue('trace-child');
+    const q = queue(name);
+    const parent = await q.add('parent', {});
+    await q.add('child', {}, { parent: { id: parent.id, queue: q.keys.base } });
+    const [parentAdd] = spans(`add ${name}`).filter((s) => s.attributes['glidemq.job.name'] === 'parent');
+    const [childAdd] = spans(`add ${name}`).filter((s) => s.attributes['glidemq.job.name'] === 'child');
+    expect(childAdd.links.map((l) => [l.context.spanId, l.attributes?.['glidemq.parent.id']])).to.deep.equal([[ctxOf(parentAdd).spanId, parent.id]]);
+
+    const url = server().url;
+    const flows = [
+      await dag([{ name: 'a', queueName: name }, { name: 'b', queueName: name, deps: ['a'] }], url, undefined, { telemetry: true }),
+      await chain(name, [{ name: 's2' }, { name: 's1' }], url, undefined, { telemetry: true }),
+      await group(name, [{ name: 'g1' }, { name: 'g2' }], url, undefined, { telemetry: true }),
+      await chord(name, [{ name: 'c1' }], { name: 'cb' }, url, undefined, { telemetry: true }),
+      await chain(name, [{ name: 'untraced' }], url),
+    ];
+    await Promise.all(flows.map((f) => f.close()));
+    expect(spans(`addFlow ${name}`).map((s) => s.attributes['messaging.batch.message_count'])).to.deep.equal([2, 2, 3, 2]);
+  });
+
   it('uses the registered propagator, and the option { tracer } with BullMQ\'s job option omitContext', async () => {
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
     try {
@@ -219,12 +241,16 @@ describe('tracing: the telemetry option (real valkey-server, in-memory exporter)
     expect([...(batch.attributes['glidemq.job.ids'] as string[])].sort()).to.deep.equal(added.map((j) => j.id).sort());
 
     const boxed = uniqueQueue('trace-sandbox');
-    const job = await queue(boxed).add('echo', { x: 1 });
-    const sw = worker(boxed, processorPath('echo.mjs'), { useWorkerThreads: true });
+    const bq = queue(boxed);
+    const job = await bq.add('carrier', { x: 1 });
+    const sw = worker(boxed, processorPath('trace-carrier.mjs'), { useWorkerThreads: true });
     await waitFor(() => sw.finished.completed === 1, 'the sandboxed job completed');
     const [run] = spans(`process ${boxed}`);
     expect(run.attributes['messaging.message.id']).to.equal(job.id);
     expect(isChild(run, spans(`add ${boxed}`)[0])).to.equal(true);
+    // the sandboxed job carries the very context the run's span is a child of
+    const { metadata } = (await bq.getJob(job.id))!.returnvalue as { metadata: string };
+    expect(JSON.parse(metadata).traceparent).to.equal(`00-${ctxOf(run).traceId}-${run.parentSpanContext!.spanId}-01`);
   });
 
   it('refuses a telemetry option it cannot use, naming it', () => {

@@ -4,7 +4,7 @@ import { invalid } from '../../engine/shared/errors.js';
 import { parseDuration, parseInteger } from '../../engine/shared/duration.js';
 import { action, describeError, warnUnknownQueue } from '../context.js';
 import { untilSignal } from '../signals.js';
-import { plural, print, printJsonLine, warn } from '../output.js';
+import { hangingWrap, plural, print, printJsonLine, warn } from '../output.js';
 
 interface UiFlags {
   port: string;
@@ -75,7 +75,7 @@ Examples:
           const url = `http://${flags.host.includes(':') ? `[${flags.host}]` : flags.host}:${bound}/`;
           const shown = queues.length ? plural(queues.length, 'queue') : 'every queue';
           if (ctx.json) printJsonLine({ url, host: flags.host, port: bound, queues: queues.length ? queues : null, auth: !!auth, readOnly: !!flags.readOnly });
-          else print(`dashboard of ${shown} of prefix "${ctx.prefix}" at ${ctx.where} on ${url}${flags.readOnly ? ' (read-only)' : ''}`);
+          else print(hangingWrap(`dashboard of ${shown} of prefix "${ctx.prefix}" at ${ctx.where} on ${url}${flags.readOnly ? ' (read-only)' : ''}`));
           await untilSignal();
           return 0;
         } finally {

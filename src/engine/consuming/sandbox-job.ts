@@ -11,6 +11,12 @@ export type CallParent = (op: SandboxCall, args: unknown[]) => Promise<unknown>;
 
 export interface SandboxedJob<D = any> extends WireJob {
   data: D;
+  /**
+   * The job's options as stored; with tracing on, `telemetry.metadata` is the trace context its
+   * add stored (a JSON carrier), the one the Worker's `process` span is a child of: a processor
+   * using OpenTelemetry here continues the trace with propagation.extract(ROOT_CONTEXT, JSON.parse(it)).
+   */
+  opts: { telemetry?: { metadata?: string; links?: string[] }; [option: string]: unknown };
   updateProgress(progress: unknown): Promise<boolean>;
   log(line: string, keep?: number): Promise<number>;
   updateData(data: D): Promise<boolean>;

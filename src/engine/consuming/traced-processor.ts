@@ -2,8 +2,8 @@
  * The Worker's processor in a span per run when the `telemetry` option is on (README "Tracing";
  * the spans are shared/tracing.ts's): each run of a job is a consumer span, the child of its add's,
  * and a batch's run (the `batch` option) one span linked to each job's add. A sandboxed processor
- * is wrapped alike: the span is this process's, around the child's run (the child's own code
- * sees no trace context). The Worker loads the tracing before its first job (Telemetry.load), so a
+ * is wrapped alike: the span is this process's, around the child's run (the child's job carries
+ * the add's trace context in opts.telemetry.metadata, sandbox-job.ts). The Worker loads the tracing before its first job (Telemetry.load), so a
  * run makes its span with no await; a worker without the option never comes here.
  */
 import type { Job } from '../jobs/job.js';

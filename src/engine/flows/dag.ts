@@ -5,7 +5,8 @@
  * running once after its last dependency settled and reading their values by getChildrenValues().
  * Everything is checked before a connection is made. As glide-mq's, each helper opens its own
  * FlowProducer and closes it once the flow is stored (the returned jobs then have no connection),
- * unless the caller gives a client to share; the answer carries a close() either way.
+ * unless the caller gives a client to share; the answer carries a close() either way. A last,
+ * optional argument takes glidemq's FlowProducer option `telemetry` (WorkflowOptions).
  */
 import { isClient, type Client, type ConnectionInput } from '../connecting/connection.js';
 import { invalid } from '../shared/errors.js';
@@ -14,6 +15,7 @@ import type { Job } from '../jobs/job.js';
 import type { JobOptions } from '../producing/options.js';
 import { FlowProducer, type JobNode } from './flow-producer.js';
 import type { FlowNode } from './flow-nodes.js';
+import type { TelemetryOption } from '../shared/telemetry.js';
 import { checkWorkflowOpts, dagToNodes, jobsByName, link, workflowJobId, type DAGJobOptions, type DAGNode } from './dag-nodes.js';
 
 /** glide-mq's WorkflowJobDef: a job of a chain, group or chord (all in the helper's queue). */
@@ -32,6 +34,14 @@ export type WorkflowConnection = ConnectionInput | { client: Client };
 /** What a helper answers (the tree, or the DAG's Map), with close(), which releases a shared client's producer. */
 export type ClosableWorkflow<T> = T & { close(): Promise<void> };
 
+/**
+ * What a helper's FlowProducer takes beyond glide-mq's arguments (a last, optional argument):
+ * `telemetry`, as FlowProducer's (README "Tracing"), so the flow is a traced `addFlow` span.
+ */
+export interface WorkflowOptions {
+  telemetry?: TelemetryOption;
+}
+
 /** The group's parent (glide-mq's name): it waits for every job of the group and reads their values. */
 export const GROUP_PARENT_NAME = '__group__';
 
@@ -39,9 +49,9 @@ export const GROUP_PARENT_NAME = '__group__';
  * glide-mq's dag(): adds a DAG whole or not at all, each node waiting for the nodes its deps name.
  * Answers a Map of each node's name to its Job.
  */
-export async function dag(nodes: DAGNode[], connection?: WorkflowConnection, prefix?: string): Promise<ClosableWorkflow<Map<string, Job>>> {
+export async function dag(nodes: DAGNode[], connection?: WorkflowConnection, prefix?: string, opts?: WorkflowOptions): Promise<ClosableWorkflow<Map<string, Job>>> {
   const list = dagToNodes(nodes, workflowPrefix(prefix));
-  return withFlow(connection, prefix, async (flow) => jobsByName(list.byName, await flow.addNodes(list.nodes)));
+  return withFlow(connection, prefix, async (flow) => jobsByName(list.byName, await flow.addNodes(list.nodes)), opts);
 }
 
 /**
@@ -49,7 +59,13 @@ export async function dag(nodes: DAGNode[], connection?: WorkflowConnection, pre
  * the step after it in the array, so it runs once that one completed and reads its value through
  * getChildrenValues(). Answers the tree, its top (steps[0], which runs last) first.
  */
-export async function chain(queueName: string, steps: WorkflowJobDef[], connection?: WorkflowConnection, prefix?: string): Promise<ClosableWorkflow<JobNode>> {
+export async function chain(
+  queueName: string,
+  steps: WorkflowJobDef[],
+  connection?: WorkflowConnection,
+  prefix?: string,
+  opts?: WorkflowOptions,
+): Promise<ClosableWorkflow<JobNode>> {
   const nodes = stepNodes('chain', queueName, steps, prefix);
   for (let i = 0; i + 1 < nodes.length; i++) link(nodes[i], nodes[i + 1]);
   return withFlow(connection, prefix, async (flow) => {
@@ -57,7 +73,7 @@ export async function chain(queueName: string, steps: WorkflowJobDef[], connecti
     let tree: JobNode | undefined;
     for (let i = nodes.length - 1; i >= 0; i--) tree = tree ? { job: jobs.get(nodes[i])!, children: [tree] } : { job: jobs.get(nodes[i])! };
     return tree!;
-  });
+  }, opts);
 }
 
 /**
@@ -65,8 +81,14 @@ export async function chain(queueName: string, steps: WorkflowJobDef[], connecti
  * runs once all completed and reads their values through getChildrenValues(). Answers the tree,
  * the parent at its top.
  */
-export async function group(queueName: string, jobs: WorkflowJobDef[], connection?: WorkflowConnection, prefix?: string): Promise<ClosableWorkflow<JobNode>> {
-  return withCallback('group', queueName, jobs, { name: GROUP_PARENT_NAME, data: {} }, connection, prefix);
+export async function group(
+  queueName: string,
+  jobs: WorkflowJobDef[],
+  connection?: WorkflowConnection,
+  prefix?: string,
+  opts?: WorkflowOptions,
+): Promise<ClosableWorkflow<JobNode>> {
+  return withCallback('group', queueName, jobs, { name: GROUP_PARENT_NAME, data: {} }, connection, prefix, opts);
 }
 
 /**
@@ -79,8 +101,9 @@ export async function chord(
   callback: WorkflowJobDef,
   connection?: WorkflowConnection,
   prefix?: string,
+  opts?: WorkflowOptions,
 ): Promise<ClosableWorkflow<JobNode>> {
-  return withCallback('chord', queueName, jobs, callback, connection, prefix);
+  return withCallback('chord', queueName, jobs, callback, connection, prefix, opts);
 }
 
 /** A parent (`callback`) waiting for `jobs`, all in `queueName`. */
@@ -91,6 +114,7 @@ async function withCallback(
   callback: WorkflowJobDef,
   connection: WorkflowConnection | undefined,
   prefix: string | undefined,
+  opts: WorkflowOptions | undefined,
 ): Promise<ClosableWorkflow<JobNode>> {
   const children = stepNodes(helper, queueName, jobs, prefix);
   const [parent] = stepNodes(helper, queueName, [callback], prefix, 'callback');
@@ -98,7 +122,7 @@ async function withCallback(
   return withFlow(connection, prefix, async (flow) => {
     const added = await flow.addNodes([parent, ...children]);
     return { job: added.get(parent)!, children: children.map((c) => ({ job: added.get(c)! })) };
-  });
+  }, opts);
 }
 
 /** Each job definition as a node of `queueName`, not yet linked; refuses a bad one, naming it. */
@@ -138,10 +162,11 @@ async function withFlow<T extends object>(
   connection: WorkflowConnection | undefined,
   prefix: string | undefined,
   run: (flow: FlowProducer) => Promise<T>,
+  opts?: WorkflowOptions,
 ): Promise<ClosableWorkflow<T>> {
   const input = connectionInput(connection);
   const owned = !isClient(input);
-  const flow = new FlowProducer({ connection: input, prefix });
+  const flow = new FlowProducer({ connection: input, prefix, telemetry: opts?.telemetry });
   let value: T;
   try {
     value = await run(flow);

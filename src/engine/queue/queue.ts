@@ -31,12 +31,12 @@ import { revokeJob, type RevokeResult } from '../administering/revoke.js';
 import { QueueGetters } from './queue-getters.js';
 import { requestWorker } from '../consuming/worker-registry.js';
 import { Producer } from '../producing/producer.js';
-import { childNode } from '../flows/flow-nodes.js';
+import { childNode, parentJobKey } from '../flows/flow-nodes.js';
 import { addedJob, addNodes } from '../flows/flow-producer.js';
 import { checkDeadLetterQueue, storeDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
 import { readDeadLetterJobs } from './dead-letter-reads.js';
 import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
-import { Telemetry, type TelemetryOption } from '../shared/telemetry.js';
+import { storedMetadataOf, Telemetry, type TelemetryOption } from '../shared/telemetry.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -118,9 +118,26 @@ export class Queue extends QueueGetters implements JobSource {
   private async tracedAdd(name: string, data: unknown, jobOpts: JobOptions): Promise<Job> {
     const tracing = this.telemetry!.loaded ?? (await this.telemetry!.load());
     const opts = withDefaults(this.jobDefaults, jobOpts);
+    const link = opts.parent === undefined ? undefined : await this.parentLink(opts.parent);
     return tracing.produce('add', this.name, { 'glidemq.job.name': name }, opts.telemetry, (telemetry) => this.addJob(name, data, { ...jobOpts, telemetry }), (job) => ({
       'messaging.message.id': job.id,
-    }));
+    }), link);
+  }
+
+  /**
+   * A traced child's link to its existing parent: the trace context the parent's add stored (one
+   * read of the parent's options, made only with tracing on). None when the parent stored none or
+   * cannot be read: the add itself then says what is wrong with the parent.
+   */
+  private async parentLink(parent: NonNullable<JobOptions['parent']>): Promise<{ metadata: string; attributes: { 'glidemq.parent.id': string } } | undefined> {
+    try {
+      const key = parentJobKey(parent, this.keys.prefix);
+      await this.waitUntilReady();
+      const metadata = storedMetadataOf(await this.client.hget(key, 'opts'));
+      return metadata === undefined ? undefined : { metadata, attributes: { 'glidemq.parent.id': parent.id } };
+    } catch {
+      return undefined;
+    }
   }
 
   /** add() without tracing (BullMQ's addJob). */

@@ -28,7 +28,8 @@ type SpanAttributes = Record<string, string | number | boolean | string[] | unde
  */
 export interface Tracing {
   produce<T>(operation: 'add' | 'addBulk', queue: string, attributes: SpanAttributes, own: JobTelemetry | undefined,
-    write: (stored: JobTelemetry | undefined) => Promise<T>, done: (result: T) => SpanAttributes): Promise<T>;
+    write: (stored: JobTelemetry | undefined) => Promise<T>, done: (result: T) => SpanAttributes,
+    link?: { metadata: string; attributes: SpanAttributes }): Promise<T>;
   produceFlow<N extends { queueName: string; id: string; name: string; opts: { telemetry?: JobTelemetry }; deps: string[] }, T>(
     nodes: N[], keyOf: (n: N) => string, write: () => Promise<T>, done: (result: T) => SpanAttributes): Promise<T>;
   process<T>(queue: string, consumer: string, job: TracedJob, run: () => T | Promise<T>): Promise<T>;
@@ -92,6 +93,17 @@ export function storedTelemetry(t: unknown): JobTelemetry | undefined {
   }
   if (omitContext || metadata === undefined) return undefined;
   return links?.length ? { metadata, links } : { metadata };
+}
+
+/** The trace context a job's stored options (its hash's `opts` JSON) carry, if any. */
+export function storedMetadataOf(optsJson: string | null | undefined): string | undefined {
+  if (typeof optsJson !== 'string') return undefined;
+  try {
+    const metadata = (JSON.parse(optsJson) as { telemetry?: JobTelemetry } | null)?.telemetry?.metadata;
+    return typeof metadata === 'string' && metadata !== '' ? metadata : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -73,7 +73,8 @@ export class Tracing {
    * An add's producer span around `write`, which is given what the jobs store of the trace
    * (undefined with BullMQ's omitContext) and runs in the span's context. `own` is the job
    * option `telemetry` of a single add (its metadata wins over the span's, as BullMQ's does);
-   * `done` names what was added once it resolves.
+   * `done` names what was added once it resolves. `link`: a trace context the span links (a child
+   * added to an existing parent links the parent's add).
    */
   async produce<T>(
     operation: 'add' | 'addBulk',
@@ -82,10 +83,13 @@ export class Tracing {
     own: StoredTrace | undefined,
     write: (stored: StoredTrace | undefined) => Promise<T>,
     done: (result: T) => Attributes,
+    link?: { metadata: string; attributes: Attributes },
   ): Promise<T> {
+    const linked = link === undefined ? undefined : trace.getSpanContext(contextOf(link.metadata));
     const span = this.tracer.startSpan(`${operation} ${queue}`, {
       kind: SpanKind.PRODUCER,
       attributes: { ...messaging(queue, 'send', operation), ...attributes },
+      links: linked ? [{ context: linked, attributes: link!.attributes }] : undefined,
     }, context.active());
     const ctx = trace.setSpan(context.active(), span);
     const metadata = own?.omitContext ? undefined : own?.metadata ?? carrierOf(ctx);
