@@ -198,6 +198,61 @@ describe('batches: the batch option (real valkey-server)', function () {
     expect(failed.map((j) => j.failedReason)).to.deep.equal(['stop this batch', 'stop this batch']);
   });
 
+  it("a batch's time limit is the smallest of its jobs': its signal aborts with the reason, and each job fails with it by its own retry rules", async () => {
+    const name = uniqueQueue('batch-timeout');
+    const q = h.queue(name);
+    const reasons: string[] = [];
+    let call = 0;
+    const w = batchWorker(name, async (jobs: Job[], signal: AbortSignal) => {
+      if (call++ > 0) return jobs.map((j) => `retried ${j.name}`);
+      await new Promise((resolve) => signal.addEventListener('abort', resolve));
+      reasons.push((signal.reason as Error).message);
+      throw new Error('the processor says it stopped');
+    }, { batch: { size: 3, timeout: 300 }, timeout: 5_000 });
+    const [short, long, plain] = await q.addBulk([
+      { name: 'short', data: {}, opts: { timeout: 200, attempts: 2 } },
+      { name: 'long', data: {}, opts: { timeout: 1_000 } },
+      { name: 'plain', data: {} },
+    ]);
+    await waitFor(async () => (await q.getJob(short.id))?.state === 'completed', 'the job with attempts left to complete on its retry');
+    expect(reasons).to.deep.equal(['timed out after 200 ms']);
+    for (const id of [long.id, plain.id]) {
+      const j = (await q.getJob(id))!;
+      expect([j.state, j.failedReason], 'whatever the processor threw, the reason is the timeout').to.deep.equal(['failed', 'timed out after 200 ms']);
+    }
+    expect((await q.getJob(short.id))!.returnvalue).to.equal('retried short');
+    expect(w.finished).to.deep.equal({ completed: 1, failed: 2 });
+  });
+
+  it("a batch processor that ignores its signal: its jobs fail at the worker's timeout + grace, it is reported, and its slot stays taken until it returns", async () => {
+    const name = uniqueQueue('batch-stuck');
+    const q = h.queue(name);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const ran: string[] = [];
+    const w = batchWorker(name, async (jobs: Job[]) => {
+      ran.push(...jobs.map((j) => j.name));
+      if (jobs[0].name === 'stuck') await released;
+      return jobs.map(() => 'done');
+    }, { batch: { size: 1 }, concurrency: 1, timeout: 200, timeoutGraceMs: 200 });
+    const errors: Error[] = [];
+    w.on('error', (e: Error) => errors.push(e));
+    const stuck = await q.add('stuck', {});
+    await waitFor(async () => (await q.getJob(stuck.id))?.state === 'failed', 'the stuck batch\'s job to be failed');
+    expect((await q.getJob(stuck.id))?.failedReason).to.equal('timed out after 200 ms');
+    await waitFor(() => errors.length > 0, 'the stuck processor to be reported');
+    expect(errors[0].message).to.contain(`job ${stuck.id}`);
+    const next = await q.add('next', {});
+    // a check that something does not happen has no condition to await: the next job is given
+    // a moment in which it would start on a free slot
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(ran, 'the stuck processor keeps the only slot').to.deep.equal(['stuck']);
+    release();
+    await waitFor(async () => (await q.getJob(next.id))?.state === 'completed', 'the next job to run once the slot is free');
+    expect((await q.getJob(stuck.id))?.state, 'the late result changed nothing').to.equal('failed');
+    expect(w.finished).to.deep.equal({ completed: 1, failed: 1 });
+  });
+
   it('a result array of the wrong length fails the batch with a reason that names its size', async () => {
     const name = uniqueQueue('length');
     const q = h.queue(name);

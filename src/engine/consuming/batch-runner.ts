@@ -12,6 +12,12 @@
  * a batch whose worker died. A batch's finishes go to the server together (FinishRequest.whole), in
  * one call that also claims the next jobs, so a batch costs about one call. `concurrency` counts
  * batches: the worker's slots (settings.concurrency) are concurrency x batch.size jobs.
+ *
+ * A batch's time limit is the smallest of its jobs' (job option `timeout`, else the Worker's
+ * `timeout`), timed as one run of the per-job runner (run-timer.ts): at the limit the batch's signal
+ * aborts with "timed out after N ms" and every job of the batch fails with that reason, by its own
+ * retry rules; a processor still running timeoutGraceMs later is stuck: its jobs are failed then,
+ * and the batch keeps its slot until the processor returns. A batch without a limit costs no timer.
  */
 import { invalid, isBatchError, isUnrecoverable, RateLimitError, UnrecoverableError } from '../shared/errors.js';
 import type { ClaimReply, Job } from '../jobs/job.js';
@@ -20,6 +26,7 @@ import { planRetry, reasonWithProblem } from './backoff.js';
 import type { FinishRequest } from './finish-batch.js';
 import type { BatchOptions } from './batch-options.js';
 import { Runner, serialiseResult, type Processor, type Run, type RunnerHost } from './worker-runner.js';
+import { RunTimer } from './run-timer.js';
 
 /**
  * Runs one batch: returns one result per job, in order, or throws a BatchError(results) to fail
@@ -67,6 +74,12 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
   private fillRound = 0;
   private fillTimer: NodeJS.Timeout | undefined;
   private runningBatches = 0;
+  /**
+   * Batches whose processor outlived its time limit and the grace period, and their jobs: the jobs
+   * are failed, but each such batch keeps its slot until its processor returns.
+   */
+  private stuckBatches = 0;
+  private stuckJobs = 0;
   /** Jobs filling, or in a batch whose processor runs (a job whose finish is on its way is done). */
   private busy = 0;
   /** Batches that may run at once (the user's `concurrency`). */
@@ -86,7 +99,7 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
   }
 
   processing(): number {
-    return this.busy;
+    return this.busy + this.stuckJobs;
   }
 
   jobOf(reply: ClaimReply): Job<D, R> {
@@ -170,7 +183,7 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
 
   /** Hands over every batch that is full or due while fewer than `concurrency` batches run. */
   private handOverReady(): void {
-    while (this.filling.length > 0 && this.runningBatches < this.maxBatches) {
+    while (this.filling.length > 0 && this.runningBatches + this.stuckBatches < this.maxBatches) {
       if (this.filling.length < this.batch.size && !this.due) return;
       const runs = this.filling.splice(0, this.batch.size);
       if (this.filling.length === 0) {
@@ -208,7 +221,7 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
       host.emit('active', run.job, 'waiting');
     }
     const started = performance.now(); // monotonic: a clock step cannot make a duration negative
-    const outcomes = await this.outcomes(runs, abort.signal);
+    const outcomes = await this.outcomes(runs, abort.signal, this.timerOf(runs, abort));
     const retryDelays = await Promise.all(runs.map((run, i) => this.retryDelay(run.job, outcomes[i])));
     const ranMs = performance.now() - started;
     host.noteRun(ranMs);
@@ -249,7 +262,7 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
    * fails at once with the reason; the processor never sees it) and its results are matched to them
    * in order.
    */
-  private async outcomes(runs: Run<D, R>[], signal: AbortSignal): Promise<Outcome[]> {
+  private async outcomes(runs: Run<D, R>[], signal: AbortSignal, timer: RunTimer | undefined): Promise<Outcome[]> {
     const out: Outcome[] = new Array(runs.length);
     const usable: number[] = [];
     runs.forEach((run, i) => {
@@ -259,15 +272,48 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
     if (usable.length === 0) return out;
     let results: unknown;
     try {
-      results = await this.processor(usable.map((i) => runs[i].job), signal);
+      const work = this.processor(usable.map((i) => runs[i].job), signal);
+      results = await (timer ? timer.guard(work) : work);
     } catch (err) {
       results = isBatchError(err) ? err.results : asError(err);
     }
+    // a batch stopped by its time limit fails with that reason, whatever the processor threw or returned
+    if (timer?.reason) results = timer.reason;
     const checked = results instanceof Error ? results : checkResults(results, usable.length);
     usable.forEach((index, k) => {
       out[index] = outcomeOf(checked instanceof Error ? checked : checked[k]);
     });
     return out;
+  }
+
+  /**
+   * The time limit of a batch: the smallest of its jobs' (each job's `timeout`, else the worker's);
+   * undefined when none has one. At the limit it aborts the batch's signal; once the grace period
+   * after it ran out with the processor still running, the batch keeps its slot until it returns.
+   */
+  private timerOf(runs: Run<D, R>[], abort: AbortController): RunTimer | undefined {
+    const host = this.host;
+    let ms: number | undefined;
+    for (const run of runs) {
+      const limit = run.job.opts.timeout ?? host.settings.timeout;
+      if (limit !== undefined && (ms === undefined || limit < ms)) ms = limit;
+    }
+    if (ms === undefined) return undefined;
+    const limit = ms;
+    const grace = host.settings.timeoutGraceMs;
+    return new RunTimer(limit, grace, (reason) => abort.abort(reason), (returned) => {
+      this.stuckBatches++;
+      this.stuckJobs += runs.length;
+      const named = runs.slice(0, 5).map((run) => `job ${run.job.id}`).join(', ') + (runs.length > 5 ? ` and ${runs.length - 5} more` : '');
+      host.emitError(new Error(`batch of ${named}: its processor did not stop within ${grace} ms after it timed out (timeout ${limit} ms); ` +
+        'its jobs are failed, and its slot stays taken until the processor returns (make the batch processor honour its AbortSignal)'));
+      void returned.then(() => {
+        this.stuckBatches--;
+        this.stuckJobs -= runs.length;
+        host.afterSlotFreed();
+        this.handOverReady();
+      });
+    });
   }
 
   /**

@@ -6,9 +6,12 @@
  * makes (sandbox-job.ts). An `abort` from the parent aborts the signal of the run in progress.
  */
 import { fileURLToPath } from 'node:url';
-import { isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { isMainThread, parentPort, workerData, Worker as Thread } from 'node:worker_threads';
 import { errorFromWire, errorToWire, type SandboxCall, type ToChild, type ToParent, type WireError } from './sandbox-protocol.js';
 import { sandboxedJob } from './sandbox-job.js';
+
+/** How often the watchdog looks for the parent (ms): an orphan ends within about this long. */
+const PARENT_CHECK_MS = 300;
 
 type UserProcessor = (job: unknown, token: string | undefined, signal: AbortSignal) => unknown;
 
@@ -105,9 +108,35 @@ else {
   process.on('message', (msg) => receive(msg as ToChild));
   // the parent is gone (it died, or closed without ending this child): nothing is left to serve
   process.on('disconnect', () => process.exit(0));
+  watchParent();
   // Ctrl-C reaches the whole process group, and a service manager's SIGTERM often every process of
   // the service: the parent decides when its children end (its graceful stop lets running jobs
   // finish, then ends them), so these do not end a child on their own
   process.on('SIGINT', () => undefined);
   process.on('SIGTERM', () => undefined);
+}
+
+/**
+ * A forked child ends on its own soon after its parent dies, even while a processor blocks its main
+ * thread (a CPU loop never lets 'disconnect' run; a SIGKILLed parent runs no exit handler to kill
+ * it; Linux's parent-death signal is out of Node's reach): a small thread, which runs whatever the
+ * main thread does, looks every PARENT_CHECK_MS whether this process was given to another parent
+ * (its parent died), and then kills this process. One timer in one thread per child, started once
+ * per child, not per job; unref'd, so it never keeps the child alive by itself. SIGKILL, as the
+ * parent kills its children: the main thread may never turn again, and this child ignores SIGTERM.
+ */
+function watchParent(): void {
+  const watchdog = `
+    const { workerData } = require('node:worker_threads');
+    setInterval(() => {
+      if (process.ppid !== workerData.parent) process.kill(process.pid, 'SIGKILL');
+    }, workerData.every);`;
+  try {
+    const thread = new Thread(watchdog, { eval: true, workerData: { parent: process.ppid, every: PARENT_CHECK_MS }, resourceLimits: { maxOldGenerationSizeMb: 8 } });
+    thread.unref();
+    // a watchdog that could not start leaves the child as it was before: 'disconnect' still ends an idle one
+    thread.on('error', () => undefined);
+  } catch {
+    // as above
+  }
 }
