@@ -15,6 +15,7 @@ import { ConnectionError, invalid } from '../shared/errors.js';
 import { lastConnectionProblem } from '../connecting/connection-problems.js';
 import { checkGlobalLabels, renderFamily, renderPrometheus, snapshotQueue } from '../inspecting/prometheus.js';
 import { QueueSet } from './queue-set.js';
+import { closeHttpServer } from '../shared/http-server.js';
 
 export interface ExporterOptions {
   connection?: ConnectionInput;
@@ -235,12 +236,7 @@ export class PrometheusExporter {
     clearInterval(this.durabilityTimer);
     const server = this.server;
     this.server = undefined;
-    if (server) {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-    }
+    if (server) await closeHttpServer(server);
     await this.set?.close();
     if (this.acquired.owned) await closeClient(this.acquired.client);
   }

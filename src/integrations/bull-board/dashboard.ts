@@ -18,6 +18,7 @@ import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../engine/connectin
 import { QueueSet } from '../../engine/operating/queue-set.js';
 import { GlideMQAdapter } from './adapter.js';
 import { auditPage } from './audit-page.js';
+import { closeHttpServer } from '../../engine/shared/http-server.js';
 
 export interface BasicAuth {
   user: string;
@@ -210,12 +211,7 @@ export class Dashboard {
     clearInterval(this.timer);
     const server = this.server;
     this.server = undefined;
-    if (server) {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-    }
+    if (server) await closeHttpServer(server);
     await Promise.all([...this.adapters.values()].map((a) => a.close()));
     this.adapters.clear();
     await this.set?.close();
