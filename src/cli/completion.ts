@@ -329,40 +329,9 @@ ${listCases((n) => n.valued)}
   end
 end
 
-# The command being typed (e.g. "schedulers add"): flags and their values are skipped.
-function ${fn}_node
-  set -l node ''
-  set -l expect 0
-  set -l words (commandline -opc)
-  set -e words[1]
-  for word in $words
-    if test $expect = 1
-      set expect 0
-      continue
-    end
-    switch $word
-      case '--*=*'
-        continue
-      case '-*'
-        if contains -- $word (${fn}_valued $node)
-          set expect 1
-        end
-        continue
-    end
-    if contains -- $word (${fn}_children $node)
-      set node (string trim -- "$node $word")
-    end
-  end
-  echo $node
-end
-
-function ${fn}_at
-  set -l node (${fn}_node)
-  test "$node" = "$argv[1]"
-end
-
-# How many arguments follow the command being typed (flags and their values are skipped).
-function ${fn}_positionals
+# The command being typed (e.g. "schedulers add") on the first line, and how many arguments
+# follow it on the second: flags and their values are skipped.
+function ${fn}_walk
   set -l node ''
   set -l count 0
   set -l expect 0
@@ -389,7 +358,24 @@ function ${fn}_positionals
       set count (math $count + 1)
     end
   end
+  echo $node
   echo $count
+end
+
+function ${fn}_node
+  set -l walk (${fn}_walk)
+  echo $walk[1]
+end
+
+function ${fn}_at
+  set -l node (${fn}_node)
+  test "$node" = "$argv[1]"
+end
+
+# How many arguments follow the command being typed.
+function ${fn}_positionals
+  set -l walk (${fn}_walk)
+  echo $walk[2]
 end
 
 # The queue names on the server the words typed name (nothing when it cannot be asked).
