@@ -13,6 +13,8 @@ import { buildProgram } from '../../src/cli/main.js';
 import { completionTree } from '../../src/cli/completion.js';
 import { runCli } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
+import { inParallel } from '../helpers/parallel.js';
+
 
 const VERSION: string = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).version;
 
@@ -43,11 +45,11 @@ describe('CLI: version, help and completion', function () {
   it("every command's help lists the global options", async () => {
     const commands = allCommands(buildProgram());
     expect(commands.length).to.be.greaterThan(20);
-    for (const { words } of commands) {
+    await inParallel(commands, async ({ words }) => {
       const r = await runCli([...words, '--help']);
       expect(r.code, words.join(' ')).to.equal(0);
       expect(r.stdout, words.join(' ')).to.match(/Global Options:[\s\S]*-u, --url <url>[\s\S]*--prefix <p>[\s\S]*--json/);
-    }
+    });
   });
 
   it('every default is written one way: "(default: x)" last in the description', () => {

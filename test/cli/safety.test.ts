@@ -12,6 +12,7 @@ import type { Redis } from 'ioredis';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { ConnectionError } from '../../src/engine/shared/errors.js';
 import { GLIDEMQ_BIN, runCli, type CliResult } from '../helpers/cli.js';
+import { inParallel } from '../helpers/parallel.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { runInPty } from '../helpers/pty.js';
@@ -96,15 +97,14 @@ describe('CLI: safety', function () {
     it('is refused by every command with exit 2 naming the database, and nothing lands in database 0', async () => {
       await q.add('keep', {}); // database 0 holds a queue an obliterate there would delete
       const before = await keysOf(admin);
-      for (const db of [4, 99]) {
-        for (const args of COMMANDS) {
-          const r = await runCli(['-u', `${server().url}/${db}`, ...args]);
-          const what = `/${db} ${args.join(' ')}`;
-          expect(r.code, `${what}: ${r.stderr}`).to.equal(2);
-          expect(r.stderr, what).to.contain(`has no database ${db}`);
-          expect(r.stderr, what).to.match(/^glidemq: .*\n$/); // one line
-        }
-      }
+      const runs = [4, 99].flatMap((db) => COMMANDS.map((args) => ({ db, args })));
+      await inParallel(runs, async ({ db, args }) => {
+        const r = await runCli(['-u', `${server().url}/${db}`, ...args]);
+        const what = `/${db} ${args.join(' ')}`;
+        expect(r.code, `${what}: ${r.stderr}`).to.equal(2);
+        expect(r.stderr, what).to.contain(`has no database ${db}`);
+        expect(r.stderr, what).to.match(/^glidemq: .*\n$/); // one line
+      });
       expect(await keysOf(admin)).to.deep.equal(before);
     });
 
