@@ -76,13 +76,13 @@ describe('CLI: version, help and completion', function () {
 
   it('help is wrapped to the terminal width ($COLUMNS when not on a terminal); example command lines are kept whole', async () => {
     for (const columns of [60, 100]) {
-      for (const words of [['worker'], ['reclaim'], ['subscriptions'], ['library', 'install']]) {
+      await inParallel([['worker'], ['reclaim'], ['subscriptions'], ['library', 'install']], async (words) => {
         const r = await runCli([...words, '--help'], { env: { COLUMNS: String(columns) } });
         const lines = r.stdout.split('\n');
         const what = `${words.join(' ')} at ${columns} columns`;
         expect(lines.filter((l) => l.length > columns && !/^\s+\$ /.test(l)), what).to.deep.equal([]);
         if (columns === 100) expect(Math.max(...lines.map((l) => l.length)), what).to.be.greaterThan(85);
-      }
+      });
     }
     expect((await runCli(['enqueue', '--help'], { env: { COLUMNS: '60' } })).stdout).to.contain(
       `  $ printf '{"name":"resize","data":{"w":64},"opts":{"priority":2}}\\n' | glidemq enqueue images --ndjson --envelope`,

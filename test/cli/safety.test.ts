@@ -176,11 +176,11 @@ describe('CLI: safety', function () {
 
   describe('destructive commands', () => {
     it('drain, clean, obliterate, remove and schedulers remove all take --dry-run and --yes', async () => {
-      for (const args of [['drain'], ['clean'], ['obliterate'], ['remove'], ['schedulers', 'remove'], ['cancel']]) {
+      await inParallel([['drain'], ['clean'], ['obliterate'], ['remove'], ['schedulers', 'remove'], ['cancel']], async (args) => {
         const r = await runCli([...args, '--help']);
         expect(r.stdout, args.join(' ')).to.contain('--dry-run');
         expect(r.stdout, args.join(' ')).to.contain('-y, --yes');
-      }
+      });
     });
 
     it('remove --dry-run names what it would remove and changes nothing; an unknown id is an error on stderr', async () => {
