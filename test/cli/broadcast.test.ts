@@ -5,6 +5,7 @@ import { runCli } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { freePort, useServer } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 const processor = (file: string) => join(REPO_ROOT, 'fixtures', 'processors', file);
 
@@ -52,12 +53,12 @@ describe('CLI: publish, worker --broadcast --subscription', function () {
       [['worker', processor('echo.mjs'), '--broadcast', name, '--subscription', 's', '--subjects', 'a.>.b'], /last token/],
       [['worker', processor('echo.mjs'), '--broadcast', name, '--subscription', 's', '--start-from', 'soon'], /--start-from/],
     ];
-    for (const [args, msg] of cases) {
+    await inParallel(cases, async ([args, msg]) => {
       const r = await cli(args);
       expect(r.code, args.join(' ')).to.equal(2);
       expect(r.stderr.trim().split('\n'), args.join(' ')).to.have.length(1);
       expect(r.stderr, args.join(' ')).to.match(msg);
-    }
+    });
     const port = await freePort();
     const down = await runCli(['-u', `redis://127.0.0.1:${port}`, 'publish', name, 'x']);
     expect(down.code).to.equal(2);

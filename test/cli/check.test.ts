@@ -5,6 +5,7 @@ import { runCli } from '../helpers/cli.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { freePort, waitFor } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 /** One queue's result, an entry of the report's `queues`. */
 interface CheckJson {
@@ -255,21 +256,21 @@ describe('CLI: check (health checks)', function () {
       [['check', 'nosuch', name], /unknown command 'nosuch'/],
       [['-u', `redis://127.0.0.1:${port}`, 'check', 'workers', name], /cannot reach/],
     ];
-    for (const [args, message] of cases) {
+    await inParallel(cases, async ([args, message]) => {
       const r = args[0] === '-u' ? await runCli(args) : await cli(args);
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(message);
       expect(r.stderr.trim().split('\n'), args.join(' ')).to.have.length(1);
-    }
+    });
   });
 
   it('--help of each check shows its example and the exit codes', async () => {
-    for (const c of ['backlog', 'latency', 'stuck', 'failed', 'workers']) {
+    await inParallel(['backlog', 'latency', 'stuck', 'failed', 'workers'], async (c) => {
       const r = await cli(['check', c, '--help']);
       expect(r.code).to.equal(0);
       expect(r.stdout).to.include(`$ glidemq check ${c} `);
       expect(r.stdout).to.include(`Usage: glidemq check ${c} [options] [queues...]`);
       expect(r.stdout).to.match(/Exit code: 0 when the check passes on every queue, 1 when it fails on any/);
-    }
+    });
   });
 });

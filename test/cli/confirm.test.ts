@@ -13,6 +13,7 @@ import { runCli } from '../helpers/cli.js';
 import { fixturePath } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 async function waitaofCalls(c: Redis): Promise<number> {
   const m = /cmdstat_waitaof:calls=(\d+)/.exec(await c.info('commandstats'));
@@ -114,11 +115,11 @@ describe('--confirm (CLI)', function () {
       [['publish', 'b', 'a.b', '--confirm', 'replicas=x'], /--confirm replicas/],
       [['worker', fixturePath('processors', 'echo.mjs'), '-q', 'q', '--confirm', 'nope'], /--confirm must be/],
     ];
-    for (const [args, why] of cases) {
+    await inParallel(cases, async ([args, why]) => {
       const r = await runCli([...args, '-u', server().url]);
       expect(r.code, args.join(' ')).to.equal(2);
       expect(r.stderr.trim().split('\n'), args.join(' ')).to.have.length(1);
       expect(r.stderr, args.join(' ')).to.match(why);
-    }
+    });
   });
 });

@@ -5,6 +5,7 @@ import { runCli } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { freePort, useServer } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 const processor = (file: string) => join(REPO_ROOT, 'fixtures', 'processors', file);
 
@@ -69,12 +70,12 @@ describe('CLI: enqueue, worker, stats, job, queues', function () {
       [['enqueue', name, '--ndjson'], `{"small":1}\n${JSON.stringify({ blob: 'x'.repeat(600 * 1024) })}\n`, /line 2: payload is \d+ bytes, over the limit of/],
       [['enqueue', name, JSON.stringify({ blob: 'x'.repeat(100 * 1024) }), '--job-id', 'a:b'], undefined, /job id "a:b" is invalid/],
     ];
-    for (const [args, input, message] of cases) {
+    await inParallel(cases, async ([args, input, message]) => {
       const r = await cli(args, input);
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(message);
       expect(r.stderr).not.to.match(/\n\s+at /); // no stack trace
-    }
+    });
     const counts = await q.getJobCounts();
     expect(counts.waiting + counts.prioritized + counts.delayed).to.equal(0);
   });
@@ -192,10 +193,10 @@ describe('CLI: enqueue, worker, stats, job, queues', function () {
   });
 
   it('every command has --help with examples', async () => {
-    for (const cmd of ['enqueue', 'worker', 'stats', 'job', 'queues', 'pause', 'resume']) {
+    await inParallel(['enqueue', 'worker', 'stats', 'job', 'queues', 'pause', 'resume'], async (cmd) => {
       const r = await runCli([cmd, '--help']);
       expect(r.code, cmd).to.equal(0);
       expect(r.stdout, cmd).to.contain('Examples:');
-    }
+    });
   });
 });

@@ -3,6 +3,7 @@ import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 describe('glidemq enqueue --dedup-* (CLI)', function () {
   const server = useServer();
@@ -52,11 +53,11 @@ describe('glidemq enqueue --dedup-* (CLI)', function () {
       [['--dedup-id', 'x', '--dedup-mode', 'debounce'], /debounce needs a delay/],
       [['--dedup-id', 'x', '--dedup-ttl', 'soon'], /--dedup-ttl/],
     ];
-    for (const [flags, why] of cases) {
+    await inParallel(cases, async ([flags, why]) => {
       const r = await runCli(['enqueue', name, ...flags, '-u', server().url]);
       expect(r.code, flags.join(' ')).to.equal(2);
       expect(r.stderr.trim().split('\n'), flags.join(' ')).to.have.length(1);
       expect(r.stderr, flags.join(' ')).to.match(why);
-    }
+    });
   });
 });

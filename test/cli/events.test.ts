@@ -5,6 +5,7 @@ import { runCli } from '../helpers/cli.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { freePort, waitFor } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 interface Line {
   id: string;
@@ -144,12 +145,12 @@ describe('CLI: events', function () {
       [['-u', `redis://127.0.0.1:${port}`, 'events', name], /cannot reach/],
       [['-u', `redis://127.0.0.1:${port}`, 'events', name, '--follow'], /cannot reach/],
     ];
-    for (const [args, message] of cases) {
+    await inParallel(cases, async ([args, message]) => {
       const r = args[0] === '-u' ? await runCli(args) : await cli(args);
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(message);
       expect(r.stderr.trim().split('\n')).to.have.length(1);
-    }
+    });
   });
 
   it('EventLog (engine): recent() and follow() hand over the stored fields', async () => {

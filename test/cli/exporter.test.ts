@@ -6,6 +6,7 @@ import { runCli, startCli, type RunningCli } from '../helpers/cli.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { freePort, TestServer, waitFor } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 /** `name{labels} value` lines of a scrape, keyed by name and labels as written. */
 function samples(text: string): Map<string, number> {
@@ -159,12 +160,12 @@ describe('CLI: exporter (Prometheus metrics)', function () {
         [['exporter', '--port', '0', '--audit', '10ms'], /--audit: the interval must be at least 1s/],
         [['-u', `redis://127.0.0.1:${noServer}`, 'exporter', '--port', '0'], /cannot reach/],
       ];
-      for (const [args, message] of cases) {
+      await inParallel(cases, async ([args, message]) => {
         const r = args[0] === '-u' ? await runCli(args) : await cli(args);
         expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
         expect(r.stderr, args.join(' ')).to.match(message);
         expect(r.stderr.trim().split('\n'), args.join(' ')).to.have.length(1);
-      }
+      });
     } finally {
       busy.close();
     }

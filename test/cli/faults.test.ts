@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { useServer } from '../helpers/valkey.js';
 import { FaultProxy, useFaultProxy } from '../helpers/proxy.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, type CliResult } from '../helpers/cli.js';
 
 describe('cli: a server that does not answer', function () {
   this.timeout(60000);
@@ -20,12 +20,20 @@ describe('cli: a server that does not answer', function () {
   });
 
   const commands: string[][] = [['stats', 'q'], ['enqueue', 'q', '{}'], ['queues'], ['job', 'q', '1'], ['audit']];
+  const url = () => `redis://app:s3cret-pw@127.0.0.1:${proxy.port}`;
+  // Each run waits out the CLI's connect timeout, idle: all start together, each test reads its own.
+  const runs = new Map<string, Promise<{ r: CliResult; elapsed: number }>>();
+  before(() => {
+    for (const args of commands) {
+      const started = Date.now();
+      const run = runCli(['--url', url(), ...args], { timeoutMs: 20000 }).then((r) => ({ r, elapsed: Date.now() - started }));
+      run.catch(() => undefined); // awaited by its test
+      runs.set(args.join(' '), run);
+    }
+  });
   for (const args of commands) {
     it(`${args[0]} exits 2 with one line`, async () => {
-      const url = `redis://app:s3cret-pw@127.0.0.1:${proxy.port}`;
-      const started = Date.now();
-      const r = await runCli(['--url', url, ...args], { timeoutMs: 20000 });
-      const elapsed = Date.now() - started;
+      const { r, elapsed } = await runs.get(args.join(' '))!;
       expect(r.code, r.stderr).to.equal(2);
       const lines = r.stderr.trim().split('\n');
       expect(lines, r.stderr).to.have.length(1);

@@ -12,6 +12,7 @@ import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { keyspaceFingerprint } from '../helpers/keyspace.js';
 import { waitFor } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 /** Every line of `text` fits `width` columns. */
 function expectFits(text: string, width: number): void {
@@ -158,13 +159,13 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
       [['--flow', flowFile({ name: 'a' }), '-n', 'x'], /--name is for one job/],
       [['--flow', flowFile({ name: 'a' }), '--ndjson'], /give either --ndjson or --flow, not both/],
     ];
-    for (const [args, message] of cases) {
+    await inParallel(cases, async ([args, message]) => {
       const r = await cli(['enqueue', name, ...args]);
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(message);
       expect(r.stderr.trim().split('\n'), args.join(' ')).to.have.length(1);
       expect(r.stdout, args.join(' ')).to.equal('');
-    }
+    });
     expect(await keyspaceFingerprint(q.client as Redis), 'nothing written').to.equal(before);
   });
 

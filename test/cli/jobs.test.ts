@@ -4,6 +4,7 @@ import type { Job } from '../../src/engine/jobs/job.js';
 import { useCliSuite } from '../helpers/cli-suite.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { waitFor } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 /** Every line of `text` fits `width` columns. */
 function expectFits(text: string, width: number): void {
@@ -203,12 +204,12 @@ describe('CLI: jobs, retry, promote, export', function () {
       [['export', name, '--state', 'nope'], /--state must be one of/],
       [['export', name, '--state', 'waiting-children'], /--state waiting-children cannot be exported: a flow's parent added back as a plain job would run without its children/],
     ];
-    for (const [args, message] of cases) {
+    await inParallel(cases, async ([args, message]) => {
       const r = await cli(args);
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
       expect(r.stderr, args.join(' ')).to.match(message);
       expect(r.stderr.trim().split('\n'), args.join(' ')).to.have.length(1);
-    }
+    });
   });
 
   it('retry <ids>: --dry-run changes nothing; unknown and wrong-state ids are named on stderr, exit 2 (an unknown id) or 1', async () => {

@@ -33,7 +33,7 @@ describe('glidemq library (CLI)', function () {
     for (const role of ['admin', 'producer', 'worker', 'operator'] as const) await createRoleUser(admin, role, `glidemq-${role}`, PASSWORD);
   });
   beforeEach(async () => {
-    await admin.call('FUNCTION', 'FLUSH');
+    await admin.call('FUNCTION', 'FLUSH', 'SYNC');
   });
   after(() => admin.quit());
 

@@ -7,6 +7,7 @@ import { expect } from 'chai';
 import { formatClock, formatDuration, formatRelative, formatTime, sameDay, timeZoneLabel, useUtcTimes, wrapText } from '../../src/cli/output.js';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { GLIDEMQ_BIN, NO_PROFILE, runCli } from '../helpers/cli.js';
+import { inParallel } from '../helpers/parallel.js';
 import { runInPty } from '../helpers/pty.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { join } from 'node:path';
@@ -62,14 +63,13 @@ describe('CLI output fits the terminal width', function () {
 
   for (const columns of WIDTHS) {
     it(`at ${columns} columns no line is wider`, async () => {
-      for (const [what, args, code] of commands()) {
-        for (const utc of [false, true]) {
-          const r = await runCli([...args, '-u', server().url, ...(utc ? ['--utc'] : [])], { env: { COLUMNS: String(columns) } });
-          expect(r.code, `${what}: ${r.stderr}`).to.equal(code);
-          expect(r.stdout, what).to.not.equal('');
-          expect(tooWide(r.stdout, columns), `${what}${utc ? ' --utc' : ''} at ${columns}`).to.deep.equal([]);
-        }
-      }
+      const runs = commands().flatMap((command) => [false, true].map((utc) => ({ command, utc })));
+      await inParallel(runs, async ({ command: [what, args, code], utc }) => {
+        const r = await runCli([...args, '-u', server().url, ...(utc ? ['--utc'] : [])], { env: { COLUMNS: String(columns) } });
+        expect(r.code, `${what}: ${r.stderr}`).to.equal(code);
+        expect(r.stdout, what).to.not.equal('');
+        expect(tooWide(r.stdout, columns), `${what}${utc ? ' --utc' : ''} at ${columns}`).to.deep.equal([]);
+      });
     });
   }
 
@@ -80,16 +80,15 @@ describe('CLI output fits the terminal width', function () {
       ['stats', ['stats', queue], 0],
       ['jobs', ['jobs', queue, '--state', 'completed'], 0],
     ];
-    for (const columns of WIDTHS) {
-      for (const [what, args, code] of [...commands(), ...more]) {
-        const cli = [process.execPath, GLIDEMQ_BIN, ...args, '-u', server().url].map((a) => `'${a}'`).join(' ');
-        const r = await runInPty(['sh', '-c', `stty cols ${columns} rows 40; ${cli}`], 'no such prompt: never typed', '', { COLUMNS: undefined, NO_COLOR: undefined, ...NO_PROFILE });
-        expect(r.code, `${what}: ${r.output}`).to.equal(code);
-        const shown = r.output.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '').replace(/\r/g, '');
-        expect(shown.trim(), what).to.not.equal('');
-        expect(tooWide(shown, columns), `${what} in a terminal of ${columns}`).to.deep.equal([]);
-      }
-    }
+    const runs = WIDTHS.flatMap((columns) => [...commands(), ...more].map((command) => ({ columns, command })));
+    await inParallel(runs, async ({ columns, command: [what, args, code] }) => {
+      const cli = [process.execPath, GLIDEMQ_BIN, ...args, '-u', server().url].map((a) => `'${a}'`).join(' ');
+      const r = await runInPty(['sh', '-c', `stty cols ${columns} rows 40; ${cli}`], 'no such prompt: never typed', '', { COLUMNS: undefined, NO_COLOR: undefined, ...NO_PROFILE });
+      expect(r.code, `${what}: ${r.output}`).to.equal(code);
+      const shown = r.output.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '').replace(/\r/g, '');
+      expect(shown.trim(), what).to.not.equal('');
+      expect(tooWide(shown, columns), `${what} in a terminal of ${columns}`).to.deep.equal([]);
+    });
   });
 
   it('uses the room it has: at 120 columns audit advice and the sparklines are wider than at 80', async () => {
@@ -124,10 +123,10 @@ describe('CLI output fits the terminal width', function () {
   });
 
   it('without $COLUMNS, piped output fits 80', async () => {
-    for (const [what, args] of commands()) {
+    await inParallel(commands(), async ([what, args]) => {
       const r = await runCli([...args, '-u', server().url]);
       expect(tooWide(r.stdout, 80), what).to.deep.equal([]);
-    }
+    });
   });
 
   it('audit: one line per check, problems first with advice beneath, the verdict last', async () => {

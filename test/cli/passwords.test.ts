@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { GLIDEMQ_BIN, runCli, type CliResult } from '../helpers/cli.js';
 import { fixturePath } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
+import { inParallel } from '../helpers/parallel.js';
 import { installLibrary } from '../../src/engine/connecting/library.js';
 import { redactUrl } from '../../src/engine/connecting/connection.js';
 
@@ -108,7 +109,7 @@ describe('cli: no password is ever printed', function () {
   });
 
   it('percent-encoded user names and passwords with @ / % # ? authenticate, and no output shows them', async () => {
-    for (const a of ACCOUNTS) {
+    await inParallel(ACCOUNTS, async (a) => {
       const q = uniqueQueue('pw');
       const url = encoded(a, host());
       const add = await runCli(['-u', url, 'enqueue', q, '{"n":1}']);
@@ -124,7 +125,7 @@ describe('cli: no password is ever printed', function () {
       const audit = await runCli(['-u', url, '--json', 'audit']);
       expect(audit.code, `${a.char}: ${audit.stderr}`).to.be.oneOf([0, 1]);
       noPassword(audit, a.password, `audit ${a.char}`);
-    }
+    });
   });
 
   it('an "@" typed as is in user name and password authenticates (the parse takes the last "@")', async () => {
@@ -148,20 +149,21 @@ describe('cli: no password is ever printed', function () {
   const args = (command: string[]) => command.map((a) => (a === 'PROCESSOR' ? fixturePath('processors', 'echo.mjs') : a));
 
   it('a wrong port: exit 2, one line naming user:***@host, no password (every command, plain and --json)', async () => {
-    for (const a of ACCOUNTS) {
-      const target = `127.0.0.1:${downPort}`;
-      // typed as is, only an "@" makes a URL that parses (the others are the usage errors below)
-      for (const url of a.char === '@' ? [encoded(a, target), typed(a, target)] : [encoded(a, target)]) {
-        for (const [what, command] of COMMANDS.filter(([w]) => !w.startsWith('worker'))) {
-          const r = await runCli(['-u', url, ...args(command)]);
-          const label = `${a.char} ${url === typed(a, target) ? 'typed' : 'encoded'} ${what}`;
-          expect(r.code, `${label}: ${r.stderr}`).to.equal(2);
-          const line = oneLine(r, label);
-          expect(line, label).to.include(`:***@${target}`);
-          noPassword(r, a.password, label);
-        }
-      }
-    }
+    const target = `127.0.0.1:${downPort}`;
+    // typed as is, only an "@" makes a URL that parses (the others are the usage errors below)
+    const runs = ACCOUNTS.flatMap((a) =>
+      (a.char === '@' ? [encoded(a, target), typed(a, target)] : [encoded(a, target)]).flatMap((url) =>
+        COMMANDS.filter(([w]) => !w.startsWith('worker')).map(([what, command]) => ({ a, url, what, command })),
+      ),
+    );
+    await inParallel(runs, async ({ a, url, what, command }) => {
+      const r = await runCli(['-u', url, ...args(command)]);
+      const label = `${a.char} ${url === typed(a, target) ? 'typed' : 'encoded'} ${what}`;
+      expect(r.code, `${label}: ${r.stderr}`).to.equal(2);
+      const line = oneLine(r, label);
+      expect(line, label).to.include(`:***@${target}`);
+      noPassword(r, a.password, label);
+    });
   });
 
   it('a worker waiting for a server it cannot reach shows no password, plain or --json', async () => {
@@ -181,29 +183,27 @@ describe('cli: no password is ever printed', function () {
   });
 
   it('a wrong password: exit 2, authentication failed, neither password shown (every command, plain and --json)', async () => {
-    for (const a of ACCOUNTS) {
+    const runs = ACCOUNTS.flatMap((a) => COMMANDS.map(([what, command]) => ({ a, what, command })));
+    await inParallel(runs, async ({ a, what, command }) => {
       const wrong = `${a.password}Wrong${a.char}Zulu9`;
-      for (const [what, command] of COMMANDS) {
-        const r = await runCli(['-u', encoded(a, host(), wrong), ...args(command)]);
-        const label = `${a.char} ${what}`;
-        expect(r.code, `${label}: ${r.stderr}`).to.equal(2);
-        expect(oneLine(r, label), label).to.match(/authentication failed/i).and.include(`:***@${host()}`);
-        noPassword(r, wrong, label);
-        noPassword(r, a.password, label);
-      }
-    }
+      const r = await runCli(['-u', encoded(a, host(), wrong), ...args(command)]);
+      const label = `${a.char} ${what}`;
+      expect(r.code, `${label}: ${r.stderr}`).to.equal(2);
+      expect(oneLine(r, label), label).to.match(/authentication failed/i).and.include(`:***@${host()}`);
+      noPassword(r, wrong, label);
+      noPassword(r, a.password, label);
+    });
   });
 
   it('"/", "%", "#" and "?" typed as is: a usage error that explains the encoding and shows no password', async () => {
-    for (const a of ACCOUNTS.slice(1)) {
-      for (const [what, command] of COMMANDS) {
-        const r = await runCli(['-u', typed(a, host()), ...args(command)]);
-        const label = `${a.char} ${what}`;
-        expect(r.code, `${label}: ${r.stderr}`).to.equal(2);
-        expect(oneLine(r, label), label).to.match(/invalid server URL/).and.include('%2F').and.include(`:***@${host()}`);
-        noPassword(r, a.password, label);
-      }
-    }
+    const runs = ACCOUNTS.slice(1).flatMap((a) => COMMANDS.map(([what, command]) => ({ a, what, command })));
+    await inParallel(runs, async ({ a, what, command }) => {
+      const r = await runCli(['-u', typed(a, host()), ...args(command)]);
+      const label = `${a.char} ${what}`;
+      expect(r.code, `${label}: ${r.stderr}`).to.equal(2);
+      expect(oneLine(r, label), label).to.match(/invalid server URL/).and.include('%2F').and.include(`:***@${host()}`);
+      noPassword(r, a.password, label);
+    });
   });
 
   it('the password from $GLIDEMQ_PASSWORD and a bad database number are not shown either', async () => {

@@ -11,6 +11,7 @@ import { Queue } from '../../src/engine/queue/queue.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { freePort, useServer } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 describe('glidemq connection profiles (CLI)', function () {
   this.timeout(60000);
@@ -158,11 +159,13 @@ describe('glidemq connection profiles (CLI)', function () {
       [{ profiles: { p: { url: 6379 } } }, /profile "p": "url" must be a non-empty string/],
       [{ profiles: { p: { cluster: 'yes' } } }, /"cluster" must be true or false/],
     ];
-    for (const [doc, what] of cases) {
-      writeConfig(doc);
+    // a file per case, so the cases run four at a time
+    await inParallel(cases, async ([doc, what], i) => {
+      const path = join(dir, `malformed-${i}.json`);
+      writeConfig(doc, path);
       // a broken file is an error even when no profile is named: its settings would be silently lost
-      expectFileError(await cli(['queues', '-u', server().url]), file, what);
-    }
+      expectFileError(await cli(['queues', '-u', server().url], { GLIDEMQ_CONFIG: path }), path, what);
+    });
     writeConfig({ profiles: { p: { url: 'http://db:6379' } } });
     expectFileError(await cli(['--profile', 'p', 'queues']), file, /profile "p": invalid server URL|profile "p": .*redis:\/\//);
     writeConfig({ profiles: { p: { url: server().url, tlsCa: 'ca.pem' } } });

@@ -12,6 +12,7 @@ import type { Redis } from 'ioredis';
 import { Queue } from '../../src/engine/queue/queue.js';
 import { ConnectionError } from '../../src/engine/shared/errors.js';
 import { GLIDEMQ_BIN, runCli, type CliResult } from '../helpers/cli.js';
+import { inParallel } from '../helpers/parallel.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { runInPty } from '../helpers/pty.js';
@@ -96,15 +97,14 @@ describe('CLI: safety', function () {
     it('is refused by every command with exit 2 naming the database, and nothing lands in database 0', async () => {
       await q.add('keep', {}); // database 0 holds a queue an obliterate there would delete
       const before = await keysOf(admin);
-      for (const db of [4, 99]) {
-        for (const args of COMMANDS) {
-          const r = await runCli(['-u', `${server().url}/${db}`, ...args]);
-          const what = `/${db} ${args.join(' ')}`;
-          expect(r.code, `${what}: ${r.stderr}`).to.equal(2);
-          expect(r.stderr, what).to.contain(`has no database ${db}`);
-          expect(r.stderr, what).to.match(/^glidemq: .*\n$/); // one line
-        }
-      }
+      const runs = [4, 99].flatMap((db) => COMMANDS.map((args) => ({ db, args })));
+      await inParallel(runs, async ({ db, args }) => {
+        const r = await runCli(['-u', `${server().url}/${db}`, ...args]);
+        const what = `/${db} ${args.join(' ')}`;
+        expect(r.code, `${what}: ${r.stderr}`).to.equal(2);
+        expect(r.stderr, what).to.contain(`has no database ${db}`);
+        expect(r.stderr, what).to.match(/^glidemq: .*\n$/); // one line
+      });
       expect(await keysOf(admin)).to.deep.equal(before);
     });
 
@@ -176,11 +176,11 @@ describe('CLI: safety', function () {
 
   describe('destructive commands', () => {
     it('drain, clean, obliterate, remove and schedulers remove all take --dry-run and --yes', async () => {
-      for (const args of [['drain'], ['clean'], ['obliterate'], ['remove'], ['schedulers', 'remove'], ['cancel']]) {
+      await inParallel([['drain'], ['clean'], ['obliterate'], ['remove'], ['schedulers', 'remove'], ['cancel']], async (args) => {
         const r = await runCli([...args, '--help']);
         expect(r.stdout, args.join(' ')).to.contain('--dry-run');
         expect(r.stdout, args.join(' ')).to.contain('-y, --yes');
-      }
+      });
     });
 
     it('remove --dry-run names what it would remove and changes nothing; an unknown id is an error on stderr', async () => {

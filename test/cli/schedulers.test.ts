@@ -4,6 +4,7 @@ import { GLIDEMQ_BIN, runCli } from '../helpers/cli.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { runInPty } from '../helpers/pty.js';
 import { useServer } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 describe('glidemq schedulers (CLI)', function () {
   const server = useServer();
@@ -57,13 +58,13 @@ describe('glidemq schedulers (CLI)', function () {
       [['schedulers', 'add', q, 'x', '--every', '1m', '--data', '{nope'], /--data/],
       [['schedulers', 'remove', q, 'missing', '--yes'], /has no scheduler named "missing"/],
     ];
-    for (const [args, why] of cases) {
+    await inParallel(cases, async ([args, why]) => {
       const r = await cli(...args);
       expect(r.code, args.join(' ')).to.equal(2);
       // one error line (beside the warning that the queue, never used here, does not exist)
       expect(r.stderr.trim().split('\n').filter((l) => !l.startsWith('warning: queue')), args.join(' ')).to.have.length(1);
       expect(r.stderr, args.join(' ')).to.match(why);
-    }
+    });
     const missingArg = await cli('schedulers', 'add', q);
     expect(missingArg.code).to.equal(2);
   });

@@ -12,6 +12,7 @@ import { runCli, type CliResult } from '../helpers/cli.js';
 import { fixturePath } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { installLibrary } from '../../src/engine/connecting/library.js';
+import { inParallel } from '../helpers/parallel.js';
 
 const SECRET = 'Tr0ub4dor-and-3';
 
@@ -42,11 +43,11 @@ describe('cli security: TLS', function () {
   });
 
   it('an untrusted certificate is exit 2 with one line that says so', async () => {
-    for (const extra of [[], ['--tls-ca', tls().certs.otherCaCert]]) {
+    await inParallel([[], ['--tls-ca', tls().certs.otherCaCert]], async (extra) => {
       const r = await runCli(['-u', tls().url, ...extra, 'stats', 'q']);
       expect(r.code).to.equal(2);
       expect(oneLine(r)).to.match(/TLS certificate is not trusted.*--tls-ca/);
-    }
+    });
   });
 
   it('a missing CA file and --tls-ca on a plain URL are usage errors', async () => {
@@ -109,11 +110,11 @@ describe('cli security: passwords and a restricted ACL user', function () {
   it('no output of the inspecting commands shows the password', async () => {
     const q = uniqueQueue('acl');
     await runCli(['-u', url(), 'enqueue', q, '{}']);
-    for (const args of [['stats', q], ['--json', 'stats', q], ['job', q, '1'], ['queues'], ['pel', q], ['--json', 'reclaim', q], ['heal', '--verbose', q], ['audit'], ['--json', 'audit']]) {
+    await inParallel([['stats', q], ['--json', 'stats', q], ['job', q, '1'], ['queues'], ['pel', q], ['--json', 'reclaim', q], ['heal', '--verbose', q], ['audit'], ['--json', 'audit']], async (args) => {
       const r = await runCli(['-u', url(), ...args]);
       noSecret(r);
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.be.oneOf([0, 1]);
-    }
+    });
   });
 
   it('a wrong password is exit 2 with one line, the URL shown as user:***@', async () => {

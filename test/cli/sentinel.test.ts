@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import { runCli as run, type CliOptions, type CliResult } from '../helpers/cli.js';
 import { useSentinelSet } from '../helpers/sentinel.js';
+import { inParallel } from '../helpers/parallel.js';
 
 const PASSWORD = 'sentinel/Quartz?Pw';
 /** The sentinels want a password of their own, given the documented way. */
@@ -97,7 +98,7 @@ describe('glidemq over Valkey Sentinel', function () {
   it('a master name no sentinel knows: exit 2, one line naming it and the sentinels, the password hidden', async () => {
     const s = set();
     const url = s.url({ name: 'nosuchmaster' });
-    for (const args of [['stats', 'sq'], ['enqueue', 'sq', '{}'], ['audit']]) {
+    await inParallel([['stats', 'sq'], ['enqueue', 'sq', '{}'], ['audit']], async (args) => {
       const r = await runCli(['-u', url, ...args]);
       expect(r.code, `${args[0]}: ${r.stdout}${r.stderr}`).to.equal(2);
       const lines = r.stderr.trim().split('\n');
@@ -105,7 +106,7 @@ describe('glidemq over Valkey Sentinel', function () {
       expect(lines[0]).to.include('no sentinel knows a master named "nosuchmaster"');
       for (const x of s.sentinels) expect(lines[0]).to.include(x.address);
       noPassword(r);
-    }
+    });
   });
 
   it('sentinels that want a password: without $GLIDEMQ_SENTINEL_PASSWORD, or with a wrong one, exit 2 saying so', async () => {

@@ -6,6 +6,7 @@ import { GLIDEMQ_BIN, NO_PROFILE, runCli } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
 import { uniqueQueue } from '../helpers/engine.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
+import { inParallel } from '../helpers/parallel.js';
 
 const processor = (file: string) => join(REPO_ROOT, 'fixtures', 'processors', file);
 const ACTS = processor('sandbox-acts.mjs');
@@ -103,12 +104,12 @@ describe('CLI: worker runs its script sandboxed (--sandbox process|thread|none)'
       [['worker', ACTS, '-q', name, '--sandbox', 'vm'], /--sandbox must be process, thread or none, got "vm"/],
       [['worker', ACTS, '--broadcast', 'b', '--subscription', 's', '--sandbox', 'thread'], /--sandbox applies only with --queue/],
     ];
-    for (const [args, says] of cases) {
+    await inParallel(cases, async ([args, says]) => {
       const r = await cli(args);
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
       expect(r.stderr.trim().split('\n'), args.join(' ')).to.have.length(1);
       expect(r.stderr).to.match(says);
-    }
+    });
   });
 
   it('--help explains --sandbox with examples', async () => {

@@ -3,7 +3,7 @@
  * directory, persistence only where asked, and a stop that ends exactly the process it started.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -17,7 +17,42 @@ function binary(preferred: string, fallback: string): string {
   return found ? preferred : fallback;
 }
 
+/**
+ * A port nothing listens on, for a test server (or for "nothing answers here").
+ *
+ * Chosen BELOW the kernel's ephemeral range (ip_local_port_range), never from it: a port from that
+ * range can be taken, while its server is down for a restart, as the local port of any outgoing
+ * connection, including a client's retry to that very port (a TCP self-connect on loopback); the
+ * server then cannot bind it again ("exited during start"). Below the range only another listener
+ * can take it. A port is handed out once per process, so a client some test left retrying never
+ * reaches a later test's server.
+ */
 export async function freePort(): Promise<number> {
+  const [low, high] = TEST_PORT_RANGE;
+  if (high - low < 1000) return kernelPort();
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (handedOut.has(port) || !(await canListen(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  return kernelPort();
+}
+
+/** Ports freePort gave this process: never given twice. */
+const handedOut = new Set<number>();
+
+/** [low, high] below the ephemeral range (Linux; elsewhere the kernel's own choice is used). */
+const TEST_PORT_RANGE: [number, number] = (() => {
+  try {
+    const [ephemeralLow] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    return [Math.max(10000, ephemeralLow - 15000), ephemeralLow - 1];
+  } catch {
+    return [0, 0];
+  }
+})();
+
+async function kernelPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
@@ -27,6 +62,16 @@ export async function freePort(): Promise<number> {
       const port = typeof addr === 'object' && addr ? addr.port : 0;
       srv.close(() => resolve(port));
     });
+  });
+}
+
+/** Whether a listener could bind 127.0.0.1:port now (as valkey-server does, with SO_REUSEADDR). */
+export function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
 }
 
@@ -51,6 +96,7 @@ export class TestServer {
   port = 0;
   dir = '';
   private ownsDir = false;
+  private readonly clients = new Set<Redis>();
   private confPath = '';
 
   constructor(private readonly opts: ServerOptions = {}) {}
@@ -68,7 +114,25 @@ export class TestServer {
       this.dir = this.opts.dir ?? mkdtempSync(join(tmpdir(), 'glidemq-test-'));
       this.ownsDir = !this.opts.dir;
     }
+    const portChosenHere = !this.port && this.opts.port === undefined;
     if (!this.port) this.port = this.opts.port ?? (await freePort());
+    // A port another listener took between the choice (or the kill) and the bind: a fresh server
+    // moves to another port, a restarted one (same port, its identity) waits for it to be free.
+    for (let attempt = 1; ; attempt++) {
+      const logSize = fileSize(join(this.dir, 'server.log'));
+      try {
+        await this.spawnAndWait();
+        return this;
+      } catch (err) {
+        const log = textFrom(join(this.dir, 'server.log'), logSize);
+        if (attempt >= 5 || !/Address already in use/.test(log)) throw err;
+        if (portChosenHere) this.port = await freePort();
+        else await waitFor(() => canListen(this.port), `port ${this.port} to be free again`, 10000, 100).catch(() => undefined);
+      }
+    }
+  }
+
+  private async spawnAndWait(): Promise<void> {
     const lines = [
       `port ${this.port}`,
       'bind 127.0.0.1',
@@ -96,11 +160,14 @@ export class TestServer {
       await this.signalAndWait('SIGKILL'); // a server that never became usable is not left behind
       throw err;
     }
-    return this;
   }
 
+  /** A client for the test's own commands (the test closes it; after stop() it reconnects quietly). */
   client(): Redis {
-    return new Redis({ host: '127.0.0.1', port: this.port, password: this.opts.password, maxRetriesPerRequest: 3, lazyConnect: false });
+    const c = new Redis({ host: '127.0.0.1', port: this.port, password: this.opts.password, maxRetriesPerRequest: 3, lazyConnect: false });
+    this.clients.add(c);
+    c.once('end', () => this.clients.delete(c));
+    return c;
   }
 
   private async waitForPing(deadlineMs = 15000): Promise<void> {
@@ -115,14 +182,20 @@ export class TestServer {
         lazyConnect: true,
         maxRetriesPerRequest: 0,
         retryStrategy: () => null,
+        connectTimeout: 2000,
+        commandTimeout: 2000, // a listener that is not a server never answers
       });
       c.on('error', () => undefined);
       try {
         await c.connect();
         // A server still loading its AOF answers LOADING; wait until it serves commands.
         await c.ping();
+        // The answer must come from the process started here, not from another server that holds
+        // the port this one failed to bind.
+        const pid = /process_id:(\d+)/.exec(await c.info('server').catch(() => ''))?.[1];
         c.disconnect();
-        return;
+        if (pid === undefined || Number(pid) === this.proc?.pid) return;
+        throw new Error(`another server (pid ${pid}) answers on port ${this.port}`);
       } catch (err) {
         lastErr = err;
         c.disconnect();
@@ -143,6 +216,12 @@ export class TestServer {
   }
 
   async stop(): Promise<void> {
+    // A describe's own `after` that closes these clients (often with quit(), which must still
+    // answer) runs after useServer's: mocha runs `after` hooks in the order they were added. Until
+    // then they try to reconnect to a server stopped on purpose; without a listener each refused
+    // attempt prints `[ioredis] Unhandled error event: ECONNREFUSED`.
+    for (const c of this.clients) c.on('error', () => undefined);
+    this.clients.clear();
     await this.signalAndWait('SIGKILL');
     if (this.ownsDir) rmSync(this.dir, { recursive: true, force: true });
   }
@@ -155,6 +234,23 @@ export class TestServer {
       proc.kill(sig);
     });
     this.proc = undefined;
+  }
+}
+
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** What a log file gained after `offset` bytes ('' if there is none). */
+function textFrom(path: string, offset: number): string {
+  try {
+    return readFileSync(path).subarray(offset).toString('utf8');
+  } catch {
+    return '';
   }
 }
 

@@ -308,7 +308,10 @@ describe('batches: the batch option (real valkey-server)', function () {
     const name = uniqueQueue('calls');
     const q = h.queue(name);
     await q.addBulk(Array.from({ length: 50 }, (_, i) => ({ name: 'n', data: { i } })));
-    const monitor = await new Redis(server().port, '127.0.0.1').monitor();
+    // monitor() opens a second connection: both are closed below (the first would otherwise
+    // reconnect forever once the server stops, printing ECONNREFUSED through the rest of the suite)
+    const base = new Redis(server().port, '127.0.0.1');
+    const monitor = await base.monitor();
     const calls: string[] = [];
     monitor.on('monitor', (_time: string, args: string[]) => {
       if (String(args[0]).toLowerCase() === 'fcall') calls.push(String(args[1]));
@@ -321,6 +324,7 @@ describe('batches: the batch option (real valkey-server)', function () {
       expect(count('glidemq_finish', 'glidemq_finishMany'), calls.join(' ')).to.equal(1);
     } finally {
       monitor.disconnect();
+      base.disconnect();
     }
   });
 });

@@ -241,7 +241,7 @@ describe('cluster failover', function () {
     await killPrimary(c, victim.port);
     await c.waitPromoted(replica);
     // Flushed on the promoted node right away, faster than any refresh could have noticed.
-    await c.call(replica, 'FUNCTION', 'FLUSH');
+    await c.call(replica, 'FUNCTION', 'FLUSH', 'SYNC');
     const job = await q.add('after', {});
     expect(job.id).to.equal(FIRST_ID_AFTER_PROMOTION);
     expect((await withNode(c, replica, (n) => serverLibrary(n)))?.version).to.equal(LIBRARY_VERSION);

@@ -93,7 +93,7 @@ describe('cluster: queues spread over every primary', function () {
     const q = track(new Queue('flushed', { connection: { url: c.url, cluster: true } }));
     await q.add('a', {});
     const port = await c.primaryForSlot(keySlot(q.keys.meta));
-    expect(await c.call(port, 'FUNCTION', 'FLUSH')).to.equal('OK');
+    expect(await c.call(port, 'FUNCTION', 'FLUSH', 'SYNC')).to.equal('OK');
     const job = await q.add('b', {});
     expect(job.id).to.equal('2');
     const node = c.direct(port);

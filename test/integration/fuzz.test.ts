@@ -25,7 +25,7 @@ const SOAK = process.env.GLIDEMQ_SOAK === '1';
 const SOAK_MINUTES = Number(process.env.GLIDEMQ_SOAK_MINUTES ?? 10);
 /** Three batches (three of the four keyspace variants, see variantFor) fit `make test`'s budget. */
 const BATCHES = 3;
-const RANDOM_CALLS = Number(process.env.GLIDEMQ_FUZZ_CALLS ?? (SOAK ? 20_000 : 8_000));
+const RANDOM_CALLS = Number(process.env.GLIDEMQ_FUZZ_CALLS ?? (SOAK ? 20_000 : 2_000));
 const SHOW_GROUPS = 30;
 
 function fuzzSeed(): number {

@@ -86,7 +86,7 @@ describe('library integrity and ACL roles', function () {
     await admin.call('ACL', 'SETUSER', 'loader', 'reset', 'on', `>${PASSWORD}`, ...LOADER_RULES);
   });
   beforeEach(async () => {
-    await admin.call('FUNCTION', 'FLUSH');
+    await admin.call('FUNCTION', 'FLUSH', 'SYNC');
   });
   afterEach(async () => {
     await Promise.all(closing.splice(0).map((c) => c.close()));
@@ -181,7 +181,7 @@ describe('library integrity and ACL roles', function () {
         expect((await libraryStatus(a)).map((n) => n.state)).to.deep.equal(['current']);
         const forbidden = [
           ['GET', 'glide:{q}:meta'], ['SET', 'glide:{q}:meta', 'x'], ['FCALL_RO', 'glidemq_version', 0], ['FLUSHALL'],
-          ['CONFIG', 'SET', 'appendonly', 'no'], ['FUNCTION', 'DELETE', 'glidemq'], ['FUNCTION', 'FLUSH'], ['KEYS', '*'],
+          ['CONFIG', 'SET', 'appendonly', 'no'], ['FUNCTION', 'DELETE', 'glidemq'], ['FUNCTION', 'FLUSH', 'SYNC'], ['KEYS', '*'],
         ];
         expect(await refusedOf(a, forbidden)).to.deep.equal(forbidden.map((c) => c.join(' ')));
       } finally {
@@ -277,7 +277,7 @@ describe('library integrity and ACL roles', function () {
       const inPrefix = new QueueKeys(uniqueQueue('deny'), 'glide').meta;
       await admin.hset(inPrefix, 'f', 'v');
       const everyone: (string | number)[][] = [
-        ['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_CODE], ['FUNCTION', 'DELETE', 'glidemq'], ['FUNCTION', 'FLUSH'],
+        ['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_CODE], ['FUNCTION', 'DELETE', 'glidemq'], ['FUNCTION', 'FLUSH', 'SYNC'],
         ['FUNCTION', 'RESTORE', 'x'], ['FLUSHALL'], ['FLUSHDB'], ['CONFIG', 'SET', 'appendonly', 'no'], ['CONFIG', 'GET', 'requirepass'],
         ['EVAL', 'return 1', 0], ['SCRIPT', 'FLUSH'], ['KEYS', '*'], ['GET', 'not-glidemq'], ['DEL', 'not-glidemq'],
         ['ACL', 'LIST'], ['SHUTDOWN'], ['CLIENT', 'KILL', 'ID', 1],
@@ -368,7 +368,7 @@ describe('library integrity and ACL roles on a cluster', function () {
         await cluster().call(node.port, 'ACL', 'SETUSER', USER[role], 'reset', 'on', `>${PASSWORD}`, ...documentedRoleRules(role), ...documentedClusterRules());
       }
     }
-    for (const p of await cluster().primaries()) await cluster().call(p.port, 'FUNCTION', 'FLUSH');
+    for (const p of await cluster().primaries()) await cluster().call(p.port, 'FUNCTION', 'FLUSH', 'SYNC');
   });
   afterEach(async () => {
     await Promise.all(closing.splice(0).map((c) => c.close()));

@@ -10,7 +10,7 @@ describe('function library loading', () => {
   let admin: Redis;
   beforeEach(async () => {
     admin = new Redis(server().port, '127.0.0.1');
-    await admin.call('FUNCTION', 'FLUSH');
+    await admin.call('FUNCTION', 'FLUSH', 'SYNC');
   });
   afterEach(() => admin.quit());
 

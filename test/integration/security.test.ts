@@ -111,7 +111,7 @@ describe('security: a restricted ACL user', function () {
   });
 
   it('after an admin flushed the functions, the user is told an administrator must install them, and works once one did', async () => {
-    await admin.call('FUNCTION', 'FLUSH');
+    await admin.call('FUNCTION', 'FLUSH', 'SYNC');
     let err: unknown;
     await roundTrip(`redis://glidemq:s3cret-Pass@${base()}`, 5).catch((e) => (err = e));
     expect(err).to.be.instanceOf(LibraryVersionError);
@@ -128,7 +128,7 @@ describe('security: a restricted ACL user', function () {
     const refused: string[] = [];
     const attempts: (string | number)[][] = [
       ['FLUSHALL'], ['FLUSHDB'], ['CONFIG', 'GET', 'appendonly'], ['CONFIG', 'SET', 'appendonly', 'no'], ['KEYS', '*'],
-      ['EVAL', 'return 1', 0], ['FUNCTION', 'DELETE', 'glidemq'], ['FUNCTION', 'FLUSH'], ['SCRIPT', 'FLUSH'],
+      ['EVAL', 'return 1', 0], ['FUNCTION', 'DELETE', 'glidemq'], ['FUNCTION', 'FLUSH', 'SYNC'], ['SCRIPT', 'FLUSH'],
       ['GET', 'not-glidemq'], ['SET', 'not-glidemq', 'x'], ['DEL', 'not-glidemq'], ['DEBUG', 'SLEEP', 0], ['SHUTDOWN'],
       ['CLIENT', 'KILL', 'ID', 1], ['ACL', 'LIST'], ['MOVE', 'glide:{q}:meta', 1], ['COPY', 'glide:{q}:meta', 'glide:{q}:x', 'DB', 1],
       ['SWAPDB', 0, 1], ['RANDOMKEY'], ['DBSIZE'], ['INFO', 'keyspace'], ['INFO'], ['SUBSCRIBE', 'chan'],

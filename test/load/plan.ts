@@ -39,7 +39,7 @@ export function loadPlan(env = process.env): LoadPlan {
   const stream = highWater + 4 * batch * scale + 200; // backlog + one bulk per producer + claims in flight
   return {
     soak,
-    runMs: soak ? Math.round(minutes * 60_000) : 30_000,
+    runMs: soak ? Math.round(minutes * 60_000) : 20_000, // short form: 7 samples after the warm-up, enough for thirds
     warmupMs: soak ? 30_000 : 6_000,
     intervalMs: soak ? 10_000 : 2_000,
     ratePerProducer: 300,

@@ -15,7 +15,7 @@ import { emptyTotals, ModelRun, type RunTotals } from './model-run.js';
 
 const SOAK = process.env.GLIDEMQ_SOAK === '1';
 const SOAK_MINUTES = Number(process.env.GLIDEMQ_SOAK_MINUTES ?? 10);
-const SHORT_SEEDS = 3;
+const SHORT_SEEDS = 2; // new seeds every run; make soak runs many more
 const SHORT_STEPS = 40;
 const SOAK_STEPS = 60;
 
