@@ -18,4 +18,10 @@ module.exports = {
   // find leaks, run with the guard instead of this: `npx mocha --no-exit --require
   // dist/test/helpers/leak-guard.js` names what is open 10 s after the last test and exits 3.
   exit: true,
+  // The whole suite runs two files at a time (one per core): most of its time is spent waiting on
+  // servers and CLI child processes, and each file starts its own servers on free ports (a start
+  // that loses its port to another listener moves to another: test/helpers/valkey.ts). Named files
+  // (`make soak`, one file by hand) run in one process, as before.
+  parallel: !named,
+  jobs: 2,
 };

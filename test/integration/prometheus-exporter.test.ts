@@ -115,7 +115,7 @@ describe('Prometheus exporter: counters, histogram, glidemq_up, scrape errors, d
     const w = h.worker(
       name,
       async (job, _token, signal) => {
-        if (job.name === 'slow') await sleep(30);
+        if (job.name === 'slow') await sleep(40); // (the server's ms stamps of start and finish may read 1 ms short of a timer's wait)
         if (job.name === 'bad') throw new Error('boom');
         if (job.name === 'hang') await untilAborted(signal);
         return 'ok';
