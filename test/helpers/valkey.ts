@@ -217,10 +217,12 @@ export class TestServer {
 
   async stop(): Promise<void> {
     // A describe's own `after` that closes these clients (often with quit(), which must still
-    // answer) runs after useServer's: mocha runs `after` hooks in the order they were added. Until
-    // then they try to reconnect to a server stopped on purpose; without a listener each refused
-    // attempt prints `[ioredis] Unhandled error event: ECONNREFUSED`.
-    for (const c of this.clients) c.on('error', () => undefined);
+    // answer) runs after useServer's: mocha runs `after` hooks in the order they were added. So a
+    // client of a server stopped on purpose is quieted (no `[ioredis] Unhandled error event:
+    // ECONNREFUSED`), stops reconnecting (a client some test forgets would otherwise knock on its
+    // port for the rest of the process, where a later test counts the connections it sees), and
+    // answers a later quit() as done.
+    for (const c of this.clients) retire(c);
     this.clients.clear();
     await this.signalAndWait('SIGKILL');
     if (this.ownsDir) rmSync(this.dir, { recursive: true, force: true });
@@ -297,4 +299,12 @@ export async function waitFor<T>(check: () => Promise<T> | T, what: string, time
     await new Promise((r) => setTimeout(r, everyMs));
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
+
+/** A handed-out client of a stopped server: quiet, no more reconnects, quit() answered as done. */
+function retire(c: Redis): void {
+  c.on('error', () => undefined);
+  c.options.retryStrategy = () => null;
+  const quit = c.quit.bind(c);
+  c.quit = ((...args: Parameters<Redis['quit']>) => (c.status === 'end' ? Promise.resolve('OK' as const) : quit(...args))) as Redis['quit'];
 }

@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { freePort, TestServer } from '../helpers/valkey.js';
+import { freePort, TestServer, waitFor } from '../helpers/valkey.js';
 
 describe('test servers (harness)', function () {
   this.timeout(30000);
@@ -47,6 +47,9 @@ describe('test servers (harness)', function () {
       expect(c.listenerCount('error'), 'before the stop the test sees errors as ioredis reports them').to.equal(0);
       await server.stop();
       expect(c.listenerCount('error')).to.be.above(0);
+      // and it stops knocking on the stopped server's port; a later quit() still answers
+      await waitFor(() => c.status === 'end', 'the client to give up once its server is gone');
+      expect(await c.quit()).to.equal('OK');
     } finally {
       c.disconnect();
     }
