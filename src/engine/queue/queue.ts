@@ -36,7 +36,8 @@ import { addedJob, addNodes } from '../flows/flow-producer.js';
 import { checkDeadLetterQueue, storeDeadLetterQueue, type DeadLetterQueueOptions } from '../administering/dead-letters.js';
 import { readDeadLetterJobs } from './dead-letter-reads.js';
 import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
-import { storedMetadataOf, Telemetry, type TelemetryOption } from '../shared/telemetry.js';
+import { Telemetry, type TelemetryOption } from '../shared/telemetry.js';
+import { AddTracing } from './add-tracing.js';
 
 export interface QueueOptions {
   connection?: ConnectionInput;
@@ -88,8 +89,8 @@ export class Queue extends QueueGetters implements JobSource {
   private deadLetterStored: Promise<void> | undefined;
   /** The confirm option checked (undefined: adds are not confirmed unless a call asks). */
   readonly confirm: Confirm | undefined;
-  /** The telemetry option checked: tracing is on (@opentelemetry/api is loaded at the first add). */
-  private readonly telemetry: Telemetry | undefined;
+  /** With the telemetry option: the adds' producer spans (@opentelemetry/api is loaded at the first add). */
+  private readonly tracing: AddTracing | undefined;
 
   constructor(name: string, opts: QueueOptions = {}) {
     const jobDefaults = checkJobDefaults(opts.defaultJobOptions); // before a connection is opened
@@ -97,7 +98,10 @@ export class Queue extends QueueGetters implements JobSource {
     const deadLetterName = checkDeadLetterQueue(opts.deadLetterQueue, name);
     const telemetry = Telemetry.of(opts.telemetry, `queue ${name}`);
     super(name, opts);
-    this.telemetry = telemetry;
+    this.tracing = telemetry && new AddTracing(telemetry, name, async (parent) => {
+      await this.waitUntilReady();
+      return this.client.hget(parentJobKey(parent, this.keys.prefix), 'opts');
+    });
     this.deadLetterName = deadLetterName;
     this.confirm = confirm;
     this.jobDefaults = jobDefaults;
@@ -110,34 +114,8 @@ export class Queue extends QueueGetters implements JobSource {
    */
   add(name: string, data: unknown, jobOpts: JobOptions = {}): Promise<Job> {
     // (no await here: an add without tracing makes no promise more than before)
-    if (this.telemetry) return this.tracedAdd(name, data, jobOpts);
+    if (this.tracing) return this.tracing.add(name, withDefaults(this.jobDefaults, jobOpts), (telemetry) => this.addJob(name, data, { ...jobOpts, telemetry }));
     return this.addJob(name, data, jobOpts);
-  }
-
-  /** add() in a producer span (shared/tracing.ts) whose context the job stores. */
-  private async tracedAdd(name: string, data: unknown, jobOpts: JobOptions): Promise<Job> {
-    const tracing = this.telemetry!.loaded ?? (await this.telemetry!.load());
-    const opts = withDefaults(this.jobDefaults, jobOpts);
-    const link = opts.parent === undefined ? undefined : await this.parentLink(opts.parent);
-    return tracing.produce('add', this.name, { 'glidemq.job.name': name }, opts.telemetry, (telemetry) => this.addJob(name, data, { ...jobOpts, telemetry }), (job) => ({
-      'messaging.message.id': job.id,
-    }), link);
-  }
-
-  /**
-   * A traced child's link to its existing parent: the trace context the parent's add stored (one
-   * read of the parent's options, made only with tracing on). None when the parent stored none or
-   * cannot be read: the add itself then says what is wrong with the parent.
-   */
-  private async parentLink(parent: NonNullable<JobOptions['parent']>): Promise<{ metadata: string; attributes: { 'glidemq.parent.id': string } } | undefined> {
-    try {
-      const key = parentJobKey(parent, this.keys.prefix);
-      await this.waitUntilReady();
-      const metadata = storedMetadataOf(await this.client.hget(key, 'opts'));
-      return metadata === undefined ? undefined : { metadata, attributes: { 'glidemq.parent.id': parent.id } };
-    } catch {
-      return undefined;
-    }
   }
 
   /** add() without tracing (BullMQ's addJob). */
@@ -194,21 +172,8 @@ export class Queue extends QueueGetters implements JobSource {
    * (src/engine/producing/bulk-add.ts). An invalid job throws with `index` (1-based) and `reason`.
    */
   addBulk(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Job[]> {
-    if (this.telemetry) return this.tracedBulk(bulk, (telemetry) => this.addBulkJobs(bulk, opts, telemetry), (jobs) => jobs.map((j) => j.id));
+    if (this.tracing) return this.tracing.bulk(bulkLength(bulk), (telemetry) => this.addBulkJobs(bulk, opts, telemetry), (jobs) => jobs.map((j) => j.id));
     return this.addBulkJobs(bulk, opts);
-  }
-
-  /**
-   * A bulk add in one producer span (shared/tracing.ts: one span, not one per job), whose context
-   * every job of the bulk stores: it rides in as a default option, so jobs that share their
-   * options still share them.
-   */
-  private async tracedBulk<T>(bulk: BulkJob[], write: (telemetry: JobOptions['telemetry']) => Promise<T>, ids: (r: T) => string[]): Promise<T> {
-    const tracing = this.telemetry!.loaded ?? (await this.telemetry!.load());
-    const count = Array.isArray(bulk) ? bulk.length : 0;
-    return tracing.produce('addBulk', this.name, { 'messaging.batch.message_count': count }, undefined, write, (r) => ({
-      'glidemq.job.ids': ids(r).slice(0, 128),
-    }));
   }
 
   /** The defaults of a bulk's jobs: the queue's, with the trace context of a traced bulk. */
@@ -237,7 +202,7 @@ export class Queue extends QueueGetters implements JobSource {
    * existed, 2 deduplicated, 3 debounced), in the order of `bulk`.
    */
   addBulkIds(bulk: BulkJob[], opts: { confirm?: ConfirmOptions | false } = {}): Promise<Pick<BulkAdded, 'ids' | 'codes'>> {
-    if (this.telemetry) return this.tracedBulk(bulk, (telemetry) => this.addBulkIdsOf(bulk, opts, telemetry), (r) => r.ids);
+    if (this.tracing) return this.tracing.bulk(bulkLength(bulk), (telemetry) => this.addBulkIdsOf(bulk, opts, telemetry), (r) => r.ids);
     return this.addBulkIdsOf(bulk, opts);
   }
 
@@ -527,4 +492,9 @@ export class Queue extends QueueGetters implements JobSource {
     }
     await this.closeConnection();
   }
+}
+
+/** How many jobs a bulk holds (0 for what is not an array: the add itself refuses it). */
+function bulkLength(bulk: BulkJob[]): number {
+  return Array.isArray(bulk) ? bulk.length : 0;
 }
