@@ -15,7 +15,7 @@ import { ConnectionError, invalid } from '../shared/errors.js';
 import { lastConnectionProblem } from '../connecting/connection-problems.js';
 import { checkGlobalLabels, renderFamily, renderPrometheus, snapshotQueue } from '../inspecting/prometheus.js';
 import { QueueSet } from './queue-set.js';
-import { closeHttpServer } from '../shared/http-server.js';
+import { closeHttpServer, listenHttpServer } from '../shared/http-server.js';
 
 export interface ExporterOptions {
   connection?: ConnectionInput;
@@ -221,14 +221,7 @@ export class PrometheusExporter {
       });
     });
     this.server = server;
-    return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        const addr = server.address();
-        resolve(typeof addr === 'object' && addr ? addr.port : port);
-      });
-    });
+    return listenHttpServer(server, port, host);
   }
 
   /** Stops serving (open keep-alive connections are closed) and closes the connection. */

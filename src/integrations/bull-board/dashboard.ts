@@ -18,7 +18,7 @@ import { LIBRARY_PACKAGE_VERSION, LIBRARY_VERSION } from '../../engine/connectin
 import { QueueSet } from '../../engine/operating/queue-set.js';
 import { GlideMQAdapter } from './adapter.js';
 import { auditPage } from './audit-page.js';
-import { closeHttpServer } from '../../engine/shared/http-server.js';
+import { closeHttpServer, listenHttpServer } from '../../engine/shared/http-server.js';
 
 export interface BasicAuth {
   user: string;
@@ -143,14 +143,7 @@ export class Dashboard {
     this.timer.unref();
     const server = createServer((req, res) => this.handle(req, res));
     this.server = server;
-    return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        const addr = server.address();
-        resolve(typeof addr === 'object' && addr ? addr.port : port);
-      });
-    });
+    return listenHttpServer(server, port, host);
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
