@@ -237,18 +237,28 @@ local function checkRestore(k, jobs)
   end
 end
 
+-- The hash fields every stored job of a restore has (name, data, ts and what its options set),
+-- appended to `fields` (the fields of its state).
+local function restoredFields(job, fields, now)
+  local n = #fields
+  for _, v in ipairs({ 'name', job.name, 'data', job.data, 'ts', now }) do
+    n = n + 1
+    fields[n] = v
+  end
+  if job.priority > 0 then fields[n + 1], fields[n + 2], n = 'priority', job.priority, n + 2 end
+  if job.attempts > 1 then fields[n + 1], fields[n + 2], n = 'attempts', job.attempts, n + 2 end
+  if job.opts ~= '' then fields[n + 1], fields[n + 2] = 'opts', job.opts end
+  return fields
+end
+
 -- Stores a finished job: its hash with its outcome and times, and its place in its finished set.
 local function storeFinished(k, now, job)
-  local fields = { 'name', job.name, 'data', job.data, 'ts', now, 'state', job.state,
-    'attemptsMade', job.attemptsMade, 'finishedOn', job.finishedOn,
-    job.state == 'completed' and 'returnvalue' or 'failedReason', job.value }
+  local fields = restoredFields(job, { 'state', job.state, 'attemptsMade', job.attemptsMade, 'finishedOn', job.finishedOn,
+    job.state == 'completed' and 'returnvalue' or 'failedReason', job.value }, now)
   local function put(f, v)
     fields[#fields + 1] = f
     fields[#fields + 1] = v
   end
-  if job.priority > 0 then put('priority', job.priority) end
-  if job.attempts > 1 then put('attempts', job.attempts) end
-  if job.opts ~= '' then put('opts', job.opts) end
   if job.stacktrace ~= '' then put('stacktrace', job.stacktrace) end
   if job.processedOn > 0 then put('processedOn', job.processedOn) end
   redis.call('HSET', jobKey(k, job.jobId), unpack(fields))
@@ -273,14 +283,11 @@ end
 local function storeParent(k, now, job)
   local f = job.f
   local jk = jobKey(k, job.jobId)
-  local fields = { 'name', job.name, 'data', job.data, 'ts', now, 'state', 'waiting-children' }
+  local fields = restoredFields(job, { 'state', 'waiting-children' }, now)
   local function put(fld, v)
     fields[#fields + 1] = fld
     fields[#fields + 1] = v
   end
-  if job.priority > 0 then put('priority', job.priority) end
-  if job.attempts > 1 then put('attempts', job.attempts) end
-  if job.opts ~= '' then put('opts', job.opts) end
   if f.delay > 0 then put('delay', f.delay) end
   if job.attemptsMade > 0 then put('attemptsMade', job.attemptsMade) end
   if job.processedOn > 0 then put('processedOn', job.processedOn) end
