@@ -15,8 +15,9 @@
  *
  * Prefetched claims come marked not started (`ahead`, lua/activate.lua): the worker reports each
  * one its processors took (report), and the report rides with the next results sent; a report
- * whose job's own result is sent first is dropped (the finish clears the mark). Only when no
- * result is waiting does a report go alone, in a glidemq_finishMany of no jobs. The batcher also
+ * whose job's own result is sent first is dropped (the finish clears the mark). A report is held
+ * back REPORT_WAIT_MS first, so a short job's is dropped; only when no result is waiting then
+ * does a report go alone, in a glidemq_finishMany of no jobs. The batcher also
  * keeps the round trip of its calls (rttMs), which sizes the worker's prefetch.
  */
 import type { Client } from '../connecting/connection.js';
@@ -84,6 +85,16 @@ const MAX_BATCH = 100;
 /** Calls kept in flight at once (see above). */
 const MAX_IN_FLIGHT = 2;
 
+/**
+ * How long a start report is held back (ms; between this and twice this): a job that ends within
+ * it has its report dropped (its finish clears the mark), so the server does not hear of the start
+ * of a job whose end follows. Sent at once, a report cost the server work for every job that
+ * outlived its turn (a sandboxed job, any job that awaits), and often a call of its own. The mark
+ * only decides whether a worker that dies meanwhile has the claim given back with a stall counted
+ * or, once, without (lua/activate.lua).
+ */
+const REPORT_WAIT_MS = 20;
+
 /** Weight of the newest round trip in rttMs. */
 const RTT_WEIGHT = 0.1;
 
@@ -91,12 +102,18 @@ export class FinishBatcher {
   private pending: Pending[] = [];
   private scheduled = false;
   private inFlight = 0;
-  /** Marked claims whose start is not reported yet: job id to fence. */
+  /**
+   * Marked claims whose start is not reported yet, job id to fence: `fresh` ones are held back
+   * (REPORT_WAIT_MS), `started` ones go with the next call.
+   */
   private started = new Map<string, string>();
+  private fresh = new Map<string, string>();
   /** A finish call's round trip, ms (an average weighted to the recent; 0 until one returned). */
   rttMs = 0;
   /** Pending requests of a batch (FinishRequest.whole): the next flush sends everything. */
   private wholes = 0;
+  /** Moves the fresh reports to `started` every REPORT_WAIT_MS while there are any. */
+  private reportTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly client: () => Client,
@@ -130,6 +147,7 @@ export class FinishBatcher {
   /** Resolves to `[status, ...nextJobs]`, as a glidemq_finish call for this one job would. */
   finish(req: FinishRequest): Promise<unknown[]> {
     this.started.delete(req.id);
+    this.fresh.delete(req.id);
     if (req.whole) this.wholes++;
     return new Promise((resolve, reject) => {
       this.pending.push({ req, resolve, reject });
@@ -137,11 +155,22 @@ export class FinishBatcher {
     });
   }
 
-  /** A processor took the marked claim `fence` of job `id`: the next call tells the server. */
+  /**
+   * A processor took the marked claim `fence` of job `id`: unless its finish comes first, the
+   * server hears it with the first call made after REPORT_WAIT_MS, or in a call of its own.
+   */
   report(id: string, fence: string): void {
-    this.started.set(id, fence);
-    this.schedule();
+    this.fresh.set(id, fence);
+    this.reportTimer ??= setTimeout(this.reportsDue, REPORT_WAIT_MS);
   }
+
+  private readonly reportsDue = (): void => {
+    this.reportTimer = undefined;
+    if (this.fresh.size === 0) return;
+    for (const [id, fence] of this.fresh) this.started.set(id, fence);
+    this.fresh.clear();
+    this.schedule();
+  };
 
   private schedule(): void {
     if (!this.scheduled) {

@@ -107,6 +107,32 @@ export class SandboxPool {
     this.release(child);
   }
 
+  /**
+   * Starts children up to the pool's size, all at once, and resolves once each has said whether
+   * its module loaded, or ended. Never rejects: a child whose module failed to load waits idle
+   * like the others, and the job it is given fails saying why (as a child started for a job
+   * does). A job that asks for a child meanwhile gets the first one that is done loading.
+   */
+  fill(): Promise<void> {
+    const loading: Promise<void>[] = [];
+    while (!this.closed && this.children.size < this.settings.size) {
+      const child = this.start();
+      loading.push(
+        new Promise<void>((resolve) => {
+          child.user = {
+            message: (msg) => {
+              if (msg.t === 'ready' || msg.t === 'load') resolve();
+            },
+            ended: () => resolve(),
+          };
+        }).then(() => {
+          if (!child.gone) this.release(child);
+        }),
+      );
+    }
+    return Promise.all(loading).then(() => undefined);
+  }
+
   /** A child whose run is over, healthy: it serves the next job. */
   release(child: SandboxChild): void {
     child.user = undefined;

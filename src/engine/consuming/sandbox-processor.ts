@@ -13,6 +13,9 @@ import type { SandboxSettings } from './sandbox-options.js';
 import { errorFromWire, errorToWire, type SandboxCall, type ToParent, type WireJob } from './sandbox-protocol.js';
 import type { Processor } from './worker-runner.js';
 
+/** How long a worker's start waits at most for its children to load their module (see fill). */
+const START_WAIT_MS = 5000;
+
 export class Sandbox {
   readonly pool: SandboxPool;
 
@@ -29,6 +32,22 @@ export class Sandbox {
    */
   warm(): Promise<void> {
     return this.pool.warm();
+  }
+
+  /**
+   * Starts every child of the pool before the worker takes its first jobs (Worker.run): a claimed
+   * job then does not wait, its lock running, for a child to boot, and the children's start-up
+   * (tens of ms of CPU each) is over before jobs flow rather than slowing the first ones. Resolves
+   * once each child has loaded the module (or failed to), or after START_WAIT_MS at most: jobs
+   * sent to a child still loading run once it has.
+   */
+  fill(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, START_WAIT_MS)));
+    // a child that cannot even be started (bad fork or thread options) fails the jobs it is asked
+    // for, saying why, as before: the worker's start does not stop for it
+    const filled = Promise.resolve().then(() => this.pool.fill()).catch(() => undefined);
+    return Promise.race([filled, late]).finally(() => clearTimeout(timer));
   }
 
   /** Ends every child it started; resolves once all have ended. */

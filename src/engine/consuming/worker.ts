@@ -270,11 +270,14 @@ export class Worker<D = any, R = any> extends SafeEmitter {
 
   private async start(): Promise<void> {
     this.running = true;
+    // a sandbox's children start while the worker connects; jobs are taken once they are up
+    const filling = this.sandbox?.fill();
     await this.telemetry?.load(); // a missing @opentelemetry/api stops the start, saying so
     await this.settle();
     await refuseUnconfirmable(this.client, this.keys.meta, this.settings.confirm);
     await storeWorkerLimits(this.client, this.keys, this.settings.globalConcurrency, this.settings.limiter);
     await storeDeadLetterQueue(this.client, this.keys, this.settings.deadLetterQueue);
+    await filling;
     const readerClient = await this.readLoop.open();
     if (this.closing) {
       // close() ran while this start-up waited: it found no reader and no timers to end, so none
