@@ -7,8 +7,9 @@
  */
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, workerData, Worker as Thread } from 'node:worker_threads';
-import { errorFromWire, errorToWire, type SandboxCall, type ToChild, type ToParent, type WireError } from './sandbox-protocol.js';
+import { DIES_WITH_PARENT, errorFromWire, errorToWire, type SandboxCall, type ToChild, type ToParent, type WireError } from './sandbox-protocol.js';
 import { sandboxedJob } from './sandbox-job.js';
+import { takesSignal } from './processor-signal.js';
 
 /** How often the watchdog looks for the parent (ms): an orphan ends within about this long. */
 const PARENT_CHECK_MS = 300;
@@ -25,8 +26,16 @@ const moduleUrl: string = port ? (workerData as { file: string }).file : process
 /** The processor, or why it cannot run. */
 const loaded: Promise<UserProcessor> = loadModule(moduleUrl);
 let loadError: WireError | undefined;
+/** The processor once loaded: a run starts on it at once. */
+let processor: UserProcessor | undefined;
+/** Whether it may read the signal: only then is one made for each run (processor-signal.ts). */
+let withSignal = false;
 loaded.then(
-  () => send({ t: 'ready' }),
+  (fn) => {
+    processor = fn;
+    withSignal = takesSignal(fn);
+    send({ t: 'ready' });
+  },
   (err) => {
     loadError = errorToWire(err);
     send({ t: 'load', e: loadError });
@@ -63,23 +72,37 @@ function callParent(r: number, op: SandboxCall, args: unknown[]): Promise<unknow
   });
 }
 
-async function run(msg: Extract<ToChild, { t: 'run' }>): Promise<void> {
-  const controller = (abort = new AbortController());
+/** Runs a job: on the processor at once when it is loaded, else once it is (or answers `load`). */
+function run(msg: Extract<ToChild, { t: 'run' }>): void {
   current = msg.r;
-  let fn: UserProcessor;
-  try {
-    fn = await loaded;
-  } catch {
-    abort = undefined;
-    return send({ t: 'load', e: loadError! });
-  }
-  let reply: ToParent;
+  if (processor) return start(msg, processor, withSignal ? new AbortController() : undefined);
+  // an abort that comes while the module loads reaches the run's signal all the same
+  const early = (abort = new AbortController());
+  loaded.then(
+    (fn) => start(msg, fn, early),
+    () => {
+      abort = undefined;
+      send({ t: 'load', e: loadError! });
+    },
+  );
+}
+
+function start(msg: Extract<ToChild, { t: 'run' }>, fn: UserProcessor, controller: AbortController | undefined): void {
+  abort = controller;
+  let work: Promise<unknown>;
   try {
     const job = sandboxedJob(msg.job, (op, args) => callParent(msg.r, op, args));
-    reply = { t: 'done', v: await fn(job, msg.job.token, controller.signal) };
+    work = Promise.resolve(fn(job, msg.job.token, controller?.signal as AbortSignal));
   } catch (err) {
-    reply = { t: 'done', e: errorToWire(err) };
+    work = Promise.reject(err);
   }
+  work.then(
+    (v) => done({ t: 'done', v }),
+    (err) => done({ t: 'done', e: errorToWire(err) }),
+  );
+}
+
+function done(reply: Extract<ToParent, { t: 'done' }>): void {
   abort = undefined;
   try {
     send(reply);
@@ -90,7 +113,7 @@ async function run(msg: Extract<ToChild, { t: 'run' }>): Promise<void> {
 }
 
 function receive(msg: ToChild): void {
-  if (msg.t === 'run') void run(msg);
+  if (msg.t === 'run') run(msg);
   else if (msg.t === 'abort') {
     if (msg.r === current) abort?.abort(new Error(msg.reason));
   }
@@ -108,7 +131,10 @@ else {
   process.on('message', (msg) => receive(msg as ToChild));
   // the parent is gone (it died, or closed without ending this child): nothing is left to serve
   process.on('disconnect', () => process.exit(0));
-  watchParent();
+  // the kernel kills this process as its parent ends (a parent that died before the kernel was
+  // told is seen here), or it watches for that itself
+  if (process.argv[3] !== DIES_WITH_PARENT) watchParent();
+  else if (process.ppid !== Number(process.argv[4])) process.exit(0);
   // Ctrl-C reaches the whole process group, and a service manager's SIGTERM often every process of
   // the service: the parent decides when its children end (its graceful stop lets running jobs
   // finish, then ends them), so these do not end a child on their own
@@ -119,7 +145,8 @@ else {
 /**
  * A forked child ends on its own soon after its parent dies, even while a processor blocks its main
  * thread (a CPU loop never lets 'disconnect' run; a SIGKILLed parent runs no exit handler to kill
- * it; Linux's parent-death signal is out of Node's reach): a small thread, which runs whatever the
+ * it; Linux's parent-death signal is out of Node's own reach, and is used only where setpriv can
+ * set it, sandbox-channel.ts): a small thread, which runs whatever the
  * main thread does, looks every PARENT_CHECK_MS whether this process was given to another parent
  * (its parent died), and then kills this process. One timer in one thread per child, started once
  * per child, not per job; unref'd, so it never keeps the child alive by itself. SIGKILL, as the

@@ -6,6 +6,12 @@
  */
 import { isUnrecoverable, RateLimitError, UnrecoverableError } from '../shared/errors.js';
 
+/**
+ * A child process's second argument when the kernel kills it as its parent ends (sandbox-channel.ts
+ * parentDeathWrapper): it then starts no watchdog of its own (sandbox-child.ts).
+ */
+export const DIES_WITH_PARENT = 'dies-with-parent';
+
 /** The job as the sandboxed processor sees it (BullMQ's SandboxedJob fields). */
 export interface WireJob {
   id: string;

@@ -11,6 +11,7 @@ import { planRetry, reasonWithProblem } from './backoff.js';
 import type { FinishRequest } from './finish-batch.js';
 import type { WorkerPart } from './worker-part.js';
 import { RunTimer } from './run-timer.js';
+import { takesSignal } from './processor-signal.js';
 
 /**
  * Runs one job. `token` names the claim (job.token: BullMQ's lock token); `signal` aborts when the
@@ -118,7 +119,7 @@ export class Runner<D = any, R = any> {
     private readonly host: RunnerHost,
     private readonly processor: Processor<D, R> | null | undefined,
   ) {
-    this.takesSignal = typeof processor === 'function' && (processor.length >= 3 || (processor.length === 0 && readsArgumentsFreely(processor)));
+    this.takesSignal = typeof processor === 'function' && takesSignal(processor);
   }
 
   /** Runs whose processor runs now (a run whose result is on its way to the server is done). */
@@ -367,13 +368,7 @@ function abortRun(run: Run, reason: Error): void {
   else run.aborted ??= reason;
 }
 
-/**
- * A function of length 0 that may still read arguments: a rest parameter, `arguments`, or code we
- * cannot see.
- */
-export function readsArgumentsFreely(fn: Function): boolean {
-  return /\.\.\.|\barguments\b|\[native code\]/.test(Function.prototype.toString.call(fn));
-}
+export { readsArgumentsFreely } from './processor-signal.js';
 
 /** The stored return value: JSON text. A value JSON cannot hold fails the job with that reason. */
 export function serialiseResult(result: unknown): string {
