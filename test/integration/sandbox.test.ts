@@ -153,6 +153,15 @@ describe('Sandboxed processors (real valkey-server)', function () {
         expect((await settled(await add({}))).state).to.equal('completed');
       });
 
+      it('fails a job whose CPU-bound loop outlives its timeout: its child is killed after the grace, the job fails "timed out after N ms", the slot runs the next job', async () => {
+        const { queue, settled, add } = sandboxed(mode, { sandbox: { abortGraceMs: 300 } });
+        const t0 = Date.now();
+        const { id } = await queue.add('act', { act: 'loop' }, { timeout: 300 });
+        expect(await settled(id)).to.include({ state: 'failed', reason: 'timed out after 300 ms' });
+        expect(Date.now() - t0).to.be.below(5_000);
+        expect((await settled(await add({}))).state).to.equal('completed');
+      });
+
       it('passes an abort to the processor, which settles on its own within the grace and keeps its child', async () => {
         const { worker, settled, add } = sandboxed(mode, { sandbox: { abortGraceMs: 10_000 } });
         const first = (await settled(await add({}))) as Outcome & { state: 'completed' };

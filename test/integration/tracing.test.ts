@@ -253,6 +253,19 @@ describe('tracing: the telemetry option (real valkey-server, in-memory exporter)
     expect(JSON.parse(metadata).traceparent).to.equal(`00-${ctxOf(run).traceId}-${run.parentSpanContext!.spanId}-01`);
   });
 
+  it('a traced sandboxed run still hears its abort: a child stuck in a loop is killed after the grace, and the job fails with the reason', async () => {
+    const name = uniqueQueue('trace-sandbox-abort');
+    const q = queue(name);
+    const { id } = await q.add('act', { act: 'loop' });
+    const w = worker(name, processorPath('sandbox-acts.mjs'), { sandbox: { abortGraceMs: 200 } });
+    const failed: string[] = [];
+    w.on('failed', (_job: Job | undefined, err: Error) => failed.push(err.message));
+    await waitFor(() => w.activeCount === 1, 'the loop runs');
+    expect(w.cancelJob(id, 'stop it')).to.equal(true);
+    await waitFor(() => failed.length === 1, 'the job fails', 10_000);
+    expect(failed).to.deep.equal(['stop it']);
+  });
+
   it('refuses a telemetry option it cannot use, naming it', () => {
     expect(() => new Queue('x', { connection: server().url, telemetry: 5 as never })).to.throw(InvalidArgumentError, /telemetry must be true, false or \{ tracer \}/);
     expect(() => new FlowProducer({ connection: server().url, telemetry: { tracer: {} } as never })).to.throw(InvalidArgumentError, /telemetry\.tracer must be an OpenTelemetry Tracer/);

@@ -1,17 +1,17 @@
 /**
- * A processor file run in a sandbox (`new Worker(name, file)`): the Processor (job, token, signal)
- * the Worker's runner calls for each job. It sends the job to a child of the pool (sandbox-pool.ts),
+ * A processor file run in a sandbox (`new Worker(name, file)`): the Processor the Worker's runner
+ * calls for each job. It sends the job to a child of the pool (sandbox-pool.ts),
  * makes on the real Job, under the claim, each call the processor makes there (progress, logs,
  * data, moveToDelayed), and settles with the child's outcome. A child that dies, or whose module
  * does not load, fails the job with a reason that says so, and the next job gets a new child. An
- * aborted signal is passed on to the child; a child that has not settled within sandbox.abortGraceMs
- * is killed and replaced, and the job fails with the abort's reason.
+ * abort of the run (the runner's onAbort) is passed on to the child; a child that has not settled
+ * within sandbox.abortGraceMs is killed and replaced, and the job fails with the abort's reason.
  */
 import type { Job } from '../jobs/job.js';
-import { SandboxPool, type ChildUser, type SandboxChild } from './sandbox-pool.js';
+import { SandboxChild, SandboxPool, type ChildUser } from './sandbox-pool.js';
 import type { SandboxSettings } from './sandbox-options.js';
 import { errorFromWire, errorToWire, type SandboxCall, type ToParent, type WireJob } from './sandbox-protocol.js';
-import type { Processor } from './worker-runner.js';
+import type { HearsAborts, Processor } from './worker-runner.js';
 
 /** How long a worker's start waits at most for its children to load their module (see fill). */
 const START_WAIT_MS = 5000;
@@ -23,8 +23,18 @@ export class Sandbox {
     this.pool = new SandboxPool(settings);
   }
 
-  /** The runner's processor: it declares three parameters, so the runner gives each run a signal. */
-  readonly processor: Processor = (job, _token, signal) => this.run(job, signal);
+  /**
+   * The runner's processor. It takes no signal (one per job costs a few µs): the runner tells it of
+   * each abort by its onAbort (worker-runner.ts HearsAborts).
+   */
+  readonly processor: Processor & HearsAborts = Object.assign((job: Job) => this.run(job), {
+    onAbort: (job: Job, reason: Error) => this.abort(job, reason),
+  });
+
+  /** The runs in progress, by job. */
+  private readonly runs = new Map<Job, SandboxRun>();
+  /** Aborts of jobs whose run has not started (or is over: they are dropped with the job). */
+  private readonly early = new WeakMap<Job, Error>();
 
   /**
    * Resolves once a child has loaded the processor module (it then waits for the first job); rejects
@@ -55,14 +65,42 @@ export class Sandbox {
     return this.pool.close();
   }
 
-  private async run(job: Job, signal: AbortSignal | undefined): Promise<unknown> {
-    if (signal?.aborted) throw abortError(signal);
-    const child = await this.pool.acquire();
-    if (signal?.aborted) {
-      this.pool.release(child);
-      throw abortError(signal);
+  private run(job: Job): Promise<unknown> {
+    const aborted = this.early.get(job);
+    if (aborted) return Promise.reject(aborted);
+    let child: SandboxChild | Promise<SandboxChild>;
+    try {
+      child = this.pool.acquire();
+    } catch (err) {
+      return Promise.reject(err);
     }
-    return new Promise((resolve, reject) => new SandboxRun(this, child, job, signal, resolve, reject).start());
+    if (child instanceof SandboxChild) return this.runOn(child, job);
+    return child.then((c) => {
+      // aborted while it waited for a child
+      const reason = this.early.get(job);
+      if (!reason) return this.runOn(c, job);
+      this.pool.release(c);
+      throw reason;
+    });
+  }
+
+  private runOn(child: SandboxChild, job: Job): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const run = new SandboxRun(this, child, job, resolve, reject);
+      this.runs.set(job, run);
+      run.start();
+    });
+  }
+
+  /** A run ended: it hears no more aborts. */
+  ended(run: SandboxRun): void {
+    if (this.runs.get(run.job) === run) this.runs.delete(run.job);
+  }
+
+  private abort(job: Job, reason: Error): void {
+    const run = this.runs.get(job);
+    if (run) run.abort(reason);
+    else this.early.set(job, reason);
   }
 }
 
@@ -72,14 +110,15 @@ class SandboxRun implements ChildUser {
   private calls: Set<Promise<void>> | undefined;
   private graceTimer: NodeJS.Timeout | undefined;
   private settled = false;
+  /** Aborted: the child heard it, and its grace runs. */
+  private aborted = false;
   /** This run's number on its child: a job call of another run is refused. */
   private readonly r: number;
 
   constructor(
     private readonly sandbox: Sandbox,
     private readonly child: SandboxChild,
-    private readonly job: Job,
-    private readonly signal: AbortSignal | undefined,
+    readonly job: Job,
     private readonly resolve: (value: unknown) => void,
     private readonly reject: (err: Error) => void,
   ) {
@@ -89,7 +128,6 @@ class SandboxRun implements ChildUser {
   start(): void {
     this.child.user = this;
     this.child.channel.send({ t: 'run', r: this.r, job: wireJob(this.job) });
-    this.signal?.addEventListener('abort', this.onAbort);
   }
 
   message(msg: ToParent): void {
@@ -108,16 +146,19 @@ class SandboxRun implements ChildUser {
     this.fail(new Error(`job ${this.job.id}: its sandbox ${this.child.channel.label} ${why} while running it`));
   }
 
-  /** The signal aborted: the child hears it, and gets abortGraceMs to settle before it is killed. */
-  private readonly onAbort = (): void => {
-    const signal = this.signal!;
-    const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? 'aborted');
-    this.child.channel.send({ t: 'abort', r: this.r, reason });
+  /**
+   * The run was aborted (the first abort counts): the child hears it, and gets abortGraceMs to
+   * settle before it is killed.
+   */
+  abort(reason: Error): void {
+    if (this.aborted || this.settled) return;
+    this.aborted = true;
+    this.child.channel.send({ t: 'abort', r: this.r, reason: reason.message });
     this.graceTimer = setTimeout(() => {
       this.sandbox.pool.discard(this.child);
-      this.fail(abortError(signal));
+      this.fail(reason);
     }, this.sandbox.settings.abortGraceMs);
-  };
+  }
 
   private done(msg: Extract<ToParent, { t: 'done' }>): void {
     // the child is free for the next job at once (an abort or its grace no longer concerns it);
@@ -161,10 +202,10 @@ class SandboxRun implements ChildUser {
     return true;
   }
 
-  /** The signal no longer reaches the child. */
+  /** Aborts no longer reach the child. */
   private detach(): void {
-    clearTimeout(this.graceTimer);
-    this.signal?.removeEventListener('abort', this.onAbort);
+    if (this.aborted) clearTimeout(this.graceTimer);
+    this.sandbox.ended(this);
   }
 }
 
@@ -188,12 +229,6 @@ function wireJob(job: Job): WireJob {
     parent: job.parent,
     parentKey: job.parentKey,
   };
-}
-
-/** The aborted signal's reason as the job's error (the runner made it an Error with the reason). */
-function abortError(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason : new Error(String(reason ?? 'aborted'));
 }
 
 /** The job calls a sandboxed processor makes, made on the real Job under its claim. */

@@ -8,7 +8,7 @@
  */
 import type { Job } from '../jobs/job.js';
 import type { Telemetry } from '../shared/telemetry.js';
-import { readsArgumentsFreely, type Processor } from './worker-runner.js';
+import { readsArgumentsFreely, type HearsAborts, type Processor } from './worker-runner.js';
 import type { BatchProcessor } from './batch-runner.js';
 
 /** Where the spans are made: the queue's name and the worker's consumer name. */
@@ -29,6 +29,8 @@ export function traceProcessor<D, R>(site: TraceSite, processor: Processor<D, R>
   // takesSignal): the wrapper declares three parameters when the processor may, else its count
   const length = processor.length === 0 && readsArgumentsFreely(processor) ? 3 : processor.length;
   Object.defineProperty(traced, 'length', { value: length });
+  // a processor's own abort hook stays its own (the sandbox's: worker-runner.ts HearsAborts)
+  (traced as HearsAborts).onAbort = (processor as HearsAborts).onAbort;
   return traced;
 }
 

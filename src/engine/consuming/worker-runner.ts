@@ -20,6 +20,15 @@ import { takesSignal } from './processor-signal.js';
 export type Processor<D = any, R = any> = (job: Job<D, R>, token?: string, signal?: AbortSignal) => Promise<R> | R;
 
 /**
+ * A processor that also hears each abort of its runs by a call (`onAbort`, with the run's job and
+ * the reason) rather than only through an AbortSignal, which with its listener costs a few µs per
+ * job: the sandbox's (sandbox-processor.ts), which declares no signal parameter and so gets none.
+ */
+export interface HearsAborts {
+  onAbort?: (job: Job, reason: Error) => void;
+}
+
+/**
  * One run of a job on this worker. The claim it runs under can change while it runs: when a
  * reclaim gives the job back to this same worker (after an outage, or an event loop blocked for
  * longer than the lock), the run goes on under the new claim (see claimAgain), so a job never has
@@ -114,12 +123,15 @@ export class Runner<D = any, R = any> {
    * (`signal = undefined`) is not seen; give it a plain one.
    */
   private readonly takesSignal: boolean;
+  /** The processor's own abort hook (HearsAborts), told of every abort of a run. */
+  private readonly onAbort: HearsAborts['onAbort'];
 
   constructor(
     private readonly host: RunnerHost,
     private readonly processor: Processor<D, R> | null | undefined,
   ) {
     this.takesSignal = typeof processor === 'function' && takesSignal(processor);
+    this.onAbort = typeof processor === 'function' ? (processor as HearsAborts).onAbort : undefined;
   }
 
   /** Runs whose processor runs now (a run whose result is on its way to the server is done). */
@@ -159,13 +171,13 @@ export class Runner<D = any, R = any> {
   cancel(id: string, reason: string): boolean {
     const run = this.active.get(id);
     if (!run) return false;
-    abortRun(run, new Error(reason));
+    this.abortRun(run, new Error(reason));
     return true;
   }
 
   /** Aborts the signal of every run here. */
   cancelAll(reason: string): void {
-    for (const run of this.active.values()) abortRun(run, new Error(reason));
+    for (const run of this.active.values()) this.abortRun(run, new Error(reason));
   }
 
   /**
@@ -192,7 +204,7 @@ export class Runner<D = any, R = any> {
     if (!run) return undefined;
     if (run.finishing || run.revoked || run.job.claim?.fence !== fence) return false;
     run.revoked = true;
-    abortRun(run, new Error('revoked'));
+    this.abortRun(run, new Error('revoked'));
     return true;
   }
 
@@ -224,7 +236,7 @@ export class Runner<D = any, R = any> {
     if (!run) return undefined;
     if (run.finishing || run.job.claim?.fence !== fence || run.lostFence === fence) return false;
     run.lostFence = fence;
-    abortRun(run, new Error(`job ${id}: the claim was lost (another worker may run it)`));
+    this.abortRun(run, new Error(`job ${id}: the claim was lost (another worker may run it)`));
     return true;
   }
 
@@ -317,11 +329,21 @@ export class Runner<D = any, R = any> {
     finisher.apply(run, request, finished, error);
   }
 
+  /**
+   * Aborts a run's signal, or records why for a signal made later (job.abortSignal); the processor's
+   * abort hook hears it either way.
+   */
+  private abortRun(run: Run<D, R>, reason: Error): void {
+    if (run.abort) run.abort.abort(reason);
+    else run.aborted ??= reason;
+    this.onAbort?.(run.job, reason);
+  }
+
   /** Gives `run` its time limit of `ms` (run-timer.ts) and the signal it aborts. */
   private timeRun(run: Run<D, R>, ms: number): void {
     run.abort ??= new AbortController();
     const grace = this.host.settings.timeoutGraceMs;
-    run.timer = new RunTimer(ms, grace, (reason) => abortRun(run, reason), (returned) => {
+    run.timer = new RunTimer(ms, grace, (reason) => this.abortRun(run, reason), (returned) => {
       // the job is failed now (guard rejected); its processor keeps the slot until it returns
       this.stuckRuns++;
       this.host.emitError(new Error(`job ${run.job.id}: its processor did not stop within ${grace} ms after it timed out ` +
@@ -360,12 +382,6 @@ export class Runner<D = any, R = any> {
     }
     host.afterSlotFreed();
   }
-}
-
-/** Aborts a run's signal, or records why for a signal made later (job.abortSignal). */
-function abortRun(run: Run, reason: Error): void {
-  if (run.abort) run.abort.abort(reason);
-  else run.aborted ??= reason;
 }
 
 export { readsArgumentsFreely } from './processor-signal.js';
