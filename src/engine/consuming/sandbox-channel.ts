@@ -83,7 +83,8 @@ function parentDeathWrapper(): string | null {
  */
 function forkCommand(s: SandboxSettings): { args: string[]; execPath?: string; execArgv: string[] } {
   const flags = inheritedFlags(s);
-  const wrapper = s.forkOptions?.execPath === undefined && s.forkOptions?.execArgv === undefined ? parentDeathWrapper() : null;
+  const own = s.forkOptions !== undefined && (Object.hasOwn(s.forkOptions, 'execPath') || Object.hasOwn(s.forkOptions, 'execArgv'));
+  const wrapper = own ? null : parentDeathWrapper();
   if (!wrapper) return { args: [s.url], execArgv: flags };
   return { args: [s.url, DIES_WITH_PARENT, String(process.pid)], execPath: wrapper, execArgv: ['--pdeathsig', 'KILL', process.execPath, ...flags] };
 }
