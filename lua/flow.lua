@@ -190,16 +190,19 @@ local function nodeLabel(n, i)
   return 'glidemq_addFlow: node #' .. i .. ' (job ' .. n.jobId .. ')'
 end
 
--- The keys of `list` as a set, built once per list and kept on `n` under `name`: a parent with
--- many children is asked once by each, and a scan of its list each time grows with the square.
-local function setOf(n, name, list)
+-- (A parent with many children is asked once by each: a scan of its list each time grew with the
+-- square of their number.)
+-- Whether `list` (n's links) holds `v`: a tree node's one parent is compared, a longer list is
+-- made a set once (kept on `n` under `name`).
+local function linked(n, name, list, v)
+  if #list == 1 then return list[1] == v end
   local s = n[name]
   if not s then
     s = {}
     for _, x in ipairs(list) do s[x] = true end
     n[name] = s
   end
-  return s
+  return s[v] == true
 end
 
 -- The queues of KEYS, each a meta key: their key tables by position, and by base.
@@ -255,14 +258,14 @@ local function checkLinks(nodes, byKey, bases)
   for i, n in ipairs(nodes) do
     for _, d in ipairs(n.depList) do
       local c = byKey[d]
-      if not c or not setOf(c, 'parentSet', c.parentList)[n.jk] then
+      if not c or not linked(c, 'parentSet', c.parentList, n.jk) then
         refuse('ERR_INVALID', nodeLabel(n, i) .. ': dependency ' .. d .. ' is not a node of the call that names it as its parent')
       end
     end
     for _, p in ipairs(n.parentList) do
       local pn = byKey[p]
       if pn then
-        if not setOf(pn, 'depSet', pn.depList)[n.jk] then
+        if not linked(pn, 'depSet', pn.depList, n.jk) then
           refuse('ERR_INVALID', nodeLabel(n, i) .. ': parent ' .. p .. ' does not list it among its dependencies')
         end
       else
