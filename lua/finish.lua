@@ -272,7 +272,9 @@ local function planFinish(k, j, consumer, seen, announce)
     if kind then
       FLOW.checkParents(k, parents, kind)
       flow = { parents = parents, kind = kind }
-      lists = true -- a parent released inline may go to the priority or LIFO list
+      -- a parent released inline may go to the priority or LIFO list: a completion releases only
+      -- its own parents, so only one in this queue counts; a failure may go on up (any queue)
+      if kind ~= 'completed' or FLOW.parentHere(k, parents) then lists = true end
     end
   end
   return status, jk, src, sid, made, lists, cur[6] or nil, flow

@@ -148,6 +148,15 @@ local function parentsOf(k, parents)
   return list
 end
 
+-- Whether a parent in `parents` (a child's `parents` field) is in queue `k` itself: only then may
+-- its release by a completion put a job in k's priority or LIFO list (lua/finish.lua planFinish).
+FLOW.parentHere = function(k, parents)
+  for _, p in ipairs(parentsOf(k, parents)) do
+    if p.base == k.base then return true end
+  end
+  return false
+end
+
 local checkParents
 
 -- The hash a settlement of each kind records the child in ('remove' records it nowhere).
