@@ -272,7 +272,9 @@ local function planFinish(k, j, consumer, seen, announce)
     if kind then
       FLOW.checkParents(k, parents, kind)
       flow = { parents = parents, kind = kind }
-      lists = true -- a parent released inline may go to the priority or LIFO list
+      -- a parent released inline may go to the priority or LIFO list: a completion releases only
+      -- its own parents, so only one in this queue counts; a failure may go on up (any queue)
+      if kind ~= 'completed' or FLOW.parentHere(k, parents) then lists = true end
     end
   end
   return status, jk, src, sid, made, lists, cur[6] or nil, flow
@@ -497,6 +499,7 @@ register('glidemq_finishMany', function(keys, args)
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   local removed, relay
+  local settled = flows and {} -- the completions' settlements, written together (FLOW.flushSettled)
   local lifetime = metricsKeys(k).lifetime -- (the lifetime histogram's tally, lua/metrics-buckets.lua)
   local bounds, cBuckets, fBuckets = lifetime.BOUNDS, nil, nil
   for i, j in ipairs(jobs) do
@@ -511,7 +514,7 @@ register('glidemq_finishMany', function(keys, args)
         removed[#removed + 1], removed[#removed + 2] = j.jobId, marks
       end
       local flow = flows and flows[i]
-      if flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, j.value, now) then relay = true end
+      if flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, j.value, now, 0, settled) then relay = true end
       local b = 1
       while j.durationMs > bounds[b] do b = b + 1 end
       if status == 'completed' then
@@ -525,6 +528,7 @@ register('glidemq_finishMany', function(keys, args)
       end
     end
   end
+  if settled then FLOW.flushSettled(settled, now) end
   if acked then dropAcked(k, acks, acked) end
   if removed then recordRemoved(k, consumer, now, removed) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end

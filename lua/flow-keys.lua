@@ -29,7 +29,16 @@
 local FLOW = { RELAY_MARK = '{relay}' } -- the last element of a reply after which the worker relays
 do
 local MAX_DEPTH = 100 -- parents failed up a chain in one call (a flow is validated acyclic)
-local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset', 'events', 'stream', 'scheduled', 'zset', 'wake', 'stream' }
+-- The keys of a parent's queue that settling it writes: always its waiting-children set and the
+-- events; then, as releaseParent queues it, only the place its options put it (a parent in the
+-- stream, the usual one, needs one key more, not every list a requeue could touch).
+local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset', 'events', 'stream' }
+local RELEASE_TYPES = {
+  delayed = { 'scheduled', 'zset', 'wake', 'stream' },
+  prioritized = { 'prioritized', 'zset', 'meta', 'hash', 'wake', 'stream' },
+  lifo = { 'lifo', 'list', 'wake', 'stream' },
+  stream = { 'stream', 'stream' },
+}
 local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
 
 -- A flow job's hash keeps `flow`: 'p' (it has children, so dependency keys its removal deletes),
@@ -119,6 +128,35 @@ local function queueOf(k, base)
   return q
 end
 
+-- The parents of `parents` (a child's `parents` field), each { key = its job key, base, id }, split
+-- once per call and kept on `k` by the field's text: a batch's children of one parent share it.
+local function parentsOf(k, parents)
+  local known = rawget(k, '__flowParents')
+  if not known then
+    known = {}
+    rawset(k, '__flowParents', known)
+  end
+  local list = known[parents]
+  if not list then
+    list = {}
+    for _, key in ipairs(FLOW.words(parents)) do
+      local base, id = FLOW.splitJobKey(key)
+      list[#list + 1] = { key = key, base = base, id = id }
+    end
+    known[parents] = list
+  end
+  return list
+end
+
+-- Whether a parent in `parents` (a child's `parents` field) is in queue `k` itself: only then may
+-- its release by a completion put a job in k's priority or LIFO list (lua/finish.lua planFinish).
+FLOW.parentHere = function(k, parents)
+  for _, p in ipairs(parentsOf(k, parents)) do
+    if p.base == k.base then return true end
+  end
+  return false
+end
+
 local checkParents
 
 -- The hash a settlement of each kind records the child in ('remove' records it nowhere).
@@ -127,26 +165,43 @@ local SETTLED_IN = { completed = FLOW.processedOf, ignore = FLOW.ignoredOf, fail
 -- Checks (reads only) the keys settling parent `id` of queue `pk` with `kind` writes: the parent's
 -- hash and sub-keys, the queue keys a release or a failure writes, and for a failure, on up the
 -- parent's own parents.
-local function checkParent(pk, id, kind, depth)
-  local jk = jobKey(pk, id)
+local function checkParent(pk, id, kind, depth, jk)
+  jk = jk or jobKey(pk, id)
   -- a call's children of one parent (a finish batch) check it once per kind
   local seen = rawget(pk, '__flowChecked')
   if not seen then
     seen = {}
     rawset(pk, '__flowChecked', seen)
   end
-  if seen[jk .. ' ' .. kind] then return end
-  seen[jk .. ' ' .. kind] = true
+  local ofKind = seen[kind]
+  if not ofKind then
+    ofKind = {}
+    seen[kind] = ofKind
+  end
+  if ofKind[jk] then return end
+  ofKind[jk] = true
   -- the parent's hash is read here anyway: its read answers its type too (a wrong type is the
   -- only error HMGET gives), so a child's settlement costs no TYPE call for it
-  local f = redis.pcall('HMGET', jk, 'grp', 'parents', 'opts')
+  local f = redis.pcall('HMGET', jk, 'grp', 'parents', 'opts', 'delay', 'priority', 'lifo')
   if f.err then requireKeyType(jk, 'hash') end
   requireKeyType(FLOW.depsOf(jk), 'set')
   -- of the result hashes, the one this kind writes (FLOW.settleOne)
   local results = SETTLED_IN[kind]
   if results then requireKeyType(results(jk), 'hash') end
   requireTypes(pk, PARENT_QUEUE_TYPES)
-  requireRequeueTypes(pk, f[1] or nil)
+  -- the keys its release writes (releaseParent: its delay, else requeue: its group, priority, LIFO)
+  if toInt(f[4], 0) > 0 then
+    requireTypes(pk, RELEASE_TYPES.delayed)
+    if f[1] then groupRequireTypes(pk, f[1]) end
+  elseif f[1] then
+    requireRequeueTypes(pk, f[1])
+  elseif toInt(f[5], 0) > 0 then
+    requireTypes(pk, RELEASE_TYPES.prioritized)
+  elseif f[6] == '1' then
+    requireTypes(pk, RELEASE_TYPES.lifo)
+  else
+    requireTypes(pk, RELEASE_TYPES.stream)
+  end
   if kind == 'fail' then
     requireTypes(pk, FAILURE_TYPES.kept)
     FAILURE_TYPES.dead.target(pk) -- the parent's dead-letter queue (lua/dead-letters.lua)
@@ -158,10 +213,10 @@ end
 -- Checks (reads only) the keys settling the parents `parents` (the child's `parents` field) of a
 -- child of queue `k` with `kind` writes: inline parents' keys, or the outbox.
 checkParents = function(k, parents, kind, depth)
-  for _, key in ipairs(FLOW.words(parents)) do
-    local base, id = FLOW.splitJobKey(key)
+  for _, p in ipairs(parentsOf(k, parents)) do
+    local base = p.base
     if base == k.base or (base and FLOW.reachesEveryQueue()) then
-      checkParent(queueOf(k, base), id, kind, depth or 0)
+      checkParent(queueOf(k, base), p.id, kind, depth or 0, p.key)
     else
       requireTypes(k, OUTBOX_TYPES)
     end
@@ -206,9 +261,21 @@ end
   header). Idempotent: only the call that takes the child out of the parent's deps changes
   anything. Returns whether it changed anything, and whether it wrote an outbox record (a parent
   failed in turn, whose own parent is in another queue). ]]
-FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth)
-  local jk = jobKey(pk, id)
+FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth, batch, jk)
+  jk = jk or jobKey(pk, id)
   if redis.call('SREM', FLOW.depsOf(jk), childKey) == 0 then return false, false end
+  if batch and kind == 'completed' then
+    -- the SREM decided (once only); the value and the look at what is left wait for the batch's end
+    local e = batch[jk]
+    if not e then
+      e = { pk = pk, id = id, jk = jk, fields = {} }
+      batch[jk] = e
+      batch[#batch + 1] = e
+    end
+    local fields = e.fields
+    fields[#fields + 1], fields[#fields + 2] = childKey, value
+    return true, false
+  end
   if kind == 'completed' then
     redis.call('HSET', FLOW.processedOf(jk), childKey, value)
   elseif kind == 'ignore' then
@@ -231,18 +298,40 @@ FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth)
   return true, wrote
 end
 
+-- Ends batch `batch` (FLOW.newBatch) of completions settled at the server's `now`: each parent's
+-- children's values in one HSET, then one look at its deps, and its release when they are empty.
+local FIELDS_AT_ONCE = 1000 -- (unpack's limit is a few thousand values)
+FLOW.flushSettled = function(batch, now)
+  for i, e in ipairs(batch) do
+    local jk, fields = e.jk, e.fields
+    for b = 0, #fields - 1, FIELDS_AT_ONCE do
+      redis.call('HSET', FLOW.processedOf(jk), unpack(fields, b + 1, math.min(b + FIELDS_AT_ONCE, #fields)))
+    end
+    if redis.call('SCARD', FLOW.depsOf(jk)) == 0 and redis.call('ZREM', e.pk.waitingChildren, e.id) == 1 then
+      releaseParent(e.pk, e.id, jk, now)
+    end
+    batch[jk], batch[i] = nil, nil
+  end
+end
+
 --[[ Settles every parent in `parents` (a child's `parents` field) of child `childJk` of queue `k`
   with `kind` and `value`: a parent in the same queue inline, one in another queue by an outbox
-  record. The caller checked the keys (FLOW.checkParents). Returns true when it wrote an outbox
-  record (the caller's reply tells the worker to relay it). ]]
-settleParents = function(k, childJk, parents, kind, value, now, depth)
+  record. The caller checked the keys (FLOW.checkParents). With `batch` (a table, a finishMany's),
+  a completion's value and the release of a parent it empties are written by
+  FLOW.flushSettled(batch), which the caller runs after its last settlement and before it reads
+  anything they write: the children of one parent in a batch then cost one HSET and one SCARD
+  together. Any other kind ends the batch first, so every write keeps its order. Returns true
+  when it wrote an outbox record (the caller's reply tells the worker to relay it). ]]
+settleParents = function(k, childJk, parents, kind, value, now, depth, batch)
   local wrote = false
-  for _, key in ipairs(FLOW.words(parents)) do
-    local base, id = FLOW.splitJobKey(key)
+  if batch and kind ~= 'completed' and batch[1] then FLOW.flushSettled(batch, now) end
+  for _, p in ipairs(parentsOf(k, parents)) do
+    local base = p.base
     if base == k.base or (base and FLOW.reachesEveryQueue()) then
-      local _, cascaded = FLOW.settleOne(queueOf(k, base), id, childJk, kind, value, now, depth or 0)
+      local _, cascaded = FLOW.settleOne(queueOf(k, base), p.id, childJk, kind, value, now, depth or 0, batch, p.key)
       wrote = wrote or cascaded
     elseif base then
+      local key = p.key
       redis.call('HSET', k.flowOutbox, key .. ' ' .. childJk, cjson.encode({ t = now, k = kind, v = value }))
       wrote = true
     end

@@ -190,11 +190,19 @@ local function nodeLabel(n, i)
   return 'glidemq_addFlow: node #' .. i .. ' (job ' .. n.jobId .. ')'
 end
 
-local function contains(list, v)
-  for _, x in ipairs(list) do
-    if x == v then return true end
+-- (A parent with many children is asked once by each: a scan of its list each time grew with the
+-- square of their number.)
+-- Whether `list` (n's links) holds `v`: a tree node's one parent is compared, a longer list is
+-- made a set once (kept on `n` under `name`).
+local function linked(n, name, list, v)
+  if #list == 1 then return list[1] == v end
+  local s = n[name]
+  if not s then
+    s = {}
+    for _, x in ipairs(list) do s[x] = true end
+    n[name] = s
   end
-  return false
+  return s[v] == true
 end
 
 -- The queues of KEYS, each a meta key: their key tables by position, and by base.
@@ -250,14 +258,14 @@ local function checkLinks(nodes, byKey, bases)
   for i, n in ipairs(nodes) do
     for _, d in ipairs(n.depList) do
       local c = byKey[d]
-      if not c or not contains(c.parentList, n.jk) then
+      if not c or not linked(c, 'parentSet', c.parentList, n.jk) then
         refuse('ERR_INVALID', nodeLabel(n, i) .. ': dependency ' .. d .. ' is not a node of the call that names it as its parent')
       end
     end
     for _, p in ipairs(n.parentList) do
       local pn = byKey[p]
       if pn then
-        if not contains(pn.depList, n.jk) then
+        if not linked(pn, 'depSet', pn.depList, n.jk) then
           refuse('ERR_INVALID', nodeLabel(n, i) .. ': parent ' .. p .. ' does not list it among its dependencies')
         end
       else
@@ -374,8 +382,9 @@ local function checkFlowWrites(nodes, outside)
 end
 
 -- Writes a parent node: its hash waiting for its children (state 'waiting-children'), its deps,
--- and its place in the queue's waiting-children set (scored by the server's now).
-local function insertParent(n, now)
+-- and its place in the queue's waiting-children set (scored by the server's now). `quiet`: no
+-- QueueEvents listens (lua/events.lua), so its events are not written.
+local function insertParent(n, now, quiet)
   local k, id, jk = n.k, n.jobId, n.jk
   -- flow 'p' (or 'pc' with parents): it has dependency keys, which its removal deletes (FLOW.mark)
   local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children', 'flow', n.parents ~= '' and 'pc' or 'p' }
@@ -396,6 +405,7 @@ local function insertParent(n, now)
   redis.call('HSET', jk, unpack(fields))
   redis.call('SADD', FLOW.depsOf(jk), unpack(n.depList))
   redis.call('ZADD', k.waitingChildren, now, id)
+  if quiet then return end
   -- (QueueEvents: 'added', then 'waiting-children', not 'waiting')
   emit(k, 'added', id, 'waitingChildren', '1')
   emit(k, 'waiting-children', id)
@@ -432,12 +442,15 @@ local function storeFlow(keys, a, nodes, part)
       end
     end
     for _, n in ipairs(nodes) do
+      -- a flow's 'added' and 'waiting-children' events, one per node, are written only while a
+      -- QueueEvents listens, as the per-job events are (lua/events.lua; read once per queue)
+      local quiet = not listening(n.k, now)
       if #n.depList > 0 then
-        insertParent(n, now)
+        insertParent(n, now, quiet)
       else
         -- flow 'c': a child, whose finish settles its parents (FLOW.mark)
         local extra = n.parents ~= '' and { 'parents', n.parents, 'flow', 'c' } or nil
-        insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group, extra)
+        insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group, extra, quiet)
       end
     end
     for key, o in pairs(outside) do

@@ -23,7 +23,8 @@ local INSERT_JOB_WRITES = { 'meta', 'hash', 'id', 'string', 'events', 'stream', 
 -- with scheduler firing (lua/schedulers.lua). `group` is a spec checked by groupParse, or nil.
 -- The hash is written with one HSET (ready jobs: together with their state and stream entry id);
 -- `extra` (optional) is a list of more field, value pairs for it (a flow child's parents).
-local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group, extra)
+-- `quiet` (optional): no 'added' event (a flow's node while no QueueEvents listens, lua/flow.lua).
+local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group, extra, quiet)
   local jk = jobKey(k, id)
   local fields = { 'name', name, 'data', data, 'ts', now }
   local function put(f, v)
@@ -54,6 +55,7 @@ local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts
   else
     enqueueReady(k, id, jk, priority, lifo, fields)
   end
+  if quiet then return end
   -- a delayed job's event says so itself: a reader that looks the job up later may find it gone
   if delay > 0 then emit(k, 'added', id, 'delay', delay) else emit(k, 'added', id) end
 end

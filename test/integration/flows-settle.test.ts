@@ -135,6 +135,38 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     expect(await top.getJobState(tree.job.id)).to.equal('failed'); // settling into a failed parent changes nothing
   });
 
+  it('one finish batch: the completions of one parent are recorded together, its release comes once and its claim in the same reply; a failure in the batch keeps the order', async () => {
+    const q = queue('batch');
+    const flow = producer();
+    const done = await flow.add({ name: 'done', queueName: q.name, data: { p: 1 }, children: [1, 2, 3].map((i) => ({ name: 'c', queueName: q.name, data: { i } })) });
+    const failed = await flow.add({
+      name: 'failed',
+      queueName: q.name,
+      children: [
+        { name: 'ok', queueName: q.name, data: { i: 4 } },
+        { name: 'bad', queueName: q.name, data: { i: 5 }, opts: { failParentOnFailure: true } },
+        { name: 'late', queueName: q.name, data: { i: 6 } },
+      ],
+    });
+    const claims = await claimAs(q, 'w', 6);
+    expect(claims).to.have.length(6);
+    const bad = failed.children![1].job.id;
+    const args: (string | number)[] = ['w', claims.length, 5, '0', '', 30000, 1];
+    for (const c of claims) args.push(c.id, c.fence, c.id === bad ? 'failed' : 'completed', c.id === bad ? 'boom' : JSON.stringify(`v${c.id}`), -1, '', 1);
+    const reply = (await callFunction(q.client, 'glidemq_finishMany', q.keys.meta, args)) as unknown[];
+    expect(reply.slice(0, 6)).to.deep.equal(claims.map((c) => (c.id === bad ? 'failed' : 'completed')));
+    // the parent released by the batch is claimed in the batch's own reply, and only it
+    const next = reply.slice(6).filter((r): r is unknown[] => Array.isArray(r)).map((r) => String(r[0]));
+    expect(next).to.deep.equal([done.job.id]);
+    const values = await (await q.getJob(done.job.id))!.getChildrenValues();
+    expect(values).to.deep.equal(Object.fromEntries(done.children!.map((c) => [q.keys.job(c.job.id), `v${c.job.id}`])));
+    expect(await q.getJobState(failed.job.id)).to.equal('failed');
+    const other = await q.getJob(failed.job.id);
+    expect(await other!.getChildrenValues()).to.deep.equal(Object.fromEntries(failed.children!.filter((c) => c.job.name !== 'bad').map((c) => [q.keys.job(c.job.id), `v${c.job.id}`])));
+    expect(await other!.getFailedChildrenValues()).to.deep.equal({ [q.keys.job(bad)]: 'boom' });
+    expect((await q.getJobCounts())['waiting-children']).to.equal(0);
+  });
+
   it('a worker gone right after a child\'s finish: its parent in another queue was settled in that finish, and runs once', async () => {
     const top = queue('top');
     const side = queue('side');

@@ -45,9 +45,31 @@ export interface FlowNode {
   deps: string[];
 }
 
+/**
+ * The keys of each queue nodes were in, kept: a flow names a few queues for many nodes, and each
+ * QueueKeys checks its name and prefix anew (a flow of 100 children made 600 of them). Bounded:
+ * past KEPT_QUEUES queues it starts again.
+ */
+const keptKeys = new Map<string, Map<string, QueueKeys>>(); // prefix -> queue name -> keys
+let keptQueues = 0;
+const KEPT_QUEUES = 256;
+
 /** The keys of a node's queue. */
 export function nodeKeys(n: Pick<FlowNode, 'queueName' | 'prefix'>): QueueKeys {
-  return new QueueKeys(n.queueName, n.prefix);
+  let ofPrefix = keptKeys.get(n.prefix);
+  let keys = ofPrefix?.get(n.queueName);
+  if (keys === undefined) {
+    keys = new QueueKeys(n.queueName, n.prefix);
+    if (keptQueues >= KEPT_QUEUES) {
+      keptKeys.clear();
+      keptQueues = 0;
+      ofPrefix = undefined;
+    }
+    if (!ofPrefix) keptKeys.set(n.prefix, (ofPrefix = new Map()));
+    ofPrefix.set(n.queueName, keys);
+    keptQueues++;
+  }
+  return keys;
 }
 
 /** A node's job key. */
@@ -76,7 +98,8 @@ function flowJobId(opts: JobOptions | undefined): string {
  */
 export function treeToNodes(tree: FlowJob, defaultPrefix = DEFAULT_PREFIX, flowOpts: FlowOpts = {}, parentKey?: string): FlowNode[] {
   const out: FlowNode[] = [];
-  const walk = (job: FlowJob, parent: string | undefined, path: string) => {
+  // (returns the job key of the node it made)
+  const walk = (job: FlowJob, parent: string | undefined, path: string): string => {
     if (typeof job !== 'object' || job === null) throw invalid(`flow ${path}: a flow job must be {name, queueName, data?, opts?, children?}`);
     if (typeof job.name !== 'string' || job.name === '') throw invalid(`flow ${path}: name must be a non-empty string`);
     if (typeof job.queueName !== 'string' || job.queueName === '') throw invalid(`flow ${path}: queueName must be a non-empty string`);
@@ -97,10 +120,9 @@ export function treeToNodes(tree: FlowJob, defaultPrefix = DEFAULT_PREFIX, flowO
     out.push(node);
     const key = nodeKey(node);
     (job.children ?? []).forEach((child, i) => {
-      const before = out.length;
-      walk(child, key, `${path}.children[${i}]`);
-      node.deps.push(nodeKey(out[before]));
+      node.deps.push(walk(child, key, `${path}.children[${i}]`));
     });
+    return key;
   };
   walk(tree, parentKey, 'root');
   return out;
@@ -133,14 +155,23 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
     }
     return i;
   };
-  for (const n of nodes) {
-    const key = nodeKey(n);
-    if (byKey.has(key)) throw invalid(`flow: job ${n.id} of queue ${n.queueName} is named twice`);
-    byKey.set(key, n);
-    indexOf(nodeKeys(n).meta);
-  }
-  for (const n of nodes) {
-    const key = nodeKey(n);
+  const keys = nodes.map((n) => nodeKey(n));
+  const queueOf: number[] = [];
+  nodes.forEach((n, i) => {
+    if (byKey.has(keys[i])) throw invalid(`flow: job ${n.id} of queue ${n.queueName} is named twice`);
+    byKey.set(keys[i], n);
+    queueOf.push(indexOf(nodeKeys(n).meta));
+  });
+  // a parent of many children is asked once by each: its deps as a set, made once
+  const depSets = new Map<FlowNode, Set<string>>();
+  const hasDep = (parent: FlowNode, key: string) => {
+    if (parent.deps.length < 8) return parent.deps.includes(key);
+    let set = depSets.get(parent);
+    if (!set) depSets.set(parent, (set = new Set(parent.deps)));
+    return set.has(key);
+  };
+  nodes.forEach((n, i) => {
+    const key = keys[i];
     for (const d of n.deps) {
       const child = byKey.get(d);
       if (!child || !child.parents.includes(key)) throw invalid(`flow: job ${n.id} depends on ${d}, which is not a job of the flow naming it as its parent`);
@@ -148,17 +179,17 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
     for (const p of n.parents) {
       const parent = byKey.get(p);
       if (parent) {
-        if (!parent.deps.includes(key)) throw invalid(`flow: job ${n.id} names ${p} as its parent, which does not list it among its dependencies`);
+        if (!hasDep(parent, key)) throw invalid(`flow: job ${n.id} names ${p} as its parent, which does not list it among its dependencies`);
       } else {
         const m = /^(.+):job:[^:\s]+$/.exec(p);
         if (!m) throw invalid(`flow: job ${n.id}: parent ${p} is not a job key`);
         indexOf(`${m[1]}:meta`);
       }
     }
-  }
-  checkAcyclic(nodes, byKey);
+  });
+  checkAcyclic(nodes, keys, byKey);
   const shapes: (string | number)[][] = [];
-  const groups = nodes.map((n) => {
+  const groups = nodes.map((n, i) => {
     let shape: (string | number)[];
     try {
       shape = encodeJob(n.name, n.data, { ...n.opts, jobId: n.id, parent: undefined });
@@ -171,19 +202,19 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
     }
     shapes.push(shape);
     const [jobId, name, json, delay, priority, lifo, attempts, stored, , , , group] = shape;
-    return [queueIndex.get(nodeKeys(n).meta)!, jobId, name, json, delay, priority, lifo, attempts, stored, group, n.parents.join(' '), n.deps.join(' ')];
+    return [queueOf[i], jobId, name, json, delay, priority, lifo, attempts, stored, group, n.parents.join(' '), n.deps.join(' ')];
   });
   return { keys: metaKeys, groups, shapes };
 }
 
 /** Refuses a node list whose dependencies hold a cycle (Kahn's walk from the leaves). */
-function checkAcyclic(nodes: FlowNode[], byKey: Map<string, FlowNode>): void {
+function checkAcyclic(nodes: FlowNode[], keys: string[], byKey: Map<string, FlowNode>): void {
   const left = new Map<string, number>();
   const ready: FlowNode[] = [];
-  for (const n of nodes) {
-    left.set(nodeKey(n), n.deps.length);
+  nodes.forEach((n, i) => {
+    left.set(keys[i], n.deps.length);
     if (n.deps.length === 0) ready.push(n);
-  }
+  });
   let done = 0;
   while (ready.length) {
     const n = ready.pop()!;
