@@ -106,13 +106,19 @@ claimReply = function(id, fields)
   return out, fence, state, sid, owner, returned
 end
 
+-- The text of the small fences, as tostring gives it: a job's first claims take theirs from here,
+-- where tostring formats a number through sprintf ('' .. n is the same text, and works while the
+-- library loads).
+local FENCE_TEXT = {}
+for n = 1, 64 do FENCE_TEXT[n] = '' .. n end
+
 -- Claims a job for `consumer` given the claim reply and fence claimReply made of its hash (read
 -- by the caller, which checked it), and returns the reply. The hash is read once and written
 -- once, with the call's terms (claimTerms). The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
 -- the calling function. `ahead`: the claim is marked not started (see the header) unless this
 -- attempt was given back unstarted before (`returned`, from claimReply).
 local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
-  fence = tostring(fence + 1)
+  fence = FENCE_TEXT[fence + 1] or tostring(fence + 1)
   out[2] = fence
   -- (a function that claims without naming its terms is a bug: it raises here, before any write of this claim)
   local terms = rawget(k, TERMS) or error('claimJob: the calling function set no claim terms (claimTerms)')
@@ -341,7 +347,8 @@ fetchNext = function(k, consumer, now, count, m, lists, ahead)
       empty = true
       break
     end
-    for _, e in ipairs(entries) do
+    for i = 1, #entries do -- (a numeric loop: ipairs costs a function call per job)
+      local e = entries[i]
       local sid, f = e[1], e[2]
       local id = f and f[2]
       if id then
