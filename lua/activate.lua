@@ -106,19 +106,13 @@ claimReply = function(id, fields)
   return out, fence, state, sid, owner, returned
 end
 
--- The text of the small fences, as tostring gives it: a job's first claims take theirs from here,
--- where tostring formats a number through sprintf ('' .. n is the same text, and works while the
--- library loads).
-local FENCE_TEXT = {}
-for n = 1, 64 do FENCE_TEXT[n] = '' .. n end
-
 -- Claims a job for `consumer` given the claim reply and fence claimReply made of its hash (read
 -- by the caller, which checked it), and returns the reply. The hash is read once and written
 -- once, with the call's terms (claimTerms). The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
 -- the calling function. `ahead`: the claim is marked not started (see the header) unless this
 -- attempt was given back unstarted before (`returned`, from claimReply).
 local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
-  fence = FENCE_TEXT[fence + 1] or tostring(fence + 1)
+  fence = ARG.smallText[fence + 1] or tostring(fence + 1) -- (a table lookup for the usual small fence: tostring runs sprintf)
   out[2] = fence
   -- (a function that claims without naming its terms is a bug: it raises here, before any write of this claim)
   local terms = rawget(k, TERMS) or error('claimJob: the calling function set no claim terms (claimTerms)')
@@ -136,7 +130,10 @@ local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, return
   if src ~= 's' then listClaim(k, id) end
   -- best effort, as readJob's 'skipped': the claim is made, and an events key of another type
   -- (checked by no caller: only a listened queue writes it here) must not fail the call after it
-  if listening(k, now) then
+  -- (its answer kept on `k` read without a call per claim; the callers asked it before their claims)
+  local listen = rawget(k, LISTENING)
+  if listen == nil then listen = listening(k, now) end
+  if listen then
     redis.pcall('XADD', k.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', 'active', 'jobId', id)
   end
   return out
@@ -205,7 +202,7 @@ end
 -- Activates one stream entry delivered to `consumer` (marked not started when `ahead`); returns
 -- fields, or nil for a leftover entry.
 activateEntry = function(k, sid, id, consumer, now, ahead)
-  local jk = jobKey(k, id)
+  local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
   local out, fence, state, esid, owner, returned = claimReply(id, readJob(k, id, jk) or {})
   if state == 'active' and esid == sid then
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).

@@ -38,25 +38,21 @@ end
 -- A finite whole number within [min, max]. (tonumber accepts 'nan' and 'inf': both fail here.)
 -- (The expectation is built when a refusal needs it: string.format is not available while the
 -- library loads, and `..` would print 2^53 - 1 as 9.007199254741e+15.)
--- (The small whole numbers, by their text as tostring writes it, read with one table lookup:
--- tonumber runs strtod twice, and a finish reads several numbers per job, most of them small.)
-local intKind
-do
-local SMALL = {}
-for n = -1, 1023 do SMALL['' .. n] = n end
-intKind = function(min, max)
+-- (A small one is read with one table lookup, ARG.smallNumber below: tonumber runs strtod twice,
+-- and a finish reads several numbers per job, most of them small.)
+local ARG -- (filled below; intKind's checks read ARG.smallNumber)
+local function intKind(min, max)
   local function expect()
     return 'a whole number from ' .. string.format('%.0f', min) .. ' to ' .. string.format('%.0f', max)
   end
   return kind(expect, function(v)
-    local n = SMALL[v] or tonumber(v)
+    local n = ARG.smallNumber[v] or tonumber(v)
     if n and n >= min and n <= max and n % 1 == 0 then return n end
     return nil
   end)
 end
-end
 
-local ARG = {
+ARG = {
   any = kind('a string', function(v) return v end),
   nonEmpty = kind('a non-empty string of at most ' .. MAX_ID_LEN .. ' bytes', function(v)
     if v ~= '' and #v <= MAX_ID_LEN then return v end
@@ -106,6 +102,14 @@ local ARG = {
     return nil
   end),
 }
+
+-- The numbers -1 to 1023 by their text ('12' -> 12: what tonumber gives, without its two strtod),
+-- and their text by the number (12 -> '12': what tostring gives, without its sprintf).
+ARG.smallNumber, ARG.smallText = {}, {}
+for n = -1, 1023 do
+  ARG.smallText[n] = '' .. n
+  ARG.smallNumber[ARG.smallText[n]] = n
+end
 
 -- '' (nothing given: the value is '') or a value of kind `k`.
 ARG.orEmpty = function(k)

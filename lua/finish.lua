@@ -171,7 +171,7 @@ end
 -- retried, claimed and finished again before a repeat arrives keeps the repeat's answer).
 local function withMark(marks, fence, status)
   -- (a job's first mark, as every job removed when it finishes has: no list to cut)
-  if not marks then return string.format('%d:%s', fence, status) end
+  if not marks then return (ARG.smallText[fence] or string.format('%d', fence)) .. ':' .. status end
   local words = {}
   for w in string.gmatch(marks or '', '%S+') do words[#words + 1] = w end
   words[#words + 1] = string.format('%d:%s', fence, status)
@@ -216,7 +216,7 @@ end
 local function planFinish(k, j, consumer, seen, announce)
   local id = j.jobId
   if seen and seen[id] then return seen[id] end
-  local jk = jobKey(k, id)
+  local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
   local keep = j.keep
   local cur
   if j.outcome == 'completed' and keep == '0' then
@@ -232,7 +232,8 @@ local function planFinish(k, j, consumer, seen, announce)
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
   -- mark) recorded it: this call repeats it
   if not cur[1] then return removedFinish(k, id, j.fence) or 'missing' end
-  if cur[1] ~= 'active' or tonumber(cur[2]) ~= j.fence or cur[3] ~= consumer then
+  -- (a small fence read from a table, as intKind reads one: tonumber runs strtod twice)
+  if cur[1] ~= 'active' or (ARG.smallNumber[cur[2]] or tonumber(cur[2])) ~= j.fence or cur[3] ~= consumer then
     -- a finish of this claim already stored the outcome: this call repeats it (sent again after
     -- its reply was lost). Only a finish leaves a finished job with its claim's fence (a stall
     -- that fails a job moves the fence on, lua/reclaim.lua).
@@ -248,10 +249,10 @@ local function planFinish(k, j, consumer, seen, announce)
   end
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
-  local made = toInt(cur[8], 0) + 1
+  local made = cur[8] and toInt(cur[8], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
   local status
-  -- a rule that may remove the job records the removal (removedFinish)
-  if keep ~= '' then requireTypes(k, FINISH_TYPES.record) end
+  -- a rule that may remove the job records the removal (removedFinish; checked once per call)
+  if keep ~= '' and not rawget(k, FINISH_TYPES.record) then requireTypes(k, FINISH_TYPES.record) end
   if j.outcome == 'completed' then
     status = 'completed'
     if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
