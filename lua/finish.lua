@@ -514,6 +514,9 @@ register('glidemq_finishMany', function(keys, args)
   lists = checkFetch(k, a.fetchCount, m, lists)
   claimTerms(k, a.lockMs, a.maxStalledCount, m)
   -- write phase
+  -- (the newest entry pending before the XACK, for dropAcked; a read: an error is left to the
+  -- XACK and dropAcked, as without it)
+  local pending = #acks > 1 and redis.pcall('XPENDING', k.stream, GROUP)
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   local removed, relay
@@ -553,7 +556,7 @@ register('glidemq_finishMany', function(keys, args)
   for from = 1, doomed and #doomed or 0, 1000 do
     redis.call('DEL', unpack(doomed, from, math.min(from + 999, #doomed)))
   end
-  if acked then dropAcked(k, acks, acked) end
+  if acked then dropAcked(k, acks, acked, pending and pending[3]) end
   if removed then recordRemoved(k, consumer, now, removed) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
