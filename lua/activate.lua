@@ -112,7 +112,7 @@ end
 -- the calling function. `ahead`: the claim is marked not started (see the header) unless this
 -- attempt was given back unstarted before (`returned`, from claimReply).
 local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
-  fence = tostring(fence + 1)
+  fence = ARG.smallText[fence + 1] or tostring(fence + 1) -- (a table lookup for the usual small fence: tostring runs sprintf)
   out[2] = fence
   -- (a function that claims without naming its terms is a bug: it raises here, before any write of this claim)
   local terms = rawget(k, TERMS) or error('claimJob: the calling function set no claim terms (claimTerms)')
@@ -130,7 +130,10 @@ local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, return
   if src ~= 's' then listClaim(k, id) end
   -- best effort, as readJob's 'skipped': the claim is made, and an events key of another type
   -- (checked by no caller: only a listened queue writes it here) must not fail the call after it
-  if listening(k, now) then
+  -- (its answer kept on `k` read without a call per claim; the callers asked it before their claims)
+  local listen = rawget(k, LISTENING)
+  if listen == nil then listen = listening(k, now) end
+  if listen then
     redis.pcall('XADD', k.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', 'active', 'jobId', id)
   end
   return out
@@ -199,7 +202,7 @@ end
 -- Activates one stream entry delivered to `consumer` (marked not started when `ahead`); returns
 -- fields, or nil for a leftover entry.
 activateEntry = function(k, sid, id, consumer, now, ahead)
-  local jk = jobKey(k, id)
+  local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
   local out, fence, state, esid, owner, returned = claimReply(id, readJob(k, id, jk) or {})
   if state == 'active' and esid == sid then
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
@@ -341,7 +344,8 @@ fetchNext = function(k, consumer, now, count, m, lists, ahead)
       empty = true
       break
     end
-    for _, e in ipairs(entries) do
+    for i = 1, #entries do -- (a numeric loop: ipairs costs a function call per job)
+      local e = entries[i]
       local sid, f = e[1], e[2]
       local id = f and f[2]
       if id then

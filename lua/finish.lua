@@ -129,8 +129,19 @@ local FINISH_ARGS = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'consumer', ARG.no
   'lockMs', ARG.ms, 'maxStalledCount', ARG.int(0, 1000000000) }
 local FINISH_MANY_HEAD = { 'consumer', ARG.nonEmpty, 'count', ARG.count, 'fetchCount', ARG.count,
   'ahead', ARG.flag, 'started', STARTED, 'lockMs', ARG.ms, 'maxStalledCount', ARG.int(0, 1000000000) }
+local RETRY_DELAY = ARG.int(-1, MAX_SAFE_INT)
 local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', OUTCOME,
-  'value', ARG.any, 'retryDelay', ARG.int(-1, MAX_SAFE_INT), 'keep', KEEP_RULE, 'durationMs', ARG.ms }
+  'value', ARG.any, 'retryDelay', RETRY_DELAY, 'keep', KEEP_RULE, 'durationMs', ARG.ms }
+-- A job's group decoded in one step (args.lua readGroup): each argument checked by its kind in
+-- FINISH_MANY_JOB, and the table built whole, with the fields planFinish adds (jk: the job key,
+-- kids: whether it has flow children).
+FINISH_MANY_JOB.read = function(args, at)
+  local id, fence, outcome = ARG.jobId.check(args[at]), ARG.fence.check(args[at + 1]), OUTCOME.check(args[at + 2])
+  local retryDelay, keep, durationMs = RETRY_DELAY.check(args[at + 4]), KEEP_RULE.check(args[at + 5]), ARG.ms.check(args[at + 6])
+  if not (id and fence and outcome and retryDelay and keep and durationMs) then return nil end
+  return { jobId = id, fence = fence, outcome = outcome, value = args[at + 3], retryDelay = retryDelay, keep = keep,
+    durationMs = durationMs, jk = false, kids = false }
+end
 -- The keys each outcome writes besides the claim's own (activate.lua requireReleaseTypes); a
 -- failure for good writes FAILURE_TYPES (lua/outcomes.lua).
 local FINISH_TYPES = {
@@ -159,6 +170,8 @@ end
 -- `marks` with claim `fence`'s `status` added as the newest, keeping the newest RF_KEEP (a job
 -- retried, claimed and finished again before a repeat arrives keeps the repeat's answer).
 local function withMark(marks, fence, status)
+  -- (a job's first mark, as every job removed when it finishes has: no list to cut)
+  if not marks then return (ARG.smallText[fence] or string.format('%d', fence)) .. ':' .. status end
   local words = {}
   for w in string.gmatch(marks or '', '%S+') do words[#words + 1] = w end
   words[#words + 1] = string.format('%d:%s', fence, status)
@@ -203,7 +216,7 @@ end
 local function planFinish(k, j, consumer, seen, announce)
   local id = j.jobId
   if seen and seen[id] then return seen[id] end
-  local jk = jobKey(k, id)
+  local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
   local keep = j.keep
   local cur
   if j.outcome == 'completed' and keep == '0' then
@@ -219,7 +232,8 @@ local function planFinish(k, j, consumer, seen, announce)
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
   -- mark) recorded it: this call repeats it
   if not cur[1] then return removedFinish(k, id, j.fence) or 'missing' end
-  if cur[1] ~= 'active' or tonumber(cur[2]) ~= j.fence or cur[3] ~= consumer then
+  -- (a small fence read from a table, as intKind reads one: tonumber runs strtod twice)
+  if cur[1] ~= 'active' or (ARG.smallNumber[cur[2]] or tonumber(cur[2])) ~= j.fence or cur[3] ~= consumer then
     -- a finish of this claim already stored the outcome: this call repeats it (sent again after
     -- its reply was lost). Only a finish leaves a finished job with its claim's fence (a stall
     -- that fails a job moves the fence on, lua/reclaim.lua).
@@ -235,10 +249,10 @@ local function planFinish(k, j, consumer, seen, announce)
   end
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
-  local made = toInt(cur[8], 0) + 1
+  local made = cur[8] and toInt(cur[8], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
   local status
-  -- a rule that may remove the job records the removal (removedFinish)
-  if keep ~= '' then requireTypes(k, FINISH_TYPES.record) end
+  -- a rule that may remove the job records the removal (removedFinish; checked once per call)
+  if keep ~= '' and not rawget(k, FINISH_TYPES.record) then requireTypes(k, FINISH_TYPES.record) end
   if j.outcome == 'completed' then
     status = 'completed'
     if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
@@ -265,8 +279,9 @@ local function planFinish(k, j, consumer, seen, announce)
   -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
   -- outside flows pays only the `flow` field of the read above
   local flow = nil
-  j.kids = FLOW.hasChildren(cur[7])
-  local parents = (status == 'completed' or status == 'failed') and FLOW.hasParents(cur[7]) and redis.call('HGET', jk, 'parents') or nil
+  local role = cur[7] -- (nil outside flows: a plain job makes no call here)
+  j.kids = role and FLOW.hasChildren(role) or false
+  local parents = role and (status == 'completed' or status == 'failed') and FLOW.hasParents(role) and redis.call('HGET', jk, 'parents') or nil
   if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then
@@ -335,11 +350,13 @@ end
 -- is emitted; `listen`: a QueueEvents listens (the per-job events are written, see the header).
 -- `rf`: the job's retry marks. Returns, when the finish removed the job, the marks its removal
 -- record keeps (this claim's outcome after them), else nil: the caller writes the records.
-local function applyFinish(k, j, status, jk, src, sid, made, now, announce, listen, rf)
+-- `doomed` (optional): the keys of a completed job removed at once go there, for the caller's one
+-- DEL (lua/outcomes.lua settle).
+local function applyFinish(k, j, status, jk, src, sid, made, now, announce, listen, rf, doomed)
   local id, value = j.jobId, j.value
   if src ~= 's' then releaseClaim(k, id, src, sid) end
   if status == 'completed' then
-    local gone = settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value, j.kids)
+    local gone = settle(k, jk, id, k.completed, j.keep, now, made, 'completed', 'returnvalue', value, j.kids, doomed)
     if listen then
       emit(k, 'completed', id, 'returnvalue', value)
     elseif announce then
@@ -373,7 +390,10 @@ end
 local function recordRemoved(k, consumer, now, removed)
   local parts = { tostring(now) }
   for i = 1, #removed, 2 do
-    parts[#parts + 1] = removed[i] .. '=' .. string.gsub(removed[i + 1], ' ', ',')
+    local marks = removed[i + 1]
+    -- (one mark, the common case, has no space to replace)
+    if string.find(marks, ' ', 1, true) then marks = string.gsub(marks, ' ', ',') end
+    parts[#parts + 1] = removed[i] .. '=' .. marks
   end
   local n = redis.call('HINCRBY', k.removedFinishes, 'n:' .. consumer, 1)
   redis.call('HSET', k.removedFinishes, REMOVAL_RECORDS.field(n, consumer), table.concat(parts, ' '))
@@ -425,7 +445,8 @@ local function planAll(k, jobs, refused, consumer, announce, isolate)
   local seen = hasRepeatedId(jobs) and {} or nil
   local p = { statuses = {}, acks = {}, lists = false, anyCompleted = false, anyFailed = false }
   local statuses, acks = p.statuses, p.acks
-  for i, j in ipairs(jobs) do
+  for i = 1, #jobs do -- (a numeric loop: ipairs costs a function call per job)
+    local j = jobs[i]
     local ok, status, jk, src, sid, made, jobLists, rf, flow = false, refused and refused[i]
     if j then
       if isolate then
@@ -496,19 +517,26 @@ register('glidemq_finishMany', function(keys, args)
   lists = checkFetch(k, a.fetchCount, m, lists)
   claimTerms(k, a.lockMs, a.maxStalledCount, m)
   -- write phase
+  -- (the newest entry pending before the XACK, for dropAcked; a read: an error is left to the
+  -- XACK and dropAcked, as without it)
+  local pending = #acks > 1 and redis.pcall('XPENDING', k.stream, GROUP)
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   local removed, relay
   local settled = flows and {} -- the completions' settlements, written together (FLOW.flushSettled)
   local lifetime = metricsKeys(k).lifetime -- (the lifetime histogram's tally, lua/metrics-buckets.lua)
   local bounds, cBuckets, fBuckets = lifetime.BOUNDS, nil, nil
-  for i, j in ipairs(jobs) do
+  -- the keys of completed jobs removed at once, deleted together after the loop; not in a batch
+  -- that settles parents, which may read a job of the batch
+  local doomed = not flows and {} or nil
+  for i = 1, #jobs do
+    local j = jobs[i]
     local jk = j and j.jk
     if jk then
       local status = statuses[i]
       local src = listSrcs and listSrcs[i] or 's'
       local marks = applyFinish(k, j, status, jk, src, listSids and listSids[i], mades and mades[i], now, announce, listen,
-        rfs and rfs[i])
+        rfs and rfs[i], doomed)
       if marks then
         removed = removed or {}
         removed[#removed + 1], removed[#removed + 2] = j.jobId, marks
@@ -529,7 +557,11 @@ register('glidemq_finishMany', function(keys, args)
     end
   end
   if settled then FLOW.flushSettled(settled, now) end
-  if acked then dropAcked(k, acks, acked) end
+  -- (in parts: unpack passes at most a few thousand values)
+  for from = 1, doomed and #doomed or 0, 1000 do
+    redis.call('DEL', unpack(doomed, from, math.min(from + 999, #doomed)))
+  end
+  if acked then dropAcked(k, acks, acked, pending and pending[3]) end
   if removed then recordRemoved(k, consumer, now, removed) end
   if nCompleted > 0 then recordMetrics(k, now, true, msCompleted, nCompleted) end
   if nFailed > 0 then recordMetrics(k, now, false, msFailed, nFailed) end
@@ -537,7 +569,8 @@ register('glidemq_finishMany', function(keys, args)
   for _, jk in ipairs(marks) do redis.call('HDEL', jk, 'ns') end
   local nextJobs, drained = fetchNext(k, consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
-  for _, job in ipairs(nextJobs) do statuses[#statuses + 1] = job end
+  local n = #statuses
+  for i = 1, #nextJobs do statuses[n + i] = nextJobs[i] end
   if relay or (anyFailed and FAILURE_TYPES.dead.wroteRecord(k)) then statuses[#statuses + 1] = FLOW.RELAY_MARK end
   return statuses
 end)

@@ -304,14 +304,19 @@ end
 -- for every entry up to that newest one: the trim goes just past it. The count XTRIM answers
 -- tells whether all of `sids` were deleted: in the steady state they were, and no id is compared
 -- here. Otherwise (some are newer than a claim still held) XDEL takes them all; an id the trim
--- already deleted is a no-op for it.
-dropAcked = function(k, sids, acked)
+-- already deleted is a no-op for it. `newestPending` (optional): the newest entry pending in the
+-- group right before the XACK (XPENDING's summary), which is then the newest of `sids` (they
+-- were all pending, and the XACK left none): comparing every id costs a batch more than the read.
+dropAcked = function(k, sids, acked, newestPending)
   local oldest = redis.call('XPENDING', k.stream, GROUP, '-', '+', 1)[1]
   local minId = oldest and oldest[1]
   if not minId and acked == #sids and #sids > 1 then -- (one id: XDEL costs what the trim would)
-    local newest = sids[1]
-    for i = 2, #sids do
-      if newerStreamId(sids[i], newest) then newest = sids[i] end
+    local newest = newestPending
+    if not newest then
+      newest = sids[1]
+      for i = 2, #sids do
+        if newerStreamId(sids[i], newest) then newest = sids[i] end
+      end
     end
     minId = nextStreamId(newest)
   end

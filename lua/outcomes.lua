@@ -68,7 +68,10 @@ end
 -- its hash and finished set, then applies retention. A rule that removes the job at once ('0')
 -- only removes it: the writes the removal would undo are skipped, and the outcome is still
 -- announced by the caller's event. Returns true when the job is gone (removed by its rule).
-settle = function(k, jk, id, setKey, keep, now, made, state, field, value, kids)
+-- `doomed` (optional): a list to which such a removal of a job without flow children appends its
+-- keys, for the caller to delete in one DEL before anything else of the call reads them (one DEL
+-- per job costs a batch more than the deletion itself).
+settle = function(k, jk, id, setKey, keep, now, made, state, field, value, kids, doomed)
   if keep == '0' then
     -- a parent's dependency keys go with it (its hash's `flow` says so, FLOW.mark); `kids` is
     -- what the caller read of it, nil when it did not read it
@@ -78,6 +81,8 @@ settle = function(k, jk, id, setKey, keep, now, made, state, field, value, kids)
     end
     if kids then
       redis.call('DEL', jk, jk .. ':logs', jk .. ':deps', jk .. ':processed', jk .. ':failed', jk .. ':ignored')
+    elseif doomed then
+      doomed[#doomed + 1], doomed[#doomed + 2] = jk, jk .. ':logs'
     else
       redis.call('DEL', jk, jk .. ':logs')
     end

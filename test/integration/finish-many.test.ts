@@ -83,6 +83,28 @@ describe('glidemq_finishMany and result batching (real valkey-server)', () => {
     expect(await q.client.xlen(q.keys.stream)).to.equal(0);
   });
 
+  it('removes the jobs it completes with keep 0 and their logs, and answers a repeat of the call the same', async () => {
+    const q = h.queue(uniqueQueue());
+    await q.waitUntilReady();
+    const jobs = await q.addBulk(Array.from({ length: 3 }, (_, i) => ({ name: 'n', data: { i } })));
+    const logs = `${q.keys.job(jobs[1].id)}:logs`;
+    await q.client.rpush(logs, 'a line');
+    const claims = await claim(q.client as Redis, q.keys.meta, 3);
+    // durations over the small numbers read from a table (lua/args.lua ARG.smallNumber) and under it
+    const args = claims.flatMap(([id, fence], i) => [id, fence, 'completed', '1', -1, '0', [0, 5000, 1023][i]]);
+    const call = () => q.client.fcall('glidemq_finishMany', 1, q.keys.meta, 'c1', 3, 0, '0', '', 30_000, 1, ...args) as Promise<unknown[]>;
+    expect(await call()).to.deep.equal(['completed', 'completed', 'completed']);
+    for (const j of jobs) expect(await q.client.exists(q.keys.job(j.id)), `job ${j.id}`).to.equal(0);
+    expect(await q.client.exists(logs)).to.equal(0);
+    expect(await q.client.xlen(q.keys.stream)).to.equal(0);
+    // sent again after its reply was lost: the removal records answer, and nothing changes
+    const before = await keyspaceFingerprint(q.client as Redis, `${q.keys.base}*`);
+    expect(await call()).to.deep.equal(['completed', 'completed', 'completed']);
+    expect(await keyspaceFingerprint(q.client as Redis, `${q.keys.base}*`)).to.equal(before);
+    const base = q.keys.meta.slice(0, -':meta'.length);
+    expect(await q.client.hget(`${base}:metrics:time`, String(Math.floor(Date.now() / 60000)))).to.equal('6023');
+  });
+
   it('refuses a job with an unknown outcome alone: its slot holds the error, the other job is finished', async () => {
     const name = uniqueQueue();
     const q = h.queue(name);
