@@ -40,9 +40,8 @@ import { RELAY_MARK } from './finish-batch.js';
 import { planRetry, reasonWithProblem } from './backoff.js';
 import { boundedStack } from '../shared/stacktrace.js';
 import type { Settings } from './worker-options.js';
-
-/** Delayed jobs made waiting per glidemq_promote call when a fetch found none (as the Worker's). */
-const PROMOTE_BATCH = 250;
+// (delayed jobs made waiting per glidemq_promote call when a fetch found none: as the Worker's)
+import { PROMOTE_BATCH } from './worker-promoter.js';
 
 /** What the Worker lends its manual part. */
 export interface ManualContext {

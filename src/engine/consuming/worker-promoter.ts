@@ -10,10 +10,12 @@ import type { WorkerPart } from './worker-part.js';
 
 /**
  * Delayed jobs made waiting per glidemq_promote call. The server runs nothing else during a call:
- * 1,000 per call held it for about 14 ms when 100k jobs fell due at once (make bench, scale rows);
- * 250 keep each call near 3 ms, and a full batch asks for the next one at once.
+ * 1,000 per call held it for about 14 ms when 100k jobs fell due at once (make bench, scale rows),
+ * and 250 for 3 to 7 ms on a slower 2-CPU machine (about 13 to 30 µs a job); 150 keep a call under
+ * about 5 ms there, and a full batch asks for the next one at once (a call's fixed cost, ~50 µs,
+ * adds about 15 ms to the drain of 100k).
  */
-export const PROMOTE_BATCH = 250;
+export const PROMOTE_BATCH = 150;
 
 /** What the promoter needs from its worker. */
 export interface PromoterHost extends WorkerPart {
