@@ -304,6 +304,29 @@ describe('batches: the batch option (real valkey-server)', function () {
     }
   });
 
+  it('the next batch is claimed while the current one runs, under the same claim rules (a processor slower than a round trip)', async () => {
+    const name = uniqueQueue('ahead');
+    const q = h.queue(name);
+    await q.addBulk(Array.from({ length: 20 }, (_, i) => ({ name: 'n', data: { i } })));
+    const sizes: number[] = [];
+    const activeDuring: number[] = [];
+    const w = batchWorker(name, async (jobs: Job[]) => {
+      sizes.push(jobs.length);
+      activeDuring.push((await q.getJobCounts()).active);
+      // a run well past a round trip: a prefetch sized by run time alone would claim nothing ahead
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      return jobs.map(() => null);
+    }, { batch: { size: 5 } });
+    await waitFor(() => w.finished.completed === 20, 'all 20 jobs completed');
+    expect(sizes).to.deep.equal([5, 5, 5, 5]);
+    // the first batch came before any finish (nothing ahead yet); the second and third ran with
+    // the next batch claimed and waiting (its claims are held and renewed as prefetched ones are)
+    expect(activeDuring.slice(1, 3), `jobs active during each batch: ${activeDuring.join(', ')}`).to.deep.equal([10, 10]);
+    const counts = await q.getJobCounts();
+    expect(counts.completed).to.equal(20);
+    expect(counts.active).to.equal(0);
+  });
+
   it('a batch of 50 costs about one call to claim and one to finish', async () => {
     const name = uniqueQueue('calls');
     const q = h.queue(name);

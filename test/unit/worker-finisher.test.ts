@@ -165,6 +165,36 @@ describe('Worker finisher (no server)', () => {
     expect(log).to.deep.equal(['completed a', 'freed']);
   });
 
+  it("a batch's finishes (finishRuns): one call for them all, not halved; each job applied by its own reply, a refused or 'stale' one going on alone; the slots freed once for the batch", async () => {
+    const { finisher, calls, log, ledger, run } = fakeFinisher();
+    ledger.fetchCount = 1;
+    const runs = [run('a'), run('b'), run('c', '1'), run('d')];
+    const requests = runs.map((r) => finisher.request(r, 'completed', '"ok"', -1, undefined, 5));
+    expect(ledger.inbound).to.equal(4);
+    const done = finisher.finishRuns(runs, requests, (i, finished, freesSlot) => finisher.apply(runs[i], requests[i], finished, undefined, freesSlot));
+    await waitFor(() => calls.length === 1, 'the batch call');
+    expect(calls[0].fn).to.equal('glidemq_finishMany');
+    expect(calls[0].args.slice(0, 3), 'consumer, all four jobs at once, next jobs asked for').to.deep.equal(['me', 4, 4]);
+    expect(batchIds(calls[0].args)).to.deep.equal(['a', 'b', 'c', 'd']);
+    // a completed, b refused alone, c stale and fetched again under a newer fence (a reclaim put it
+    // back while it ran), d completed; one next job each for a, b and c
+    calls[0].answer(['completed', new Error('ERR_INVALID the value of job b is refused'), 'stale', 'completed', claim('n1'), claim('n2'), claim('c', '2')]);
+    await waitFor(() => calls.length === 2, 'the first finish sent again alone');
+    expect(ledger.inbound, 'the next jobs came with the reply').to.equal(0);
+    expect(log, 'a and d applied, the slots freed once for them').to.deep.equal(['completed a', 'dispatch n1:1', 'completed d', 'freed']);
+    const answerAlone = (c: Call) => c.answer([String(c.args[0]) === 'b' ? 'failed' : 'completed']);
+    answerAlone(calls[1]);
+    await waitFor(() => calls.length === 3, 'the second finish sent again alone');
+    answerAlone(calls[2]);
+    await done;
+    expect(calls.slice(1).map((c) => c.args.slice(0, 2))).to.have.deep.members([['b', '1'], ['c', '2']]);
+    expect(calls.slice(1).map((c) => c.args[6]), 'no next jobs asked for again').to.deep.equal([0, 0]);
+    expect(log.slice(4)).to.have.members(['failed b', 'dispatch n2:1', 'freed', 'completed c', 'freed']);
+    expect(finisher.finished).to.deep.equal({ completed: 3, failed: 1 });
+    expect(runs[2].job.claim!.fence).to.equal('2');
+    expect(runs[1].job.failedReason).to.match(/job b: glidemq refused to store its completed outcome/);
+  });
+
   it('a failed call: the error is reported, the claim is left to stalled recovery, the slot is freed', async () => {
     const { calls, log, errors, run, finish } = fakeFinisher();
     const done = finish(run('a'));

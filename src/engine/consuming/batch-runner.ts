@@ -9,8 +9,9 @@
  *
  * Claims stay per job: each job of a batch has its own claim, fence and lock (the heartbeat renews
  * each one), a lost claim drops only that job's finish, and stalled recovery takes back each job of
- * a batch whose worker died. A batch's finishes go to the server together (FinishRequest.whole), in
- * one call that also claims the next jobs, so a batch costs about one call. `concurrency` counts
+ * a batch whose worker died. A batch's finishes go to the server together (Finisher.finishRuns), in
+ * one call that also claims the next jobs, so a batch costs about one call; the client's work for
+ * them is per batch where it can be (one promise, one freeing of the slots). `concurrency` counts
  * batches: the worker's slots (settings.concurrency) are concurrency x batch.size jobs.
  *
  * A batch's time limit is the smallest of its jobs' (job option `timeout`, else the Worker's
@@ -222,39 +223,61 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
     }
     const started = performance.now(); // monotonic: a clock step cannot make a duration negative
     const outcomes = await this.outcomes(runs, abort.signal, this.timerOf(runs, abort));
-    const retryDelays = await Promise.all(runs.map((run, i) => this.retryDelay(run.job, outcomes[i])));
+    const retries = await this.retryDelays(runs, outcomes);
     const ranMs = performance.now() - started;
     host.noteRun(ranMs);
     const durationMs = Math.max(0, Math.round(ranMs));
-    const finishing: { run: Run<D, R>; outcome: Outcome; retry: { delay: number; reason?: string } }[] = [];
+    const finishing: Run<D, R>[] = [];
+    const errors: (Error | undefined)[] = [];
     const released: Run<D, R>[] = [];
-    runs.forEach((run, i) => {
+    const requests: FinishRequest[] = [];
+    this.busy -= runs.length;
+    this.runningBatches--;
+    // the slots run the next batch while these results are on their way
+    const finisher = host.finisher;
+    for (let i = 0; i < runs.length; i++) {
+      const run = runs[i];
       const outcome = outcomes[i];
       // a job that parked itself (moveToDelayed): nothing to store
       if (run.job.moved) {
         this.active.delete(run.job.id);
         host.emit('moved', run.job);
-      } else if (outcome.error instanceof RateLimitError) released.push(run);
-      else finishing.push({ run, outcome, retry: retryDelays[i] });
-    });
-    this.busy -= runs.length;
-    this.runningBatches--;
-    // the slots run the next batch while these results are on their way
-    const finisher = host.finisher;
-    const requests = finishing.map(({ run, outcome, retry }) => {
+        continue;
+      }
+      if (outcome.error instanceof RateLimitError) {
+        released.push(run);
+        continue;
+      }
       run.finishing = true;
+      const retry = retries?.[i];
       const failed = outcome.error !== undefined;
-      const value = failed ? retry.reason ?? reasonOf(outcome.error) : outcome.value;
-      const request: FinishRequest = finisher.request(run, failed ? 'failed' : 'completed', value, retry.delay, outcome.error, durationMs);
-      request.whole = true;
-      return request;
-    });
+      const value = failed ? retry?.reason ?? reasonOf(outcome.error) : outcome.value;
+      finishing.push(run);
+      errors.push(outcome.error);
+      requests.push(finisher.request(run, failed ? 'failed' : 'completed', value, retry?.delay ?? -1, outcome.error, durationMs));
+    }
     this.handOverReady();
     await Promise.all([
       this.release(released),
-      ...finishing.map(({ run, outcome }, i) => this.finish(run, requests[i], outcome.error)),
+      // the batch's finishes go in one call (finishRuns), each job then applied by its own reply
+      finishing.length === 0
+        ? undefined
+        : finisher.finishRuns(finishing, requests, (i, finished, freesSlot) => {
+          const run = finishing[i];
+          this.active.delete(run.job.id);
+          finisher.apply(run, requests[i], finished, errors[i], freesSlot);
+        }),
     ]);
     if (finishing.length === 0 && released.length === 0) host.afterSlotFreed();
+  }
+
+  /**
+   * Each failed job's retry (retryDelay), in order; undefined when none failed (a completed job
+   * needs none, and a batch of them costs no promise per job).
+   */
+  private async retryDelays(runs: Run<D, R>[], outcomes: Outcome[]): Promise<({ delay: number; reason?: string } | undefined)[] | undefined> {
+    if (!outcomes.some((outcome) => outcome.error !== undefined)) return undefined;
+    return Promise.all(runs.map((run, i) => (outcomes[i].error ? this.retryDelay(run.job, outcomes[i]) : undefined)));
   }
 
   /**
@@ -328,19 +351,6 @@ export class BatchRunner<D = any, R = any> implements JobRunner<D, R> {
     if (!plan.problem) return { delay: plan.delay };
     host.emitError(plan.problem);
     return { delay: plan.delay, reason: reasonWithProblem(reasonOf(error), plan.problem) };
-  }
-
-  /** Stores one job's outcome under its claim (the batch's finishes go in one call). */
-  private async finish(run: Run<D, R>, request: FinishRequest, error: Error | undefined): Promise<void> {
-    const finisher = this.host.finisher;
-    let finished;
-    try {
-      finished = await finisher.finishRun(run, request);
-    } finally {
-      finisher.settle(request);
-    }
-    this.active.delete(run.job.id);
-    finisher.apply(run, request, finished, error);
   }
 
   /**

@@ -64,11 +64,6 @@ export interface FinishRequest {
   durationMs: number;
   /** The next jobs are a prefetch: marked not started until reported (see above). */
   ahead: boolean;
-  /**
-   * One of a batch's finishes (batch-runner.ts): what is ready with it goes in one call, not
-   * halved, so a batch costs one call to finish.
-   */
-  whole?: boolean;
 }
 
 interface Pending {
@@ -110,7 +105,10 @@ export class FinishBatcher {
   private fresh = new Map<string, string>();
   /** A finish call's round trip, ms (an average weighted to the recent; 0 until one returned). */
   rttMs = 0;
-  /** Pending requests of a batch (FinishRequest.whole): the next flush sends everything. */
+  /**
+   * A batch's finishes are pending (finishAll): the next flush sends everything, not half, so a
+   * batch costs one call to finish.
+   */
   private wholes = 0;
   /** Moves the fresh reports to `started` every REPORT_WAIT_MS while there are any. */
   private reportTimer: NodeJS.Timeout | undefined;
@@ -148,9 +146,34 @@ export class FinishBatcher {
   finish(req: FinishRequest): Promise<unknown[]> {
     this.started.delete(req.id);
     this.fresh.delete(req.id);
-    if (req.whole) this.wholes++;
     return new Promise((resolve, reject) => {
       this.pending.push({ req, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /**
+   * The finishes of a batch's jobs (batch-runner.ts), sent together with whatever else is ready:
+   * one promise for them all, resolving to each request's reply as finish() would give it
+   * (`[status, ...nextJobs]`), or the error that would have rejected it, in order. A promise and a
+   * callback per job less than finish() for each: a batch's client work is per batch where it can be.
+   */
+  finishAll(reqs: FinishRequest[]): Promise<(unknown[] | Error)[]> {
+    return new Promise((resolve) => {
+      const out = new Array<unknown[] | Error>(reqs.length);
+      let left = reqs.length;
+      if (left === 0) return resolve(out);
+      const settleOne = (i: number, r: unknown[] | Error) => {
+        out[i] = r;
+        if (--left === 0) resolve(out);
+      };
+      for (let i = 0; i < reqs.length; i++) {
+        const req = reqs[i];
+        this.started.delete(req.id);
+        this.fresh.delete(req.id);
+        this.pending.push({ req, resolve: (reply) => settleOne(i, reply), reject: (err) => settleOne(i, err instanceof Error ? err : new Error(String(err))) });
+      }
+      this.wholes++;
       this.schedule();
     });
   }

@@ -86,7 +86,7 @@ export class Finisher implements RunFinisher {
   }
 
   /** The run is over: brings its job up to date from the finish's reply and emits the outcome. */
-  apply(run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined): void {
+  apply(run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined, freesSlot = true): void {
     const host = this.host;
     const job = run.job;
     let value = request.value;
@@ -99,7 +99,7 @@ export class Finisher implements RunFinisher {
     if (!finished) {
       // The claim stays in Valkey: stalled recovery gives the job to a healthy worker.
       if (late) queueMicrotask(() => host.dispatch(late));
-      host.afterSlotFreed();
+      if (freesSlot) host.afterSlotFreed();
       return;
     }
     if (late) finished.next.push(late);
@@ -139,7 +139,39 @@ export class Finisher implements RunFinisher {
       host.emit('lost', job, status);
     }
     for (const claim of next) host.dispatch(claim, request.ahead);
-    host.afterSlotFreed();
+    if (freesSlot) host.afterSlotFreed();
+  }
+
+  /**
+   * The finishes of a batch's runs (batch-runner.ts), whose requests go in one call: `done(i,
+   * finished)` is told of each as apply needs it, and the slots are freed once for the batch. A run
+   * whose reply asks for more (a refusal, 'stale' with a newer claim, a newer claim that waited in
+   * run.next) or whose finish failed goes on alone, as finishRun does it for a single run.
+   */
+  async finishRuns(runs: Run[], requests: FinishRequest[], done: (i: number, finished: Finished | undefined, freesSlot: boolean) => void): Promise<void> {
+    for (let i = 0; i < runs.length; i++) requests[i].fence = runs[i].job.claim?.fence ?? '';
+    let replies: (unknown[] | Error)[];
+    try {
+      replies = await this.batcher.finishAll(requests);
+    } finally {
+      // the next jobs they asked for came with the replies (a finish sent again asks for none)
+      for (const request of requests) this.settle(request);
+    }
+    const alone: Promise<void>[] = [];
+    for (let i = 0; i < runs.length; i++) {
+      const run = runs[i];
+      const reply = replies[i];
+      if (reply instanceof Error || run.next !== undefined || String(reply[0]) === 'stale') {
+        alone.push(this.finishRun(run, requests[i], reply).then((finished) => done(i, finished, true)));
+        continue;
+      }
+      const next: ClaimReply[] = [];
+      const newer = sortClaims(run, reply, next);
+      if (newer) next.push(newer);
+      done(i, { reply, next }, false);
+    }
+    this.host.afterSlotFreed();
+    await Promise.all(alone);
   }
 
   /**
@@ -150,6 +182,8 @@ export class Finisher implements RunFinisher {
   async finishRun(
     run: Run,
     request: FinishRequest,
+    /** The reply (or error) of this request sent already, with a batch's (finishRuns). */
+    first?: unknown[] | Error,
   ): Promise<Finished | undefined> {
     const next: ClaimReply[] = [];
     let refused: FinishRequest | undefined;
@@ -157,7 +191,10 @@ export class Finisher implements RunFinisher {
       const fence = run.job.claim?.fence ?? '';
       let reply: unknown[];
       try {
-        reply = await this.batcher.finish({ ...request, fence });
+        const given = first;
+        first = undefined;
+        if (given instanceof Error) throw given;
+        reply = given ?? (await this.batcher.finish({ ...request, fence }));
       } catch (err) {
         if (err instanceof FinishRefusedError && !refused) {
           // only this job's finish was refused (the others of its batch were stored): it fails
@@ -171,13 +208,7 @@ export class Finisher implements RunFinisher {
         next.forEach((c) => queueMicrotask(() => this.host.dispatch(c)));
         return undefined;
       }
-      let newer = run.next;
-      run.next = undefined;
-      for (const claim of reply.slice(1) as ClaimReply[]) {
-        // the finish may fetch this very job again: a reclaim put it back while it ran
-        if (String(claim[0]) === run.job.id && newerFence(String(claim[1]), newer ? String(newer[1]) : run.job.claim?.fence)) newer = claim;
-        else next.push(claim);
-      }
+      const newer = sortClaims(run, reply, next);
       if (String(reply[0]) === 'stale' && newer && run.job.claim) {
         // the finish went under the claim a reclaim replaced, and the job came back here: the
         // run's outcome is stored under the new claim (no next jobs: the first reply had them)
@@ -191,6 +222,23 @@ export class Finisher implements RunFinisher {
       return { reply, next, refused };
     }
   }
+}
+
+/**
+ * Sorts the claims a finish reply brought into `next`, but a newer claim of the run's own job (a
+ * reclaim put it back while it ran, and the finish fetched it again), which it returns, with the
+ * one that waited in run.next if that is newer.
+ */
+function sortClaims(run: Run, reply: unknown[], next: ClaimReply[]): ClaimReply | undefined {
+  let newer = run.next;
+  run.next = undefined;
+  for (let i = 1; i < reply.length; i++) {
+    const claim = reply[i] as ClaimReply;
+    // the finish may fetch this very job again: a reclaim put it back while it ran
+    if (String(claim[0]) === run.job.id && newerFence(String(claim[1]), newer ? String(newer[1]) : run.job.claim?.fence)) newer = claim;
+    else next.push(claim);
+  }
+  return newer;
 }
 
 /**

@@ -78,17 +78,24 @@ export class PrefetchBuffer<J extends Job = Job> {
    * most PREFETCH_CAP x concurrency: across a network a slot then starts its next job when its
    * result leaves, not when the reply comes back. Jobs that run longer than a round trip per slot
    * get none, so nothing is held back from other workers, and neither does a queue with a global
-   * limit or a rate limiter (a claim held ahead would count against them).
+   * limit or a rate limiter (a claim held ahead would count against them). A batch worker holds
+   * at least one round of batches ahead (concurrency x batch.size jobs, within the byte cap).
    */
   prefetchNow(): number {
     const host = this.host;
     const fixed = host.settings.prefetch;
     if (fixed !== undefined) return fixed;
-    const rtt = host.rttMs();
-    if (rtt === 0 || host.limited()) return 0;
+    if (host.limited()) return 0;
     const c = host.settings.concurrency;
     const bySize = Math.floor(PREFETCH_BYTES / Math.max(this.jobBytes, 1));
-    return Math.min(PREFETCH_CAP * c, bySize, Math.floor((c * rtt) / Math.max(this.runMs, 0.05)));
+    // A batch worker claims its next round of batches while the current one runs, however long it
+    // runs (and before its first round trip is known): its slots start together, so a prefetch
+    // sized by run time (none for a batch slower than a round trip) would leave the server idle
+    // while the processor runs, and the processor idle while the server claims the next batch.
+    const batchAhead = host.settings.batch ? Math.min(c, bySize) : 0;
+    const rtt = host.rttMs();
+    if (rtt === 0) return batchAhead;
+    return Math.max(batchAhead, Math.min(PREFETCH_CAP * c, bySize, Math.floor((c * rtt) / Math.max(this.runMs, 0.05))));
   }
 
   /** Claims this worker can still take: running slots plus the prefetch allowance. */

@@ -81,8 +81,16 @@ export interface RunFinisher {
   finishRun(run: Run, request: FinishRequest): Promise<Finished | undefined>;
   /** The finish came back or failed: the next jobs it asked for are no longer on their way. */
   settle(request: FinishRequest): void;
-  /** Brings the job up to date from the reply, emits its outcome, hands the next claims on. */
-  apply(run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined): void;
+  /**
+   * Brings the job up to date from the reply, emits its outcome, hands the next claims on, and
+   * frees its slot (unless `freesSlot` is false: a batch's slots are freed once for the batch).
+   */
+  apply(run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined, freesSlot?: boolean): void;
+  /**
+   * A batch's finishes in one call (batch-runner.ts): each run's settled finish is told to `done`,
+   * and the batch's slots are freed once (`freesSlot`: whether apply frees this run's own slot).
+   */
+  finishRuns(runs: Run[], requests: FinishRequest[], done: (i: number, finished: Finished | undefined, freesSlot: boolean) => void): Promise<void>;
 }
 
 /** What the runner needs from its worker. */
