@@ -192,7 +192,8 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
   const groups = nodes.map((n, i) => {
     let shape: (string | number)[];
     try {
-      shape = encodeJob(n.name, n.data, { ...n.opts, jobId: n.id, parent: undefined });
+      // (the node's id apart: no copy of its options per node; encodeJob reads no parent)
+      shape = encodeJob(n.name, n.data, n.opts, n.id);
     } catch (err) {
       (err as Error).message = `flow: job ${n.name} (${n.id}) of queue ${n.queueName}: ${(err as Error).message}`;
       throw err;

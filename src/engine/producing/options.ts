@@ -358,8 +358,12 @@ export interface EncodedJob {
   args: (string | number)[];
 }
 
-/** Validates one job and returns its 12-field argument group for glidemq_add. */
-export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (string | number)[] {
+/**
+ * Validates one job and returns its 12-field argument group for glidemq_add. `jobId` is the job's
+ * id when the caller holds it apart from `opts` (a flow's node: its options object is shared by
+ * siblings and not copied per job); by default, `opts.jobId`.
+ */
+export function encodeJob(name: string, data: unknown, opts: JobOptions = {}, jobId: string = opts.jobId ?? ''): (string | number)[] {
   if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
   const nameBytes = Buffer.byteLength(name);
   if (nameBytes > MAX_JOB_NAME_BYTES) {
@@ -380,7 +384,7 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
     throw invalid(`priority must be a whole number from 1 (served first) to ${MAX_PRIORITY}, or 0 for none, got ${String(opts.priority)}`);
   }
   const attempts = wholeOption(opts.attempts ?? 1, 'attempts', 1);
-  const jobId = opts.jobId ?? ''; // '' takes the next id, as leaving it out does (BullMQ reads it so)
+  // ('' takes the next id, as leaving it out does: BullMQ reads it so)
   if (typeof jobId !== 'string' || Buffer.byteLength(jobId) > MAX_JOB_ID_BYTES || /[:\s{}\p{Cc}]/u.test(jobId)) {
     throw invalid(`job id "${String(jobId)}" is invalid: at most ${MAX_JOB_ID_BYTES} bytes, no ":", "{", "}", whitespace or control characters`);
   }
