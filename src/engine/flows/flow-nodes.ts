@@ -134,6 +134,8 @@ export interface EncodedFlow {
   groups: (string | number)[][];
   /** Each node's encodeJob group (options.ts), in node order. */
   shapes: (string | number)[][];
+  /** Each node by its job key. */
+  byKey: Map<string, FlowNode>;
 }
 
 /**
@@ -215,7 +217,7 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
     const [jobId, name, json, delay, priority, lifo, attempts, stored, , , , group] = shape;
     return [queueOf[i], jobId, name, json, delay, priority, lifo, attempts, stored, group, n.parents.join(' '), n.deps.join(' ')];
   });
-  return { keys: metaKeys, groups, shapes };
+  return { keys: metaKeys, groups, shapes, byKey };
 }
 
 /** Refuses a node list whose dependencies hold a cycle (Kahn's walk from the leaves). */
