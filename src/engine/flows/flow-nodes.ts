@@ -11,7 +11,7 @@ import type { ConfirmOptions } from '../producing/confirm.js';
 import { randomUUID } from 'node:crypto';
 import { invalid, NotSupportedError } from '../shared/errors.js';
 import { DEFAULT_PREFIX, QueueKeys, refJobKey } from '../shared/keys.js';
-import { encodeJob, withDefaults, type JobOptions, type ParentOptions } from '../producing/options.js';
+import { encodeJob, encodeJobLike, withDefaults, type JobOptions, type ParentOptions } from '../producing/options.js';
 
 /** BullMQ's FlowJob: a job of a tree, with its children (each may be in another queue). */
 export interface FlowJob {
@@ -134,6 +134,8 @@ export interface EncodedFlow {
   groups: (string | number)[][];
   /** Each node's encodeJob group (options.ts), in node order. */
   shapes: (string | number)[][];
+  /** Each node by its job key. */
+  byKey: Map<string, FlowNode>;
 }
 
 /**
@@ -157,10 +159,15 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
   };
   const keys = nodes.map((n) => nodeKey(n));
   const queueOf: number[] = [];
+  // (by the queue's kept QueueKeys: its meta key is a string made anew at each read)
+  const byQueue = new Map<QueueKeys, number>();
   nodes.forEach((n, i) => {
     if (byKey.has(keys[i])) throw invalid(`flow: job ${n.id} of queue ${n.queueName} is named twice`);
     byKey.set(keys[i], n);
-    queueOf.push(indexOf(nodeKeys(n).meta));
+    const qk = nodeKeys(n);
+    let q = byQueue.get(qk);
+    if (q === undefined) byQueue.set(qk, (q = indexOf(qk.meta)));
+    queueOf.push(q);
   });
   // a parent of many children is asked once by each: its deps as a set, made once
   const depSets = new Map<FlowNode, Set<string>>();
@@ -189,10 +196,16 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
   });
   checkAcyclic(nodes, keys, byKey);
   const shapes: (string | number)[][] = [];
+  // siblings often share one options object (a tree's children given the same opts, the
+  // queue's defaultJobOptions): each such object is checked and encoded once
+  const byOpts = new Map<JobOptions, (string | number)[]>();
   const groups = nodes.map((n, i) => {
     let shape: (string | number)[];
     try {
-      shape = encodeJob(n.name, n.data, { ...n.opts, jobId: n.id, parent: undefined });
+      // (the node's id apart: no copy of its options per node; encodeJob reads no parent)
+      const like = byOpts.get(n.opts);
+      if (like) shape = encodeJobLike(like, n.name, n.data, n.opts, n.id);
+      else byOpts.set(n.opts, (shape = encodeJob(n.name, n.data, n.opts, n.id)));
     } catch (err) {
       (err as Error).message = `flow: job ${n.name} (${n.id}) of queue ${n.queueName}: ${(err as Error).message}`;
       throw err;
@@ -204,7 +217,7 @@ export function encodeNodes(nodes: FlowNode[]): EncodedFlow {
     const [jobId, name, json, delay, priority, lifo, attempts, stored, , , , group] = shape;
     return [queueOf[i], jobId, name, json, delay, priority, lifo, attempts, stored, group, n.parents.join(' '), n.deps.join(' ')];
   });
-  return { keys: metaKeys, groups, shapes };
+  return { keys: metaKeys, groups, shapes, byKey };
 }
 
 /** Refuses a node list whose dependencies hold a cycle (Kahn's walk from the leaves). */

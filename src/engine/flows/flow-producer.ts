@@ -17,7 +17,7 @@ import { addedFields, DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
 import { Producer } from '../producing/producer.js';
 import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 import { addInParts, needsParts } from './flow-journal.js';
-import { encodeNodes, nodeKey, nodeKeys, treeToNodes, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
+import { encodeNodes, nodeKey, nodeKeys, treeToNodes, type EncodedFlow, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
 import { addDAG, type DAGFlow } from './dag-nodes.js';
 import { Telemetry, type TelemetryOption } from '../shared/telemetry.js';
 
@@ -69,21 +69,32 @@ export interface FlowAdded {
 }
 
 /** Stores `nodes` in one glidemq_addFlow call, numbered for once-only adds. */
-export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAdded & { shapes: (string | number)[][] }> {
+export async function addNodes(t: FlowTarget, nodes: FlowNode[]): Promise<FlowAdded & Pick<EncodedFlow, 'shapes' | 'byKey'>> {
   const enc = encodeNodes(nodes);
   // a flow whose queues span several hash slots of a cluster: stored in parts (flow-journal.ts)
   if (needsParts(t.client, enc)) {
-    return { ...(await addInParts(t, nodes, enc)), shapes: enc.shapes };
+    return { ...(await addInParts(t, nodes, enc)), shapes: enc.shapes, byKey: enc.byKey };
   }
   const call = t.producer.next();
   try {
     const keys = enc.keys;
     const what = () => ({ what: `flow add of ${nodes.length} jobs (top ${nodes[0]?.queueName})` });
-    const r = (await confirmedCall(t.client, 'glidemq_addFlow', keys, [t.maxPayload, ...call.args, enc.groups.length, ...enc.groups.flat()], t.confirm, what)) as number[];
-    return { ts: Number(r[0]), created: Number(r[1]) === 1, shapes: enc.shapes };
+    const r = (await confirmedCall(t.client, 'glidemq_addFlow', keys, flowArgs(t.maxPayload, call.args, enc.groups), t.confirm, what)) as number[];
+    return { ts: Number(r[0]), created: Number(r[1]) === 1, shapes: enc.shapes, byKey: enc.byKey };
   } finally {
     call.done();
   }
+}
+
+/**
+ * glidemq_addFlow's ARGV: maxPayload, the producer's call head, the count, then each node's group
+ * in turn, pushed into one array: a flow of 100 children sends
+ * 1,200 arguments, and Array.prototype.flat and spreads each cost a copy of them.
+ */
+function flowArgs(maxPayload: number, head: readonly (string | number)[], groups: (string | number)[][]): (string | number)[] {
+  const args: (string | number)[] = [maxPayload, ...head, groups.length];
+  for (const g of groups) for (let i = 0; i < g.length; i++) args.push(g[i]);
+  return args;
 }
 
 /** The Job an added node describes (the fields getJob reads back), with a handle on its queue. */
@@ -152,10 +163,10 @@ export class FlowProducer extends SafeEmitter {
     await this.waitUntilReady();
     const all = lists.flat();
     this.producerKeys.add(nodeKeys(all[0]).producer(this.producer.id));
-    const { ts, shapes, created } = await this.addTraced(all, confirm);
+    const { ts, shapes, created, byKey } = await this.addTraced(all, confirm);
     const jobs = new Map<FlowNode, Job>();
     all.forEach((n, i) => jobs.set(n, addedJob(n, shapes[i], ts, (keys) => this.handle(keys), created)));
-    return lists.map((nodes) => treeOf(nodes, jobs));
+    return lists.map((nodes) => treeOf(nodes[0], jobs, byKey));
   }
 
   /** Adds a node list whose links were made by the caller (the DAG helpers): a Map of each node to its Job. */
@@ -250,15 +261,13 @@ export class FlowProducer extends SafeEmitter {
   }
 }
 
-/** The tree of `nodes` (the first is its top), each node's Job from `jobs`. */
-function treeOf(nodes: FlowNode[], jobs: Map<FlowNode, Job>): JobNode {
-  const byKey = new Map<string, FlowNode>();
-  for (const n of nodes) byKey.set(nodeKeys(n).job(n.id), n);
+/** The tree from `top` down, each node's Job from `jobs`, its children found in `byKey` (every node of the call by its job key). */
+function treeOf(top: FlowNode, jobs: Map<FlowNode, Job>, byKey: Map<string, FlowNode>): JobNode {
   const build = (n: FlowNode): JobNode => {
     const node: JobNode = { job: jobs.get(n)! };
     const children = n.deps.map((d) => byKey.get(d)).filter((c): c is FlowNode => c !== undefined);
     if (children.length) node.children = children.map(build);
     return node;
   };
-  return build(nodes[0]);
+  return build(top);
 }

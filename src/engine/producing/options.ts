@@ -358,20 +358,14 @@ export interface EncodedJob {
   args: (string | number)[];
 }
 
-/** Validates one job and returns its 12-field argument group for glidemq_add. */
-export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (string | number)[] {
-  if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
-  const nameBytes = Buffer.byteLength(name);
-  if (nameBytes > MAX_JOB_NAME_BYTES) {
-    throw invalid(`job name "${name.slice(0, 40)}..." is ${nameBytes} bytes, over the limit of ${MAX_JOB_NAME_BYTES} bytes; use a short name and put the rest in the job's data`);
-  }
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(data === undefined ? {} : data);
-  } catch (err) {
-    throw invalid(`job data cannot be serialised to JSON: ${(err as Error).message}`);
-  }
-  if (json === undefined) throw invalid('job data cannot be serialised to JSON');
+/**
+ * Validates one job and returns its 12-field argument group for glidemq_add. `jobId` is the job's
+ * id when the caller holds it apart from `opts` (a flow's node: its options object is shared by
+ * siblings and not copied per job); by default, `opts.jobId`.
+ */
+export function encodeJob(name: string, data: unknown, opts: JobOptions = {}, jobId: string = opts.jobId ?? ''): (string | number)[] {
+  checkJobName(name);
+  const json = dataJson(data);
   checkSizeLimit(name, json, opts.sizeLimit);
   const delay = opts.delay === undefined ? 0 : checkDelay(opts.delay, 'delay');
   // 0: none, as BullMQ, glidemq_add and changePriority read it
@@ -380,13 +374,8 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
     throw invalid(`priority must be a whole number from 1 (served first) to ${MAX_PRIORITY}, or 0 for none, got ${String(opts.priority)}`);
   }
   const attempts = wholeOption(opts.attempts ?? 1, 'attempts', 1);
-  const jobId = opts.jobId ?? ''; // '' takes the next id, as leaving it out does (BullMQ reads it so)
-  if (typeof jobId !== 'string' || Buffer.byteLength(jobId) > MAX_JOB_ID_BYTES || /[:\s{}\p{Cc}]/u.test(jobId)) {
-    throw invalid(`job id "${String(jobId)}" is invalid: at most ${MAX_JOB_ID_BYTES} bytes, no ":", "{", "}", whitespace or control characters`);
-  }
-  if (/^-?\d+$/.test(jobId)) {
-    throw invalid(`job id "${jobId}" is invalid: custom ids cannot be whole numbers (those are the ids the queue hands out, so "${jobId}" could name another job); use e.g. "order-${jobId}"`);
-  }
+  // ('' takes the next id, as leaving it out does: BullMQ reads it so)
+  checkJobId(jobId);
   if (priority > 0 && opts.lifo) throw invalid('a job cannot be both prioritized and LIFO');
   const group = encodeGroup(opts.group);
   if (group && (priority > 0 || opts.lifo)) {
@@ -427,6 +416,53 @@ export function encodeJob(name: string, data: unknown, opts: JobOptions = {}): (
   }
   const storedJson = Object.keys(stored).length ? JSON.stringify(stored) : '';
   return [jobId, name, json, delay, priority, opts.lifo ? '1' : '0', attempts, storedJson, ...encodedDedup, group];
+}
+
+/**
+ * encodeJob for a job given the very options object another job's group `like` was encoded from
+ * (siblings of a flow sharing one options object): those options are valid and encode alike, so
+ * only the name, data and id are checked (as encodeJob checks them, with its messages) and encoded
+ * anew. `like` is not changed.
+ */
+export function encodeJobLike(like: readonly (string | number)[], name: string, data: unknown, opts: JobOptions, jobId: string): (string | number)[] {
+  checkJobName(name);
+  const json = dataJson(data);
+  checkSizeLimit(name, json, opts.sizeLimit);
+  checkJobId(jobId);
+  const group = like.slice();
+  group[0] = jobId;
+  group[1] = name;
+  group[2] = json;
+  return group;
+}
+
+function checkJobName(name: string): void {
+  if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
+  const nameBytes = Buffer.byteLength(name);
+  if (nameBytes > MAX_JOB_NAME_BYTES) {
+    throw invalid(`job name "${name.slice(0, 40)}..." is ${nameBytes} bytes, over the limit of ${MAX_JOB_NAME_BYTES} bytes; use a short name and put the rest in the job's data`);
+  }
+}
+
+/** A job's data as the JSON text stored (none: {}), or a refusal saying why it has none. */
+function dataJson(data: unknown): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(data === undefined ? {} : data);
+  } catch (err) {
+    throw invalid(`job data cannot be serialised to JSON: ${(err as Error).message}`);
+  }
+  if (json === undefined) throw invalid('job data cannot be serialised to JSON');
+  return json;
+}
+
+function checkJobId(jobId: string): void {
+  if (typeof jobId !== 'string' || Buffer.byteLength(jobId) > MAX_JOB_ID_BYTES || /[:\s{}\p{Cc}]/u.test(jobId)) {
+    throw invalid(`job id "${String(jobId)}" is invalid: at most ${MAX_JOB_ID_BYTES} bytes, no ":", "{", "}", whitespace or control characters`);
+  }
+  if (/^-?\d+$/.test(jobId)) {
+    throw invalid(`job id "${jobId}" is invalid: custom ids cannot be whole numbers (those are the ids the queue hands out, so "${jobId}" could name another job); use e.g. "order-${jobId}"`);
+  }
 }
 
 /**
