@@ -36,6 +36,45 @@ const ioredisPrototype = {
   },
 };
 
+/**
+ * Node's built-in modules that no short command needs at start but some part of the bundle requires
+ * at load: child_process (commander, `dev`, sandboxes), tls and dns (ioredis, for rediss:// and
+ * clusters), http (the exporter and the dashboard), worker_threads, readline, perf_hooks. Node
+ * compiles each one (and what it requires: child_process brings dgram and more) when it is first
+ * required, some 5 ms of every start. In the bundle, `require` of one of them returns a stand-in
+ * that requires the module at the first use of any of its properties; every use of a module in
+ * the bundle is a property read at call time (`tls_1.connect(...)`, `(0, import_node_http.createServer)(...)`),
+ * so nothing else changes. Stringified into the banner: it must not refer to anything outside itself.
+ */
+function lazyBuiltins(realRequire) {
+  const LAZY = new Set(['child_process', 'tls', 'dns', 'http', 'https', 'worker_threads', 'readline', 'readline/promises', 'perf_hooks', 'dgram']);
+  const standIns = new Map();
+  const standIn = (id) => {
+    let real;
+    const load = () => (real ??= realRequire(id));
+    return new Proxy(Object.create(null), {
+      get: (_, key) => load()[key],
+      set: (_, key, value) => Reflect.set(load(), key, value),
+      has: (_, key) => key in load(),
+      ownKeys: () => Reflect.ownKeys(load()),
+      getOwnPropertyDescriptor: (_, key) => {
+        const d = Reflect.getOwnPropertyDescriptor(load(), key);
+        return d && { ...d, configurable: true };
+      },
+      defineProperty: (_, key, d) => Reflect.defineProperty(load(), key, d),
+      deleteProperty: (_, key) => Reflect.deleteProperty(load(), key),
+      getPrototypeOf: () => Reflect.getPrototypeOf(load()),
+    });
+  };
+  const lazyRequire = (id) => {
+    if (!LAZY.has(id.startsWith('node:') ? id.slice(5) : id)) return realRequire(id);
+    let m = standIns.get(id);
+    if (!m) standIns.set(id, (m = standIn(id)));
+    return m;
+  };
+  return Object.assign(lazyRequire, realRequire);
+}
+
 await build({
   absWorkingDir: fileURLToPath(root),
   entryPoints: ['dist/src/cli/main.js'],
@@ -53,7 +92,7 @@ await build({
   define: { 'import.meta.url': '__glidemqUrl' },
   // One function of the CommonJS module's arguments, which launch.ts compiles as the file is: a
   // wrapper added at run time would copy the 750 KB of text again at every start.
-  banner: { js: "(function (exports, require, module, __filename, __dirname) {const __glidemqUrl = require('node:url').pathToFileURL(__filename).href;" },
+  banner: { js: `(function (exports, require, module, __filename, __dirname) {const __glidemqUrl = require('node:url').pathToFileURL(__filename).href;require = (${lazyBuiltins})(require);` },
   footer: { js: '})' },
   plugins: [ioredisPrototype],
   // optional peer dependencies, loaded from node_modules only when used: OpenTelemetry's API by a
