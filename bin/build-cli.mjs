@@ -103,7 +103,7 @@ await build({
 const nonAscii = /[^\x00-\x7f]/.exec(await readFile(new URL('dist/src/cli/bundle.cjs', root), 'latin1'));
 if (nonAscii) throw new Error(`build-cli: the bundle holds a non-ASCII character at ${nonAscii.index}, and launch.ts reads it as latin1`);
 (await import(new URL('dist/src/engine/connecting/library-code.js', root).href)).writeLibrarySnapshot();
-(await import(new URL('dist/src/cli/launch.js', root).href)).writeCodeCache();
+await (await import(new URL('dist/src/cli/launch.js', root).href)).writeCodeCache();
 await warmCodeCache().catch((err) => console.warn(`build-cli: no warm-up of the code cache: ${err instanceof Error ? err.message : err}`));
 
 /**

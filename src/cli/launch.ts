@@ -30,7 +30,7 @@ const CHECKOUT_MARK = fileURLToPath(new URL('../../../tsconfig.json', import.met
 
 interface Entry {
   main: (argv: string[]) => Promise<void>;
-  buildProgram: () => unknown;
+  buildProgram: () => Promise<unknown>;
   useModuleImporter: (importer: (url: string) => Promise<unknown>) => void;
 }
 
@@ -74,9 +74,9 @@ export async function launch(argv: string[]): Promise<void> {
  * Build step: writes the code cache of the bundle once loaded and with every command registered,
  * so the cache holds the functions each start runs, not only the top level.
  */
-export function writeCodeCache(): void {
+export async function writeCodeCache(): Promise<void> {
   const bundle = loadBundle();
-  bundle.entry.buildProgram();
+  await bundle.entry.buildProgram();
   writeFileSync(CACHE, bundle.script.createCachedData());
 }
 
@@ -93,5 +93,7 @@ export async function writeCodeCacheAfter(args: string[]): Promise<void> {
     if (code === 0) writeFileSync(CACHE, bundle.script.createCachedData());
   });
   bundle.entry.useModuleImporter((url) => import(url));
+  // every command's module, as writeCodeCache: the run below loads only its own command's
+  await bundle.entry.buildProgram();
   await bundle.entry.main([process.execPath, 'glidemq', ...args]);
 }
