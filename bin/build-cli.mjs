@@ -39,20 +39,24 @@ const ioredisPrototype = {
 /**
  * Node's built-in modules that no short command needs at start but some part of the bundle requires
  * at load: child_process (commander, `dev`, sandboxes), tls and dns (ioredis, for rediss:// and
- * clusters), http (the exporter and the dashboard), worker_threads, readline, perf_hooks. Node
+ * clusters), assert (the RESP parser's errors), http (the exporter and the dashboard),
+ * worker_threads, readline, perf_hooks. Node
  * compiles each one (and what it requires: child_process brings dgram and more) when it is first
  * required, some 5 ms of every start. In the bundle, `require` of one of them returns a stand-in
  * that requires the module at the first use of any of its properties; every use of a module in
  * the bundle is a property read at call time (`tls_1.connect(...)`, `(0, import_node_http.createServer)(...)`),
- * so nothing else changes. Stringified into the banner: it must not refer to anything outside itself.
+ * or a call of assert itself, so nothing else changes. Stringified into the banner: it must not refer to anything outside itself.
  */
 function lazyBuiltins(realRequire) {
-  const LAZY = new Set(['child_process', 'tls', 'dns', 'http', 'https', 'worker_threads', 'readline', 'readline/promises', 'perf_hooks', 'dgram']);
+  const LAZY = new Set(['child_process', 'tls', 'dns', 'assert', 'http', 'https', 'worker_threads', 'readline', 'readline/promises', 'perf_hooks', 'dgram']);
+  /** The modules that are themselves a function. */
+  const CALLABLE = new Set(['assert']);
   const standIns = new Map();
   const standIn = (id) => {
     let real;
     const load = () => (real ??= realRequire(id));
-    return new Proxy(Object.create(null), {
+    return new Proxy(CALLABLE.has(id.replace(/^node:/, '')) ? () => undefined : Object.create(null), {
+      apply: (_, self, args) => Reflect.apply(load(), self, args),
       get: (_, key) => load()[key],
       set: (_, key, value) => Reflect.set(load(), key, value),
       has: (_, key) => key in load(),
