@@ -36,6 +36,49 @@ const ioredisPrototype = {
   },
 };
 
+/**
+ * Node's built-in modules that no short command needs at start but some part of the bundle requires
+ * at load: child_process (commander, `dev`, sandboxes), tls and dns (ioredis, for rediss:// and
+ * clusters), assert (the RESP parser's errors), http (the exporter and the dashboard),
+ * worker_threads, readline, perf_hooks. Node
+ * compiles each one (and what it requires: child_process brings dgram and more) when it is first
+ * required, some 5 ms of every start. In the bundle, `require` of one of them returns a stand-in
+ * that requires the module at the first use of any of its properties; every use of a module in
+ * the bundle is a property read at call time (`tls_1.connect(...)`, `(0, import_node_http.createServer)(...)`),
+ * or a call of assert itself, so nothing else changes. Stringified into the banner: it must not refer to anything outside itself.
+ */
+function lazyBuiltins(realRequire) {
+  const LAZY = new Set(['child_process', 'tls', 'dns', 'assert', 'http', 'https', 'worker_threads', 'readline', 'readline/promises', 'perf_hooks', 'dgram']);
+  /** The modules that are themselves a function. */
+  const CALLABLE = new Set(['assert']);
+  const standIns = new Map();
+  const standIn = (id) => {
+    let real;
+    const load = () => (real ??= realRequire(id));
+    return new Proxy(CALLABLE.has(id.replace(/^node:/, '')) ? () => undefined : Object.create(null), {
+      apply: (_, self, args) => Reflect.apply(load(), self, args),
+      get: (_, key) => load()[key],
+      set: (_, key, value) => Reflect.set(load(), key, value),
+      has: (_, key) => key in load(),
+      ownKeys: () => Reflect.ownKeys(load()),
+      getOwnPropertyDescriptor: (_, key) => {
+        const d = Reflect.getOwnPropertyDescriptor(load(), key);
+        return d && { ...d, configurable: true };
+      },
+      defineProperty: (_, key, d) => Reflect.defineProperty(load(), key, d),
+      deleteProperty: (_, key) => Reflect.deleteProperty(load(), key),
+      getPrototypeOf: () => Reflect.getPrototypeOf(load()),
+    });
+  };
+  const lazyRequire = (id) => {
+    if (!LAZY.has(id.startsWith('node:') ? id.slice(5) : id)) return realRequire(id);
+    let m = standIns.get(id);
+    if (!m) standIns.set(id, (m = standIn(id)));
+    return m;
+  };
+  return Object.assign(lazyRequire, realRequire);
+}
+
 await build({
   absWorkingDir: fileURLToPath(root),
   entryPoints: ['dist/src/cli/main.js'],
@@ -53,7 +96,7 @@ await build({
   define: { 'import.meta.url': '__glidemqUrl' },
   // One function of the CommonJS module's arguments, which launch.ts compiles as the file is: a
   // wrapper added at run time would copy the 750 KB of text again at every start.
-  banner: { js: "(function (exports, require, module, __filename, __dirname) {const __glidemqUrl = require('node:url').pathToFileURL(__filename).href;" },
+  banner: { js: `(function (exports, require, module, __filename, __dirname) {const __glidemqUrl = require('node:url').pathToFileURL(__filename).href;require = (${lazyBuiltins})(require);` },
   footer: { js: '})' },
   plugins: [ioredisPrototype],
   // optional peer dependencies, loaded from node_modules only when used: OpenTelemetry's API by a
@@ -64,7 +107,7 @@ await build({
 const nonAscii = /[^\x00-\x7f]/.exec(await readFile(new URL('dist/src/cli/bundle.cjs', root), 'latin1'));
 if (nonAscii) throw new Error(`build-cli: the bundle holds a non-ASCII character at ${nonAscii.index}, and launch.ts reads it as latin1`);
 (await import(new URL('dist/src/engine/connecting/library-code.js', root).href)).writeLibrarySnapshot();
-(await import(new URL('dist/src/cli/launch.js', root).href)).writeCodeCache();
+await (await import(new URL('dist/src/cli/launch.js', root).href)).writeCodeCache();
 await warmCodeCache().catch((err) => console.warn(`build-cli: no warm-up of the code cache: ${err instanceof Error ? err.message : err}`));
 
 /**

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { buildProgram } from '../../src/cli/main.js';
+import { COMMANDS } from '../../src/cli/commands/index.js';
 import { completionTree } from '../../src/cli/completion.js';
 import { runCli } from '../helpers/cli.js';
 import { REPO_ROOT } from '../helpers/fixtures.js';
@@ -42,8 +43,13 @@ describe('CLI: version, help and completion', function () {
     }
   });
 
+  it('each command module registers exactly the names the command table lists for it (a start loads one module)', async () => {
+    for (const m of COMMANDS) expect((await buildProgram(m.names[0])).commands.map((c) => c.name()), m.names[0]).to.deep.equal(m.names);
+    expect((await buildProgram()).commands.map((c) => c.name())).to.deep.equal(COMMANDS.flatMap((m) => m.names));
+  });
+
   it("every command's help lists the global options and examples, and fits 80 columns", async () => {
-    const commands = allCommands(buildProgram());
+    const commands = allCommands(await buildProgram());
     expect(commands.length).to.be.greaterThan(20);
     await inParallel([{ words: [] as string[] }, ...commands], async ({ words }) => {
       const what = words.join(' ') || 'glidemq';
@@ -62,8 +68,8 @@ describe('CLI: version, help and completion', function () {
     });
   });
 
-  it('every default is written one way: "(default: x)" last in the description', () => {
-    const program = buildProgram();
+  it('every default is written one way: "(default: x)" last in the description', async () => {
+    const program = await buildProgram();
     const described: string[] = [];
     const commandTexts: string[] = [];
     for (const cmd of [program, ...allCommands(program).map((c) => c.cmd)]) {
@@ -149,7 +155,7 @@ describe('CLI: version, help and completion', function () {
     });
 
     it('the completion follows the command tree: every command and flag is in each script', async () => {
-      const program = buildProgram();
+      const program = await buildProgram();
       const nodes = completionTree(program);
       const scripts = Object.fromEntries(
         await Promise.all(['bash', 'zsh', 'fish'].map(async (sh) => [sh, (await runCli(['completion', sh])).stdout] as const)),

@@ -186,12 +186,12 @@ describe("CLI: the operator's second day", function () {
   describe('completion', () => {
     let dir: string;
     let script: string;
-    before(() => {
+    before(async () => {
       dir = mkdtempSync(join(tmpdir(), 'glidemq-completion-'));
       // `glidemq` on PATH, as the scripts call it
       writeFileSync(join(dir, 'glidemq'), `#!/bin/sh\nexec '${process.execPath}' '${GLIDEMQ_BIN}' "$@"\n`, { mode: 0o755 });
       script = join(dir, 'glidemq.bash');
-      writeFileSync(script, completionScript(buildProgram(), 'bash'));
+      writeFileSync(script, completionScript(await buildProgram(), 'bash'));
     });
     after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -217,8 +217,8 @@ describe("CLI: the operator's second day", function () {
       expect(bashOffers(['clean', 'q', '--state', ''])).to.deep.equal(['completed', 'failed']);
     });
 
-    it('zsh and fish ask for queue names the same way', () => {
-      for (const shell of ['zsh', 'fish'] as const) expect(completionScript(buildProgram(), shell), shell).to.contain(`completion ${shell} --queues`);
+    it('zsh and fish ask for queue names the same way', async () => {
+      for (const shell of ['zsh', 'fish'] as const) expect(completionScript(await buildProgram(), shell), shell).to.contain(`completion ${shell} --queues`);
     });
   });
 });

@@ -1,38 +1,49 @@
-/** Every command's registration, in the order `--help` lists them. */
+/**
+ * Every command module, in the order `--help` lists them: the commands it registers and where it
+ * lives. A module is loaded when it is registered, so that a start which runs one named command
+ * (main.ts) loads and initializes that command's modules only. `names` are what the module
+ * registers at the top level (test/cli/help.test.ts checks them).
+ */
 import type { Command } from 'commander';
-import { register as dev } from './dev.js';
-import { register as enqueue } from './enqueue.js';
-import { register as worker } from './worker.js';
-import { register as stats } from './stats.js';
-import { register as job } from './job.js';
-import { register as jobs } from './jobs.js';
-import { register as flow } from './flow.js';
-import { register as retry } from './retry.js';
-import { register as promote } from './promote.js';
-import { register as exportJobs } from './export.js';
-import { register as queues } from './queues.js';
-import { register as top } from './top.js';
-import { register as pause } from './pause.js';
-import { register as pel } from './pel.js';
-import { register as reclaim } from './reclaim.js';
-import { register as heal } from './heal.js';
-import { register as cleanup } from './cleanup.js';
-import { register as metrics } from './metrics.js';
-import { register as schedulers } from './schedulers.js';
-import { register as publish } from './publish.js';
-import { register as subscriptions } from './subscriptions.js';
-import { register as audit } from './audit.js';
-import { register as library } from './library.js';
-import { register as limit } from './limit.js';
-import { register as completion } from './completion.js';
-import { register as events } from './events.js';
-import { register as check } from './check.js';
-import { register as exporter } from './exporter.js';
-import { register as workers } from './workers.js';
-import { register as cancel } from './cancel.js';
-import { register as importBullmq } from './import-bullmq.js';
-import { register as ui } from './ui.js';
 
 export type Register = (program: Command) => void;
 
-export const COMMANDS: Register[] = [dev, enqueue, worker, stats, job, jobs, flow, retry, promote, cancel, exportJobs, importBullmq, queues, workers, top, pause, limit, pel, reclaim, heal, cleanup, metrics, events, check, exporter, ui, schedulers, publish, subscriptions, audit, library, completion];
+export interface CommandModule {
+  names: string[];
+  load: () => Promise<{ register: Register }>;
+}
+
+export const COMMANDS: CommandModule[] = [
+  { names: ['dev'], load: () => import('./dev.js') },
+  { names: ['enqueue'], load: () => import('./enqueue.js') },
+  { names: ['worker'], load: () => import('./worker.js') },
+  { names: ['stats'], load: () => import('./stats.js') },
+  { names: ['job'], load: () => import('./job.js') },
+  { names: ['jobs'], load: () => import('./jobs.js') },
+  { names: ['flow'], load: () => import('./flow.js') },
+  { names: ['retry'], load: () => import('./retry.js') },
+  { names: ['promote'], load: () => import('./promote.js') },
+  { names: ['cancel'], load: () => import('./cancel.js') },
+  { names: ['export'], load: () => import('./export.js') },
+  { names: ['import-bullmq'], load: () => import('./import-bullmq.js') },
+  { names: ['queues'], load: () => import('./queues.js') },
+  { names: ['workers'], load: () => import('./workers.js') },
+  { names: ['top'], load: () => import('./top.js') },
+  { names: ['pause', 'resume'], load: () => import('./pause.js') },
+  { names: ['limit'], load: () => import('./limit.js') },
+  { names: ['pel'], load: () => import('./pel.js') },
+  { names: ['reclaim'], load: () => import('./reclaim.js') },
+  { names: ['heal'], load: () => import('./heal.js') },
+  { names: ['drain', 'clean', 'obliterate', 'remove'], load: () => import('./cleanup.js') },
+  { names: ['metrics'], load: () => import('./metrics.js') },
+  { names: ['events'], load: () => import('./events.js') },
+  { names: ['check'], load: () => import('./check.js') },
+  { names: ['exporter'], load: () => import('./exporter.js') },
+  { names: ['ui'], load: () => import('./ui.js') },
+  { names: ['schedulers'], load: () => import('./schedulers.js') },
+  { names: ['publish'], load: () => import('./publish.js') },
+  { names: ['subscriptions'], load: () => import('./subscriptions.js') },
+  { names: ['audit'], load: () => import('./audit.js') },
+  { names: ['library'], load: () => import('./library.js') },
+  { names: ['completion'], load: () => import('./completion.js') },
+];

@@ -28,6 +28,8 @@ interface Assembled {
   version: string;
   /** sha256 of code. */
   codeSha256: string;
+  /** code in UTF-8, as a server sends it back. */
+  bytes: Buffer;
 }
 
 function luaFiles(): { order: string[]; sources: Buffer[] } {
@@ -44,7 +46,7 @@ function assemble(order: string[], sources: Buffer[]): Assembled {
   const code =
     `#!lua name=${LIBRARY_NAME}\n` +
     body.replaceAll('__GLIDEMQ_LIBRARY_VERSION__', version).replaceAll('__GLIDEMQ_PACKAGE_VERSION__', PACKAGE_VERSION);
-  return { code, version, codeSha256: sha256(code) };
+  return { code, version, codeSha256: sha256(code), bytes: Buffer.from(code, 'utf8') };
 }
 
 /**
@@ -89,7 +91,8 @@ function fromSnapshot(order: string[], sources: Buffer[]): Assembled | undefined
     at += bytes;
   }
   if (at !== snap.length) return undefined;
-  return { code: snap.toString('utf8', codeAt, codeAt + head.codeBytes), version: head.version, codeSha256: head.codeSha256 };
+  const bytes = snap.subarray(codeAt, codeAt + head.codeBytes);
+  return { code: bytes.toString('utf8'), version: head.version, codeSha256: head.codeSha256, bytes };
 }
 
 /** Build step (`npm run build`, after tsc): writes the snapshot fromSnapshot reads. */
@@ -108,6 +111,12 @@ export const LIBRARY_CODE = assembled.code;
 /** Hash of the Lua source: changes whenever any Lua file changes, never bumped by hand. */
 export const LIBRARY_VERSION = assembled.version;
 export const LIBRARY_PACKAGE_VERSION = PACKAGE_VERSION;
+
+/**
+ * LIBRARY_CODE in UTF-8: a node's library is compared with it byte for byte (library.ts
+ * inspectNode), without decoding the 450 KB the node sends back.
+ */
+export const LIBRARY_CODE_BYTES: Buffer = assembled.bytes;
 
 /** sha256 of LIBRARY_CODE: what `glidemq library status` and the audit compare a node's code with. */
 export const LIBRARY_CODE_SHA256 = assembled.codeSha256;
