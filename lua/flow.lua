@@ -173,6 +173,22 @@ local FLOW_NODE = {
   'parents', NODE_LINKS,
   'deps', NODE_LINKS,
 }
+-- A node's group decoded in one step (args.lua readGroup): each argument checked by its kind in
+-- FLOW_NODE (by position: the kinds are the schema's even entries), the table built whole with
+-- the fields checkNodes adds (k, jk, group, parentList, depList); nil on a bad argument, which
+-- readGroup's loop then names.
+FLOW_NODE.read = function(args, at)
+  local s = FLOW_NODE
+  local queue, jobId, name = s[2].check(args[at]), s[4].check(args[at + 1]), s[6].check(args[at + 2])
+  local delay, priority, lifo = s[10].check(args[at + 4]), s[12].check(args[at + 5]), s[14].check(args[at + 6])
+  local attempts, opts = s[16].check(args[at + 7]), s[18].check(args[at + 8])
+  local data, groupSpec, parents, deps = args[at + 3], args[at + 9], args[at + 10], args[at + 11]
+  if not (queue and jobId and name and data and delay and priority and lifo ~= nil and attempts and opts
+    and groupSpec and parents and deps) then return nil end
+  return { queue = queue, jobId = jobId, name = name, data = data, delay = delay, priority = priority, lifo = lifo,
+    attempts = attempts, opts = opts, groupSpec = groupSpec, parents = parents, deps = deps,
+    k = false, jk = false, group = false, parentList = false, depList = false }
+end
 local COUNT_HEAD = { 'count', ARG.int(1, MAX_COUNT) }
 local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
   'kind', ARG.oneOf('completed', 'fail', 'ignore', 'remove', 'continue'), 'value', ARG.any }
