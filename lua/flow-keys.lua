@@ -80,7 +80,9 @@ end
 -- The words of `text` (keys joined by spaces) as a list.
 FLOW.words = function(text)
   -- (a tree child has one parent: a plain find spares it the pattern)
-  if text and text ~= '' and not string.find(text, ' ', 1, true) then return { text } end
+  -- (and none, as a leaf's deps and a root's parents are: no pattern either)
+  if not text or text == '' then return {} end
+  if not string.find(text, ' ', 1, true) then return { text } end
   local out = {}
   for w in string.gmatch(text or '', '%S+') do out[#out + 1] = w end
   return out

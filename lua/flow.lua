@@ -243,7 +243,7 @@ local function checkNodes(a, nodes, queues)
       refuse('ERR_INVALID', nodeLabel(n, i) .. ': queue is ' .. n.queue .. ', but KEYS name ' .. #queues .. ' queues')
     end
     n.k = queues[n.queue]
-    n.jk = jobKey(n.k, n.jobId)
+    n.jk = n.k.jobPrefix .. n.jobId
     if byKey[n.jk] then refuse('ERR_INVALID', nodeLabel(n, i) .. ': the call names job ' .. n.jk .. ' twice') end
     byKey[n.jk] = n
     if a.maxPayload > 0 and #n.data > a.maxPayload then
@@ -457,7 +457,9 @@ local function storeFlow(keys, a, nodes, part)
         ensureQueue(n.k)
       end
     end
-    for _, n in ipairs(nodes) do
+    local childExtra = { 'parents', false, 'flow', 'c' } -- (insertJob copies it: one table for every child)
+    for i = 1, #nodes do
+      local n = nodes[i]
       -- a flow's 'added' and 'waiting-children' events, one per node, are written only while a
       -- QueueEvents listens, as the per-job events are (lua/events.lua; read once per queue)
       local quiet = not listening(n.k, now)
@@ -465,7 +467,11 @@ local function storeFlow(keys, a, nodes, part)
         insertParent(n, now, quiet)
       else
         -- flow 'c': a child, whose finish settles its parents (FLOW.mark)
-        local extra = n.parents ~= '' and { 'parents', n.parents, 'flow', 'c' } or nil
+        local extra = nil
+        if n.parents ~= '' then
+          childExtra[2] = n.parents
+          extra = childExtra
+        end
         insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group, extra, quiet)
       end
     end
