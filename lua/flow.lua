@@ -215,7 +215,7 @@ local function linked(n, name, list, v)
   local s = n[name]
   if not s then
     s = {}
-    for _, x in ipairs(list) do s[x] = true end
+    for i = 1, #list do s[list[i]] = true end
     n[name] = s
   end
   return s[v] == true
@@ -225,7 +225,8 @@ end
 local function flowQueues(keys)
   if #keys < 1 then refuse('ERR_INVALID', 'glidemq_addFlow: KEYS must name at least one queue meta key') end
   local queues, bases = {}, {}
-  for i, key in ipairs(keys) do
+  for i = 1, #keys do
+    local key = keys[i]
     if string.sub(key, -5) ~= ':meta' then
       refuse('ERR_INVALID', 'glidemq_addFlow: KEYS[' .. i .. '] must be a queue meta key (<prefix>:{<queue>}:meta), got ' .. showArg(key))
     end
@@ -238,7 +239,8 @@ end
 -- Checks each node by itself (payload, options, group) and indexes the call by job key.
 local function checkNodes(a, nodes, queues)
   local byKey = {}
-  for i, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     if n.queue > #queues then
       refuse('ERR_INVALID', nodeLabel(n, i) .. ': queue is ' .. n.queue .. ', but KEYS name ' .. #queues .. ' queues')
     end
@@ -271,14 +273,18 @@ end
 -- the call: job key -> { k, id, children }.
 local function checkLinks(nodes, byKey, bases)
   local outside = {}
-  for i, n in ipairs(nodes) do
-    for _, d in ipairs(n.depList) do
+  for i = 1, #nodes do
+    local n = nodes[i]
+    local depList, parentList = n.depList, n.parentList
+    for j = 1, #depList do
+      local d = depList[j]
       local c = byKey[d]
       if not c or not linked(c, 'parentSet', c.parentList, n.jk) then
         refuse('ERR_INVALID', nodeLabel(n, i) .. ': dependency ' .. d .. ' is not a node of the call that names it as its parent')
       end
     end
-    for _, p in ipairs(n.parentList) do
+    for j = 1, #parentList do
+      local p = parentList[j]
       local pn = byKey[p]
       if pn then
         if not linked(pn, 'depSet', pn.depList, n.jk) then
@@ -297,14 +303,17 @@ local function checkLinks(nodes, byKey, bases)
   end
   -- no cycle: every node is reached by taking away those whose deps are all taken away (Kahn)
   local left, ready, done = {}, {}, 0
-  for _, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     left[n.jk] = #n.depList
     if #n.depList == 0 then ready[#ready + 1] = n end
   end
   while #ready > 0 do
     local n = table.remove(ready)
     done = done + 1
-    for _, p in ipairs(n.parentList) do
+    local parentList = n.parentList
+    for j = 1, #parentList do
+      local p = parentList[j]
       if left[p] then
         left[p] = left[p] - 1
         if left[p] == 0 then ready[#ready + 1] = byKey[p] end
@@ -329,7 +338,8 @@ local function flowExists(nodes)
   if existing == 0 then return false end
   local first = nil
   existing = 0
-  for _, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     -- one TYPE answers both: 'none' (new), 'hash' (exists), anything else (another program's key)
     local t = redis.call('TYPE', n.jk)['ok']
     if t ~= 'none' then
@@ -358,7 +368,8 @@ local function flowWriteTypes(ofQueue)
       spec[#spec + 1], spec[#spec + 2] = name, t
     end
   end
-  for _, n in ipairs(ofQueue) do
+  for i = 1, #ofQueue do
+    local n = ofQueue[i]
     if #n.depList > 0 then
       need('waitingChildren', 'zset')
     else
@@ -373,7 +384,8 @@ end
 -- The types of every key the write phase writes; the state of every parent outside the call.
 local function checkFlowWrites(nodes, outside)
   local byQueue, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
-  for _, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     local list = byQueue[n.k]
     if not list then
       list = {}
@@ -451,7 +463,8 @@ local function storeFlow(keys, a, nodes, part)
   local out = { now, resent and 0 or 1 }
   if not resent then
     local ensured = {}
-    for _, n in ipairs(nodes) do
+    for i = 1, #nodes do
+      local n = nodes[i]
       if not ensured[n.k] then
         ensured[n.k] = true
         ensureQueue(n.k)
