@@ -83,6 +83,8 @@ local ADD_DATA_HEAD = { 'maxPayload', ARG.int(0, MAX_SAFE_INT), 'producer', ARG.
   'name', ARG.jobName, 'delay', ARG.ms, 'priority', ARG.int(0, MAX_PRIORITY), 'lifo', ARG.flag,
   'attempts', ARG.int(1, MAX_SAFE_INT), 'opts', JOB_OPTS, 'count', ARG.count }
 local ADD_DATA_JOB = { 'data', ARG.any }
+-- (one step, args.lua readGroup: its one argument takes any string)
+ADD_DATA_JOB.read = function(args, at) return { data = args[at] } end
 local ADD_JOB = {
   'jobId', kind(function()
     return "'' or a custom job id (1 to " .. MAX_ID_LEN .. ' bytes, no ":", "{", "}", whitespace or control characters)' ..
@@ -112,6 +114,22 @@ local ADD_JOB = {
   'groupSpec', ARG.any,
 }
 
+-- A job's group decoded in one step (args.lua readGroup): each argument checked by its kind in
+-- ADD_JOB (by position: the kinds are the schema's even entries), the table built whole with the
+-- field checkAddCall adds (group); nil on a bad argument, which readGroup's loop then names.
+ADD_JOB.read = function(args, at)
+  local s = ADD_JOB
+  local jobId, name, delay = s[2].check(args[at]), s[4].check(args[at + 1]), s[8].check(args[at + 3])
+  local priority, lifo, attempts = s[10].check(args[at + 4]), s[12].check(args[at + 5]), s[14].check(args[at + 6])
+  local opts, dedupId, dedupTtl = s[16].check(args[at + 7]), s[18].check(args[at + 8]), s[20].check(args[at + 9])
+  local dedupMode, data, groupSpec = s[22].check(args[at + 10]), args[at + 2], args[at + 11]
+  if not (jobId and name and data and delay and priority and lifo ~= nil and attempts and opts and dedupId
+    and dedupTtl and dedupMode and groupSpec) then return nil end
+  return { jobId = jobId, name = name, data = data, delay = delay, priority = priority, lifo = lifo,
+    attempts = attempts, opts = opts, dedupId = dedupId, dedupTtl = dedupTtl, dedupMode = dedupMode,
+    groupSpec = groupSpec, group = false }
+end
+
 -- Names job i of a call in an error; built only when there is an error to report.
 local function addLabel(job, i)
   return 'glidemq_add: ' .. (job.jobId ~= '' and ('job ' .. job.jobId) or ('job #' .. i .. ' of the call'))
@@ -128,7 +146,8 @@ local function checkAddCall(k, a, jobs)
       spec[#spec + 1], spec[#spec + 2] = name, t
     end
   end
-  for i, job in ipairs(jobs) do
+  for i = 1, #jobs do
+    local job = jobs[i]
     if a.maxPayload > 0 and #job.data > a.maxPayload then
       refuse('ERR_TOO_LARGE', addLabel(job, i) .. ': data is ' .. #job.data .. ' bytes, over the limit of ' ..
         a.maxPayload .. ' bytes (maxPayload); store large data elsewhere and enqueue a reference')
@@ -156,7 +175,8 @@ local function checkAddCall(k, a, jobs)
     if job.dedupId ~= '' then need('dedup', 'hash') end
   end
   requireTypes(k, spec)
-  for i, job in ipairs(jobs) do
+  for i = 1, #jobs do
+    local job = jobs[i]
     -- a custom id's hash is read (exists?) and a new job written there
     if job.jobId ~= '' then requireKeyType(jobKey(k, job.jobId), 'hash') end
     -- an earlier job a dedup entry points at is read, and a debounce writes its data
@@ -199,7 +219,8 @@ register('glidemq_add', function(keys, args)
   -- Jobs that surely take an id from the counter (no custom id, no dedup) get them from one
   -- INCRBY; one that meets a job a numeric custom id created falls back to nextJobId.
   local plain, counted = 0, false
-  for _, job in ipairs(jobs) do
+  for i = 1, #jobs do
+    local job = jobs[i]
     if job.jobId == '' and job.dedupId == '' then plain = plain + 1 end
     if job.jobId == '' then counted = true end
   end
@@ -210,7 +231,8 @@ register('glidemq_add', function(keys, args)
     reserved = lastReserved - plain + 1
   end
   local out = { now }
-  for _, job in ipairs(jobs) do
+  for i = 1, #jobs do
+    local job = jobs[i]
     local id = job.jobId
     local created = 1
     local verdict, existing = 'new', nil
@@ -257,7 +279,8 @@ register('glidemq_addData', function(keys, args)
   end
   local limit = a.maxPayload
   if limit > 0 then
-    for i, job in ipairs(jobs) do
+    for i = 1, #jobs do
+      local job = jobs[i]
       if #job.data > limit then
         refuse('ERR_TOO_LARGE', 'glidemq_addData: job #' .. i .. ' of the call: data is ' .. #job.data ..
           ' bytes, over the limit of ' .. limit .. ' bytes (maxPayload); store large data elsewhere and enqueue a reference')
@@ -285,7 +308,8 @@ register('glidemq_addData', function(keys, args)
     local name = a.name
     local id = first
     local from, to = nil, nil
-    for _, job in ipairs(jobs) do
+    for i = 1, #jobs do
+      local job = jobs[i]
       local sid = tostring(id)
       local this = id
       if taken and redis.call('EXISTS', jobKey(k, sid)) == 1 then

@@ -219,14 +219,15 @@ local function planFinish(k, j, consumer, seen, announce)
   local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
   local keep = j.keep
   local cur
+  -- (a flow child's `parents` is read with the rest, after `flow`: no HGET per child below)
   if j.outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents')
   elseif j.outcome == 'completed' then
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'attemptsMade', 'attempts')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts')
   else
     -- a failure reads whether its claim was revoked (lua/revoke.lua): it then fails for good as 'revoked'
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'attemptsMade', 'attempts', 'revoked')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts', 'revoked')
   end
   -- a flow job (FLOW.mark): a parent's dependency keys are deleted with it, a child's parents settled
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
@@ -243,13 +244,13 @@ local function planFinish(k, j, consumer, seen, announce)
     return markOf(cur[6], j.fence) or 'stale'
   end
   local src, sid = cur[4], cur[5]
-  if cur[10] and tonumber(cur[10]) <= j.fence then
+  if cur[11] and tonumber(cur[11]) <= j.fence then
     -- (only a revoked claim's failure: no field is added to the decoded group)
     j.retryDelay, j.value = -1, 'revoked'
   end
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
-  local made = cur[8] and toInt(cur[8], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
+  local made = cur[9] and toInt(cur[9], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
   local status
   -- a rule that may remove the job records the removal (removedFinish; checked once per call)
   if keep ~= '' and not rawget(k, FINISH_TYPES.record) then requireTypes(k, FINISH_TYPES.record) end
@@ -257,7 +258,7 @@ local function planFinish(k, j, consumer, seen, announce)
     status = 'completed'
     if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
     if announce then requireTypes(k, FINISH_TYPES.events) end
-  elseif j.retryDelay >= 0 and made < toInt(cur[9], 1) then
+  elseif j.retryDelay >= 0 and made < toInt(cur[10], 1) then
     if j.retryDelay > 0 then
       status = 'delayed'
       requireTypes(k, FINISH_TYPES.delayed)
@@ -281,7 +282,7 @@ local function planFinish(k, j, consumer, seen, announce)
   local flow = nil
   local role = cur[7] -- (nil outside flows: a plain job makes no call here)
   j.kids = role and FLOW.hasChildren(role) or false
-  local parents = role and (status == 'completed' or status == 'failed') and FLOW.hasParents(role) and redis.call('HGET', jk, 'parents') or nil
+  local parents = role and (status == 'completed' or status == 'failed') and FLOW.hasParents(role) and cur[8] or nil
   if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then

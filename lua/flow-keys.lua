@@ -80,7 +80,9 @@ end
 -- The words of `text` (keys joined by spaces) as a list.
 FLOW.words = function(text)
   -- (a tree child has one parent: a plain find spares it the pattern)
-  if text and text ~= '' and not string.find(text, ' ', 1, true) then return { text } end
+  -- (and none, as a leaf's deps and a root's parents are: no pattern either)
+  if not text or text == '' then return {} end
+  if not string.find(text, ' ', 1, true) then return { text } end
   local out = {}
   for w in string.gmatch(text or '', '%S+') do out[#out + 1] = w end
   return out
@@ -151,7 +153,9 @@ end
 -- Whether a parent in `parents` (a child's `parents` field) is in queue `k` itself: only then may
 -- its release by a completion put a job in k's priority or LIFO list (lua/finish.lua planFinish).
 FLOW.parentHere = function(k, parents)
-  for _, p in ipairs(parentsOf(k, parents)) do
+  local list = parentsOf(k, parents)
+  for i = 1, #list do
+    local p = list[i]
     if p.base == k.base then return true end
   end
   return false
@@ -213,7 +217,9 @@ end
 -- Checks (reads only) the keys settling the parents `parents` (the child's `parents` field) of a
 -- child of queue `k` with `kind` writes: inline parents' keys, or the outbox.
 checkParents = function(k, parents, kind, depth)
-  for _, p in ipairs(parentsOf(k, parents)) do
+  local list = parentsOf(k, parents)
+  for i = 1, #list do
+    local p = list[i]
     local base = p.base
     if base == k.base or (base and FLOW.reachesEveryQueue()) then
       checkParent(queueOf(k, base), p.id, kind, depth or 0, p.key)
@@ -302,7 +308,8 @@ end
 -- children's values in one HSET, then one look at its deps, and its release when they are empty.
 local FIELDS_AT_ONCE = 1000 -- (unpack's limit is a few thousand values)
 FLOW.flushSettled = function(batch, now)
-  for i, e in ipairs(batch) do
+  for i = 1, #batch do -- (#batch read once: the loop empties it)
+    local e = batch[i]
     local jk, fields = e.jk, e.fields
     for b = 0, #fields - 1, FIELDS_AT_ONCE do
       redis.call('HSET', FLOW.processedOf(jk), unpack(fields, b + 1, math.min(b + FIELDS_AT_ONCE, #fields)))
@@ -325,7 +332,9 @@ end
 settleParents = function(k, childJk, parents, kind, value, now, depth, batch)
   local wrote = false
   if batch and kind ~= 'completed' and batch[1] then FLOW.flushSettled(batch, now) end
-  for _, p in ipairs(parentsOf(k, parents)) do
+  local list = parentsOf(k, parents)
+  for i = 1, #list do
+    local p = list[i]
     local base = p.base
     if base == k.base or (base and FLOW.reachesEveryQueue()) then
       local _, cascaded = FLOW.settleOne(queueOf(k, base), p.id, childJk, kind, value, now, depth or 0, batch, p.key)

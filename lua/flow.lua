@@ -173,6 +173,22 @@ local FLOW_NODE = {
   'parents', NODE_LINKS,
   'deps', NODE_LINKS,
 }
+-- A node's group decoded in one step (args.lua readGroup): each argument checked by its kind in
+-- FLOW_NODE (by position: the kinds are the schema's even entries), the table built whole with
+-- the fields checkNodes adds (k, jk, group, parentList, depList); nil on a bad argument, which
+-- readGroup's loop then names.
+FLOW_NODE.read = function(args, at)
+  local s = FLOW_NODE
+  local queue, jobId, name = s[2].check(args[at]), s[4].check(args[at + 1]), s[6].check(args[at + 2])
+  local delay, priority, lifo = s[10].check(args[at + 4]), s[12].check(args[at + 5]), s[14].check(args[at + 6])
+  local attempts, opts = s[16].check(args[at + 7]), s[18].check(args[at + 8])
+  local data, groupSpec, parents, deps = args[at + 3], args[at + 9], args[at + 10], args[at + 11]
+  if not (queue and jobId and name and data and delay and priority and lifo ~= nil and attempts and opts
+    and groupSpec and parents and deps) then return nil end
+  return { queue = queue, jobId = jobId, name = name, data = data, delay = delay, priority = priority, lifo = lifo,
+    attempts = attempts, opts = opts, groupSpec = groupSpec, parents = parents, deps = deps,
+    k = false, jk = false, group = false, parentList = false, depList = false }
+end
 local COUNT_HEAD = { 'count', ARG.int(1, MAX_COUNT) }
 local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
   'kind', ARG.oneOf('completed', 'fail', 'ignore', 'remove', 'continue'), 'value', ARG.any }
@@ -199,7 +215,7 @@ local function linked(n, name, list, v)
   local s = n[name]
   if not s then
     s = {}
-    for _, x in ipairs(list) do s[x] = true end
+    for i = 1, #list do s[list[i]] = true end
     n[name] = s
   end
   return s[v] == true
@@ -209,7 +225,8 @@ end
 local function flowQueues(keys)
   if #keys < 1 then refuse('ERR_INVALID', 'glidemq_addFlow: KEYS must name at least one queue meta key') end
   local queues, bases = {}, {}
-  for i, key in ipairs(keys) do
+  for i = 1, #keys do
+    local key = keys[i]
     if string.sub(key, -5) ~= ':meta' then
       refuse('ERR_INVALID', 'glidemq_addFlow: KEYS[' .. i .. '] must be a queue meta key (<prefix>:{<queue>}:meta), got ' .. showArg(key))
     end
@@ -222,12 +239,13 @@ end
 -- Checks each node by itself (payload, options, group) and indexes the call by job key.
 local function checkNodes(a, nodes, queues)
   local byKey = {}
-  for i, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     if n.queue > #queues then
       refuse('ERR_INVALID', nodeLabel(n, i) .. ': queue is ' .. n.queue .. ', but KEYS name ' .. #queues .. ' queues')
     end
     n.k = queues[n.queue]
-    n.jk = jobKey(n.k, n.jobId)
+    n.jk = n.k.jobPrefix .. n.jobId
     if byKey[n.jk] then refuse('ERR_INVALID', nodeLabel(n, i) .. ': the call names job ' .. n.jk .. ' twice') end
     byKey[n.jk] = n
     if a.maxPayload > 0 and #n.data > a.maxPayload then
@@ -255,14 +273,18 @@ end
 -- the call: job key -> { k, id, children }.
 local function checkLinks(nodes, byKey, bases)
   local outside = {}
-  for i, n in ipairs(nodes) do
-    for _, d in ipairs(n.depList) do
+  for i = 1, #nodes do
+    local n = nodes[i]
+    local depList, parentList = n.depList, n.parentList
+    for j = 1, #depList do
+      local d = depList[j]
       local c = byKey[d]
       if not c or not linked(c, 'parentSet', c.parentList, n.jk) then
         refuse('ERR_INVALID', nodeLabel(n, i) .. ': dependency ' .. d .. ' is not a node of the call that names it as its parent')
       end
     end
-    for _, p in ipairs(n.parentList) do
+    for j = 1, #parentList do
+      local p = parentList[j]
       local pn = byKey[p]
       if pn then
         if not linked(pn, 'depSet', pn.depList, n.jk) then
@@ -281,14 +303,17 @@ local function checkLinks(nodes, byKey, bases)
   end
   -- no cycle: every node is reached by taking away those whose deps are all taken away (Kahn)
   local left, ready, done = {}, {}, 0
-  for _, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     left[n.jk] = #n.depList
     if #n.depList == 0 then ready[#ready + 1] = n end
   end
   while #ready > 0 do
     local n = table.remove(ready)
     done = done + 1
-    for _, p in ipairs(n.parentList) do
+    local parentList = n.parentList
+    for j = 1, #parentList do
+      local p = parentList[j]
       if left[p] then
         left[p] = left[p] - 1
         if left[p] == 0 then ready[#ready + 1] = byKey[p] end
@@ -313,7 +338,8 @@ local function flowExists(nodes)
   if existing == 0 then return false end
   local first = nil
   existing = 0
-  for _, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     -- one TYPE answers both: 'none' (new), 'hash' (exists), anything else (another program's key)
     local t = redis.call('TYPE', n.jk)['ok']
     if t ~= 'none' then
@@ -342,7 +368,8 @@ local function flowWriteTypes(ofQueue)
       spec[#spec + 1], spec[#spec + 2] = name, t
     end
   end
-  for _, n in ipairs(ofQueue) do
+  for i = 1, #ofQueue do
+    local n = ofQueue[i]
     if #n.depList > 0 then
       need('waitingChildren', 'zset')
     else
@@ -357,7 +384,8 @@ end
 -- The types of every key the write phase writes; the state of every parent outside the call.
 local function checkFlowWrites(nodes, outside)
   local byQueue, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
-  for _, n in ipairs(nodes) do
+  for i = 1, #nodes do
+    local n = nodes[i]
     local list = byQueue[n.k]
     if not list then
       list = {}
@@ -435,13 +463,16 @@ local function storeFlow(keys, a, nodes, part)
   local out = { now, resent and 0 or 1 }
   if not resent then
     local ensured = {}
-    for _, n in ipairs(nodes) do
+    for i = 1, #nodes do
+      local n = nodes[i]
       if not ensured[n.k] then
         ensured[n.k] = true
         ensureQueue(n.k)
       end
     end
-    for _, n in ipairs(nodes) do
+    local childExtra = { 'parents', false, 'flow', 'c' } -- (insertJob copies it: one table for every child)
+    for i = 1, #nodes do
+      local n = nodes[i]
       -- a flow's 'added' and 'waiting-children' events, one per node, are written only while a
       -- QueueEvents listens, as the per-job events are (lua/events.lua; read once per queue)
       local quiet = not listening(n.k, now)
@@ -449,7 +480,11 @@ local function storeFlow(keys, a, nodes, part)
         insertParent(n, now, quiet)
       else
         -- flow 'c': a child, whose finish settles its parents (FLOW.mark)
-        local extra = n.parents ~= '' and { 'parents', n.parents, 'flow', 'c' } or nil
+        local extra = nil
+        if n.parents ~= '' then
+          childExtra[2] = n.parents
+          extra = childExtra
+        end
         insertJob(n.k, now, n.jobId, n.name, n.data, n.delay, n.priority, n.lifo, n.attempts, n.opts, n.group, extra, quiet)
       end
     end
