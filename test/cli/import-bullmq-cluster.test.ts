@@ -51,9 +51,12 @@ describe('CLI: import-bullmq from a cluster', function () {
     const name = uniqueQueue('bullcluster');
     const connection = new Cluster(cluster().startupNodes);
     const bull = new BullQueue(name, { connection, prefix: '{bull}' });
-    const w = new BullWorker(name, async () => undefined, { connection: new Cluster(cluster().startupNodes), prefix: '{bull}' });
+    // BullMQ leaves a connection it was given open at close: quit here, or it retries the stopped
+    // cluster for the rest of the run
+    const workerConnection = new Cluster(cluster().startupNodes);
+    const w = new BullWorker(name, async () => undefined, { connection: workerConnection, prefix: '{bull}' });
     w.on('error', () => undefined);
-    closers.push(() => connection.quit(), () => bull.close(), () => w.close());
+    closers.push(() => connection.quit(), () => bull.close(), () => workerConnection.quit(), () => w.close());
     await waitFor(async () => (await bull.getWorkersCount()) > 0, 'the BullMQ worker to connect');
     const r = await runCli(['-u', cluster().url, 'import-bullmq', name, '--source', cluster().url, '--source-prefix', '{bull}']);
     expect(r.code).to.equal(2);
