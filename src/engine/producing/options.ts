@@ -3,17 +3,14 @@
  * glidemq_add takes, and the backoff arithmetic used when an attempt fails.
  */
 import type { ConfirmOptions } from './confirm.js';
-import { invalid, NotSupportedError, PayloadTooLargeError } from '../shared/errors.js';
+import { invalid, NotSupportedError } from '../shared/errors.js';
+import { checkJobId, checkJobName, checkSizeLimit, dataJson } from './job-checks.js';
 import { parseDuration } from '../shared/duration.js';
 import { encodeGroup, type GroupOptions } from './groups.js';
 import { storedTelemetry, type JobTelemetry } from '../shared/telemetry.js';
 
 export const MAX_PRIORITY = 2097152;
-/** The longest job id, in bytes (lua/args.lua MAX_ID_LEN: the library counts bytes). */
-export const MAX_JOB_ID_BYTES = 256;
-export const DEFAULT_MAX_PAYLOAD = 512 * 1024;
-/** The longest job name, in bytes (lua/jobs.lua MAX_JOB_NAME_LEN: the library counts bytes). */
-export const MAX_JOB_NAME_BYTES = 1024;
+export { DEFAULT_MAX_PAYLOAD, MAX_JOB_ID_BYTES, MAX_JOB_NAME_BYTES } from './job-checks.js';
 /** The longest dedup window, in ms: 10 years of 365.25 days (lua/dedup.lua DEDUP_MAX_TTL). */
 export const MAX_DEDUP_TTL_MS = 315576000000;
 
@@ -436,35 +433,6 @@ export function encodeJobLike(like: readonly (string | number)[], name: string, 
   return group;
 }
 
-function checkJobName(name: string): void {
-  if (typeof name !== 'string' || name.length === 0) throw invalid('job name must be a non-empty string');
-  const nameBytes = Buffer.byteLength(name);
-  if (nameBytes > MAX_JOB_NAME_BYTES) {
-    throw invalid(`job name "${name.slice(0, 40)}..." is ${nameBytes} bytes, over the limit of ${MAX_JOB_NAME_BYTES} bytes; use a short name and put the rest in the job's data`);
-  }
-}
-
-/** A job's data as the JSON text stored (none: {}), or a refusal saying why it has none. */
-function dataJson(data: unknown): string {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(data === undefined ? {} : data);
-  } catch (err) {
-    throw invalid(`job data cannot be serialised to JSON: ${(err as Error).message}`);
-  }
-  if (json === undefined) throw invalid('job data cannot be serialised to JSON');
-  return json;
-}
-
-function checkJobId(jobId: string): void {
-  if (typeof jobId !== 'string' || Buffer.byteLength(jobId) > MAX_JOB_ID_BYTES || /[:\s{}\p{Cc}]/u.test(jobId)) {
-    throw invalid(`job id "${String(jobId)}" is invalid: at most ${MAX_JOB_ID_BYTES} bytes, no ":", "{", "}", whitespace or control characters`);
-  }
-  if (/^-?\d+$/.test(jobId)) {
-    throw invalid(`job id "${jobId}" is invalid: custom ids cannot be whole numbers (those are the ids the queue hands out, so "${jobId}" could name another job); use e.g. "order-${jobId}"`);
-  }
-}
-
 /**
  * The hash fields glidemq_add stores for the job `shape` encodes (its encodeJob argument group;
  * lua/jobs.lua insertJob writes them), so a Job made from them reads as getJob reads the stored
@@ -479,18 +447,6 @@ export function addedFields(id: string, dataJson: string, shape: (string | numbe
   if (shape[7] !== '') h.opts = String(shape[7]);
   if (shape[11] !== '') h.grp = (JSON.parse(String(shape[11])) as { id: string }).id;
   return h;
-}
-
-/** The job option sizeLimit: refuses data whose JSON is larger, naming the job, the size and the limit. */
-function checkSizeLimit(name: string, json: string, limit: number | undefined): void {
-  if (limit === undefined || limit === 0) return; // 0: no limit, as BullMQ reads it
-  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 0) {
-    throw invalid(`sizeLimit must be a whole number of bytes >= 1 (0 or none: no limit), got ${String(limit)}`);
-  }
-  const size = Buffer.byteLength(json);
-  if (size > limit) {
-    throw new PayloadTooLargeError('ERR_TOO_LARGE', `job "${name}": data is ${size} bytes of JSON, over its sizeLimit of ${limit} bytes; send smaller data (or raise sizeLimit)`, true);
-  }
 }
 
 /**
