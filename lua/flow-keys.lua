@@ -130,14 +130,21 @@ local function queueOf(k, base)
   return q
 end
 
+-- The table kept in `t`'s field `name` for the rest of the call (made empty the first time;
+-- rawget/rawset: a keys table answers unknown fields with key names).
+FLOW.kept = function(t, name)
+  local v = rawget(t, name)
+  if not v then
+    v = {}
+    rawset(t, name, v)
+  end
+  return v
+end
+
 -- The parents of `parents` (a child's `parents` field), each { key = its job key, base, id }, split
 -- once per call and kept on `k` by the field's text: a batch's children of one parent share it.
 local function parentsOf(k, parents)
-  local known = rawget(k, '__flowParents')
-  if not known then
-    known = {}
-    rawset(k, '__flowParents', known)
-  end
+  local known = FLOW.kept(k, '__flowParents')
   local list = known[parents]
   if not list then
     list = {}
@@ -172,16 +179,7 @@ local SETTLED_IN = { completed = FLOW.processedOf, ignore = FLOW.ignoredOf, fail
 local function checkParent(pk, id, kind, depth, jk)
   jk = jk or jobKey(pk, id)
   -- a call's children of one parent (a finish batch) check it once per kind
-  local seen = rawget(pk, '__flowChecked')
-  if not seen then
-    seen = {}
-    rawset(pk, '__flowChecked', seen)
-  end
-  local ofKind = seen[kind]
-  if not ofKind then
-    ofKind = {}
-    seen[kind] = ofKind
-  end
+  local ofKind = FLOW.kept(FLOW.kept(pk, '__flowChecked'), kind)
   if ofKind[jk] then return end
   ofKind[jk] = true
   -- the parent's hash is read here anyway: its read answers its type too (a wrong type is the

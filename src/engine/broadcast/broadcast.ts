@@ -11,6 +11,7 @@ import { BroadcastKeys, DEFAULT_PREFIX } from '../shared/keys.js';
 import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOptions } from '../producing/confirm.js';
 import { callFunction, ensureLibrary } from '../connecting/library.js';
 import { DEFAULT_MAX_PAYLOAD } from '../producing/options.js';
+import { dataJson } from '../producing/job-checks.js';
 import { Producer } from '../producing/producer.js';
 import { validateSubject } from '../shared/subjects.js';
 import { SafeEmitter } from '../shared/safe-emitter.js';
@@ -110,13 +111,7 @@ export class Broadcast extends SafeEmitter {
   async publish(subject: string, data: unknown = {}, opts: { confirm?: ConfirmOptions | false } = {}): Promise<string> {
     validateSubject(subject);
     const confirm = pickConfirm(opts.confirm, this.confirm);
-    let json: string | undefined;
-    try {
-      json = JSON.stringify(data === undefined ? {} : data);
-    } catch (err) {
-      throw invalid(`message data cannot be serialised to JSON: ${(err as Error).message}`);
-    }
-    if (json === undefined) throw invalid('message data cannot be serialised to JSON');
+    const json = dataJson(data, 'message');
     const size = Buffer.byteLength(json);
     if (this.maxPayload > 0 && size > this.maxPayload) {
       throw invalid(`message data is ${size} bytes, over the limit of ${this.maxPayload} bytes; store large data elsewhere and publish a reference`);

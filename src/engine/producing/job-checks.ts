@@ -19,15 +19,18 @@ export function checkJobName(name: string): void {
   }
 }
 
-/** A job's data as the JSON text stored (none: {}), or a refusal saying why it has none. */
-export function dataJson(data: unknown): string {
+/**
+ * A job's data (or a broadcast message's: `what`) as the JSON text stored (none: {}), or a refusal
+ * saying why it has none.
+ */
+export function dataJson(data: unknown, what = 'job'): string {
   let json: string | undefined;
   try {
     json = JSON.stringify(data === undefined ? {} : data);
   } catch (err) {
-    throw invalid(`job data cannot be serialised to JSON: ${(err as Error).message}`);
+    throw invalid(`${what} data cannot be serialised to JSON: ${(err as Error).message}`);
   }
-  if (json === undefined) throw invalid('job data cannot be serialised to JSON');
+  if (json === undefined) throw invalid(`${what} data cannot be serialised to JSON`);
   return json;
 }
 
