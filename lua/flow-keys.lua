@@ -112,24 +112,6 @@ FLOW.reachesEveryQueue = function()
   return reachesEveryQueue
 end
 
--- The queue keys of base `base`: `k` itself when it is that queue (its checked types are kept).
--- Another queue's table is made once per call and kept on `k` (rawset: `k` makes key names of
--- other fields), so its checked types are kept too across the children of one call.
-local function queueOf(k, base)
-  if base == k.base then return k end
-  local known = rawget(k, '__flowQueues')
-  if not known then
-    known = {}
-    rawset(k, '__flowQueues', known)
-  end
-  local q = known[base]
-  if not q then
-    q = keysFor(base .. ':meta')
-    known[base] = q
-  end
-  return q
-end
-
 -- The table kept in `t`'s field `name` for the rest of the call (made empty the first time;
 -- rawget/rawset: a keys table answers unknown fields with key names).
 FLOW.kept = function(t, name)
@@ -139,6 +121,20 @@ FLOW.kept = function(t, name)
     rawset(t, name, v)
   end
   return v
+end
+
+-- The queue keys of base `base`: `k` itself when it is that queue (its checked types are kept).
+-- Another queue's table is made once per call and kept on `k` (rawset: `k` makes key names of
+-- other fields), so its checked types are kept too across the children of one call.
+local function queueOf(k, base)
+  if base == k.base then return k end
+  local known = FLOW.kept(k, '__flowQueues')
+  local q = known[base]
+  if not q then
+    q = keysFor(base .. ':meta')
+    known[base] = q
+  end
+  return q
 end
 
 -- The parents of `parents` (a child's `parents` field), each { key = its job key, base, id }, split
