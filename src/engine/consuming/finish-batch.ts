@@ -66,11 +66,17 @@ export interface FinishRequest {
   ahead: boolean;
 }
 
-interface Pending {
-  req: FinishRequest;
-  resolve: (reply: unknown[]) => void;
-  reject: (err: unknown) => void;
+/**
+ * Who waits for a finish: told once, by resolve (the reply glidemq_finish would give: its status
+ * and its share of the next jobs) or reject (why it failed). Neither may throw.
+ */
+export interface FinishWaiter {
+  readonly req: FinishRequest;
+  resolve(reply: unknown[]): void;
+  reject(err: unknown): void;
 }
+
+type Pending = FinishWaiter;
 
 /** The last element of a finish reply that wrote a flow outbox record (lua/flow-keys.lua FLOW.RELAY_MARK). */
 export const RELAY_MARK = '{relay}';
@@ -150,6 +156,18 @@ export class FinishBatcher {
       this.pending.push({ req, resolve, reject });
       this.schedule();
     });
+  }
+
+  /**
+   * As finish(), the reply going to `waiter` itself (a worker's run: worker-finisher.ts RunFinish),
+   * so that a job's finish makes no promise and no closure.
+   */
+  finishTo(waiter: FinishWaiter): void {
+    const id = waiter.req.id;
+    this.started.delete(id);
+    this.fresh.delete(id);
+    this.pending.push(waiter);
+    this.schedule();
   }
 
   /**
@@ -272,16 +290,24 @@ export class FinishBatcher {
       const reply = this.takeRelayMark((await this.finishCall('glidemq_finishMany', args, batch.length)) as unknown[]);
       done();
       let next = batch.length;
-      batch.forEach((p, i) => {
-        const share = reply.slice(next, next + p.req.fetchCount);
-        next += share.length;
-        // a job the server refused alone: its slot holds the coded error, the others were stored
+      for (let i = 0; i < batch.length; i++) {
+        const p = batch[i];
+        const end = Math.min(reply.length, next + p.req.fetchCount);
         const status = reply[i];
-        const refusal = status instanceof Error ? asRefusal(status) : undefined;
-        if (refusal) p.reject(new FinishRefusedError(refusal, share));
-        else if (status instanceof Error) p.reject(fromServerError(status));
-        else p.resolve([status, ...share]);
-      });
+        if (status instanceof Error) {
+          const share = reply.slice(next, end);
+          next = end;
+          // a job the server refused alone: its slot holds the coded error, the others were stored
+          const refusal = asRefusal(status);
+          if (refusal) p.reject(new FinishRefusedError(refusal, share));
+          else p.reject(fromServerError(status));
+          continue;
+        }
+        // [status, ...its share of the next jobs], built in place (no slice and spread per job)
+        const own: unknown[] = [status];
+        while (next < end) own.push(reply[next++]);
+        p.resolve(own);
+      }
     } catch (err) {
       done();
       for (const p of batch) p.reject(err);

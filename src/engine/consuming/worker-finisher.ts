@@ -7,9 +7,9 @@
 import type { ClaimReply } from '../jobs/job.js';
 import { encodeRetention } from '../producing/options.js';
 import { appendStack, boundedStack } from '../shared/stacktrace.js';
-import { FinishBatcher, FinishRefusedError, type FinishRequest } from './finish-batch.js';
+import { FinishBatcher, FinishRefusedError, type FinishRequest, type FinishWaiter } from './finish-batch.js';
 import type { WorkerPart } from './worker-part.js';
-import { newerFence, type Finished, type Run, type RunFinisher } from './worker-runner.js';
+import { newerFence, type Finished, type Run, type RunDone, type RunFinisher } from './worker-runner.js';
 
 /** The slot ledger as the finisher sees it (the prefetch buffer). */
 export interface FinisherLedger {
@@ -81,6 +81,11 @@ export class Finisher implements RunFinisher {
     return request;
   }
 
+  /** @internal an error of the finish path, as the worker's `error` event. */
+  reportError(err: unknown): void {
+    this.host.emitError(err);
+  }
+
   settle(request: FinishRequest): void {
     this.host.ledger.inbound -= request.fetchCount;
   }
@@ -124,7 +129,7 @@ export class Finisher implements RunFinisher {
     if (status === 'completed') {
       this.finished.completed++;
       job.state = 'completed';
-      job.returnvalue = value === undefined ? null : JSON.parse(value);
+      job.returnvalue = value === undefined || value === 'null' ? null : JSON.parse(value);
       host.emit('completed', job, job.returnvalue, 'active');
     } else if (status === 'failed' || status === 'retried' || status === 'delayed') {
       if (status === 'failed') this.finished.failed++;
@@ -175,6 +180,16 @@ export class Finisher implements RunFinisher {
   }
 
   /**
+   * Stores a run's outcome under its current claim, as finishRun does, and tells `done` (with
+   * `error`, the run's) once the reply came: the usual reply is read here, with no promise made
+   * for the job; one that asks for more (a refusal, 'stale', a failed call) goes on in finishRun.
+   */
+  send(run: Run, request: FinishRequest, error: Error | undefined, done: RunDone): void {
+    request.fence = run.job.claim?.fence ?? '';
+    this.batcher.finishTo(new RunFinish(this, run, request, error, done));
+  }
+
+  /**
    * Stores a run's outcome under its current claim. Returns the reply's status (row 0) and the
    * claims to dispatch once the run is gone (the next jobs, and a newer claim of this job that
    * arrived after a finish that still counted: a retry), or undefined when the finish failed.
@@ -220,6 +235,59 @@ export class Finisher implements RunFinisher {
       // a finish sent again after its reply was lost gets what its first run stored
       // (lua/finish.lua): 'stale' and 'missing' mean that this run's result was not stored
       return { reply, next, refused };
+    }
+  }
+}
+
+/**
+ * A run's finish on its way (Finisher.send): the batcher hands it the reply, and it hands the run's
+ * end to `done`. It never throws into the batcher (which tells every waiter of a call once): what
+ * goes wrong here is reported as an `error` event.
+ */
+class RunFinish implements FinishWaiter {
+  constructor(
+    private readonly finisher: Finisher,
+    private readonly run: Run,
+    readonly req: FinishRequest,
+    private readonly error: Error | undefined,
+    private readonly done: RunDone,
+  ) {}
+
+  resolve(reply: unknown[]): void {
+    let finished: Finished | undefined;
+    try {
+      // 'stale' may have a newer claim of this job to store the outcome under: finishRun does that
+      if (String(reply[0]) === 'stale') return this.alone(reply);
+      const next: ClaimReply[] = [];
+      const newer = sortClaims(this.run, reply, next);
+      if (newer) next.push(newer);
+      finished = { reply, next };
+    } catch (err) {
+      this.finisher.reportError(err);
+    }
+    this.end(finished);
+  }
+
+  reject(err: unknown): void {
+    this.alone(err instanceof Error ? err : new Error(String(err)));
+  }
+
+  /** A reply or failure finishRun reads (it may send the finish again). */
+  private alone(first: unknown[] | Error): void {
+    this.finisher.finishRun(this.run, this.req, first).then(
+      (finished) => this.end(finished),
+      (err) => {
+        this.finisher.reportError(err);
+        this.end(undefined);
+      },
+    );
+  }
+
+  private end(finished: Finished | undefined): void {
+    try {
+      this.done(this.run, this.req, finished, this.error);
+    } catch (err) {
+      this.finisher.reportError(err);
     }
   }
 }

@@ -51,8 +51,6 @@ export class PrefetchBuffer<J extends Job = Job> {
    * running jobs, given back at close). A Map: hundreds may wait, and every claim looks itself up.
    */
   readonly jobs = new Map<string, J>();
-  /** Claims that came marked not started (lua/activate.lua): each start is reported as it runs. */
-  readonly marked = new WeakSet<J>();
   /** Next jobs asked for by finishes whose replies have not come back yet. */
   inbound = 0;
   /** How long a processor run takes, ms (an average weighted to the recent; sizes the prefetch). */

@@ -65,9 +65,12 @@ export interface Finished {
   refused?: FinishRequest;
 }
 
+/** A run's finish came back (`finished`) or failed (undefined); `error` is the run's. */
+export type RunDone = (run: Run, request: FinishRequest, finished: Finished | undefined, error: Error | undefined) => void;
+
 /**
- * The finisher as the runner sees it: a run's finish in three steps around the one await, so the
- * per-job path makes no promise beyond the run's own and the finish call's.
+ * The finisher as the runner sees it: a run's finish in steps (request, send, then settle and apply
+ * once `done` is told), so the per-job path makes no promise beyond the run's own and no closure.
  */
 export interface RunFinisher {
   /** Tells the server, with the next call, that the marked claim `fence` of job `id` started. */
@@ -79,6 +82,11 @@ export interface RunFinisher {
   request(run: Run, outcome: 'completed' | 'failed', value: string, retryDelay: number, error: Error | undefined, durationMs: number): FinishRequest;
   /** Stores the outcome under the run's current claim; undefined when the finish failed. */
   finishRun(run: Run, request: FinishRequest): Promise<Finished | undefined>;
+  /**
+   * finishRun without a promise per job: `done` is told once the finish came back or failed, with
+   * the run's `error`.
+   */
+  send(run: Run, request: FinishRequest, error: Error | undefined, done: RunDone): void;
   /** The finish came back or failed: the next jobs it asked for are no longer on their way. */
   settle(request: FinishRequest): void;
   /**
@@ -153,7 +161,7 @@ export class Runner<D = any, R = any> {
    */
   jobOf(reply: ClaimReply): Job<D, R> {
     const host = this.host;
-    const claim: Claim = { client: host.client(), keys: host.keys, consumer: host.consumer, fence: '', onProgress: this.onProgress, signalOf: this.signalOf };
+    const claim: Claim = { client: host.client(), keys: host.keys, consumer: host.consumer, fence: '', onProgress: this.onProgress, signalOf: this.signalOf, ahead: false };
     return Job.fromClaim(reply, claim, Date.now()) as Job<D, R>;
   }
 
@@ -325,17 +333,17 @@ export class Runner<D = any, R = any> {
     run.finishing = true;
     this.finishingRuns++;
     const finisher = host.finisher;
-    const request = finisher.request(run, outcome, value, retryDelay, error, durationMs);
-    let finished;
-    try {
-      finished = await finisher.finishRun(run, request);
-    } finally {
-      finisher.settle(request);
-      this.finishingRuns--;
-    }
-    this.active.delete(job.id);
-    finisher.apply(run, request, finished, error);
+    finisher.send(run, finisher.request(run, outcome, value, retryDelay, error, durationMs), error, this.afterFinish);
   }
+
+  /** A run's finish came back or failed: the run is over. */
+  private readonly afterFinish: RunDone = (run, request, finished, error) => {
+    const finisher = this.host.finisher;
+    finisher.settle(request);
+    this.finishingRuns--;
+    this.active.delete(run.job.id);
+    finisher.apply(run, request, finished, error);
+  };
 
   /**
    * Aborts a run's signal, or records why for a signal made later (job.abortSignal); the processor's
@@ -396,6 +404,8 @@ export { readsArgumentsFreely } from './processor-signal.js';
 
 /** The stored return value: JSON text. A value JSON cannot hold fails the job with that reason. */
 export function serialiseResult(result: unknown): string {
+  // the usual no-op result, without a call
+  if (result === undefined || result === null) return 'null';
   let text: string | undefined;
   try {
     text = JSON.stringify(result === undefined ? null : result);

@@ -172,7 +172,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     });
     this.runner = makeRunner<D, R>({
       ...part,
-      wasMarked: (job) => this.buffer.marked.has(job as Job<D, R>),
+      wasMarked: (job) => job.claim?.ahead === true,
       noteRun: (ms) => this.buffer.noteRun(ms),
       finisher: this.finisher,
       fetchOne: () => this.readLoop.fetchOne(),
@@ -375,7 +375,7 @@ export class Worker<D = any, R = any> extends SafeEmitter {
     const run = runner.active.get(String(reply[0]));
     if (run) return runner.claimAgain(run, reply);
     const job = runner.jobOf(reply);
-    if (marked) buffer.marked.add(job);
+    if (marked) job.claim!.ahead = true;
     const data = reply[3];
     buffer.noteBytes(typeof data === 'string' ? data.length : 0);
     this.readLoop.hadWork = true;

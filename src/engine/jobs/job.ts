@@ -42,6 +42,12 @@ export interface Claim {
   manual?: ManualClaims;
   /** The run's AbortSignal, made on first ask (the worker's runner: job.abortSignal). */
   signalOf?: (job: Job) => AbortSignal | undefined;
+  /**
+   * The claim came marked not started (lua/activate.lua): its start is reported when it runs. Set
+   * by the worker that took it as a prefetch (a field, not a WeakSet of jobs: a WeakSet's add and
+   * lookup cost a few hundred ns per job, with the garbage collector's work on its entries).
+   */
+  ahead?: boolean;
 }
 
 /** How a job fetched by hand (worker.getNextJob) is finished and kept alive (src/engine/consuming/manual-fetch.ts). */
@@ -112,12 +118,13 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
   /**
    * A job claimed for a worker, from the claim reply (see decodeClaim): it is active since
    * `claimedAt`, the worker's own reading of when the claim started (the reply leaves the stored
-   * processedOn out: it is the server's time of the claim, which getJob shows).
+   * processedOn out: it is the server's time of the claim, which getJob shows). `claim` is a new
+   * object the job takes as its own (its fence is set from the reply): one object per job, not two.
    */
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
     const job = Job.fromFields(decodeClaim(reply));
-    job.claim = { client: claim.client, keys: claim.keys, consumer: claim.consumer, fence: job.raw.fence, onProgress: claim.onProgress, signalOf: claim.signalOf };
-    if (claim.manual) job.claim.manual = claim.manual;
+    claim.fence = job.raw.fence;
+    job.claim = claim;
     job.state = 'active';
     job.processedOn = claimedAt;
     return job;

@@ -30,15 +30,18 @@ type Listener = (...args: unknown[]) => unknown;
 export class SafeEmitter extends EventEmitter {
   override emit(event: string | symbol, ...args: any[]): boolean {
     if (event === 'error') return this.deliverError(args);
-    return this.runListeners(event, args, (err) => this.deliverError([new ListenerError(String(event), err)]));
+    // an event nobody listens to (a worker's 'active' often) costs no copy of its listeners and no closure
+    if (this.listenerCount(event) === 0) return false;
+    return this.runListeners(event, args);
   }
 
   /**
-   * Calls each listener of `event` on its own; `threw` gets what one throws or rejects with.
-   * The array is a copy (as EventEmitter itself takes): a listener that adds or removes listeners,
-   * or a once() listener removing itself, does not change who runs this time.
+   * Calls each listener of `event` on its own; `threw` gets what one throws or rejects with (none:
+   * it is emitted as `error`, a ListenerError naming the event). The array is a copy (as
+   * EventEmitter itself takes): a listener that adds or removes listeners, or a once() listener
+   * removing itself, does not change who runs this time.
    */
-  private runListeners(event: string | symbol, args: unknown[], threw: (err: unknown) => void): boolean {
+  private runListeners(event: string | symbol, args: unknown[], threw?: (err: unknown) => void): boolean {
     const listeners = this.rawListeners(event) as Listener[];
     const n = listeners.length;
     if (n === 0) return false;
@@ -47,13 +50,19 @@ export class SafeEmitter extends EventEmitter {
         const result = listeners[i].apply(this, args);
         // an async listener: its rejection is caught the same way, later
         if (result !== undefined && result !== null && typeof (result as PromiseLike<unknown>).then === 'function') {
-          (result as PromiseLike<unknown>).then(undefined, threw);
+          (result as PromiseLike<unknown>).then(undefined, threw ?? ((err) => this.listenerThrew(event, err)));
         }
       } catch (err) {
-        threw(err);
+        if (threw) threw(err);
+        else this.listenerThrew(event, err);
       }
     }
     return true;
+  }
+
+  /** What a listener of `event` (not `error`) threw or rejected with, emitted as `error`. */
+  private listenerThrew(event: string | symbol, err: unknown): void {
+    this.deliverError([new ListenerError(String(event), err)]);
   }
 
   /** `error` listeners run one by one too; none, or one that throws, ends in a warning. */
