@@ -24,6 +24,7 @@ import {
   sha256,
 } from './library-code.js';
 import { pairsToMap } from '../shared/replies.js';
+import { sendFunction } from './function-call.js';
 
 // The code itself lives in library-code.ts; its names stay importable from here.
 export {
@@ -394,7 +395,7 @@ export const READ_ONLY_FUNCTIONS: ReadonlySet<string> = new Set([
 ]);
 
 function send(client: Client, fn: string, keys: string[], args: (string | number)[]): Promise<unknown> {
-  return READ_ONLY_FUNCTIONS.has(fn) ? client.fcall_ro(fn, keys.length, ...keys, ...args) : client.fcall(fn, keys.length, ...keys, ...args);
+  return sendFunction(client, fn, keys, args, READ_ONLY_FUNCTIONS.has(fn));
 }
 
 /**
