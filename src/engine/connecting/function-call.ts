@@ -20,10 +20,13 @@ export function sendFunction(client: Client, fn: string, keys: string[], args: (
   return readOnly ? client.fcall_ro(fn, keys.length, ...keys, ...args) : client.fcall(fn, keys.length, ...keys, ...args);
 }
 
-/** The client sends a command's arguments as they are: no key prefix, no auto-pipelining. */
+/**
+ * The client sends a command's arguments as they are: no key prefix, no auto-pipelining (and it is
+ * an ioredis client: a stand-in without options or sendCommand takes fcall).
+ */
 function sendsAsGiven(client: Client): boolean {
-  const o = client.options as { keyPrefix?: unknown; enableAutoPipelining?: unknown };
-  return !o.keyPrefix && !o.enableAutoPipelining;
+  const o = client.options as { keyPrefix?: unknown; enableAutoPipelining?: unknown } | undefined;
+  return o !== undefined && !o.keyPrefix && !o.enableAutoPipelining && typeof client.sendCommand === 'function';
 }
 
 function sendDirect(client: Client, name: 'fcall' | 'fcall_ro', fn: string, keys: string[], args: (string | number)[]): Promise<unknown> {
