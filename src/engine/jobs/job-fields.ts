@@ -46,11 +46,46 @@ export type JobOpts = StoredOptions & { attempts: number; delay: number; priorit
  * µs per job.
  */
 export function readOptions(h: Record<string, string>): JobOpts {
-  let opts = parseJson<Record<string, unknown>>(h.opts, {});
-  if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) opts = {};
+  const opts = parseOptions(h.opts);
   opts.attempts = num(h.attempts, 1);
   opts.delay = num(h.delay, 0);
   opts.priority = num(h.priority, 0);
   opts.lifo = h.lifo === '1';
   return opts as unknown as JobOpts;
+}
+
+/**
+ * The last options text that parsed to a flat object (no value an object or array), and a copy of
+ * that object: the jobs of a bulk or a producer mostly share one text, and copying its few values
+ * costs a worker a fifth of parsing it again (~60 against ~300 ns per job). Each job gets its own
+ * object, as from JSON.parse.
+ */
+let lastText: string | undefined;
+let lastFlat: Record<string, unknown> | undefined;
+
+/** The stored options text as an object of the job's own (none, or not an object: {}). */
+function parseOptions(text: string | undefined): Record<string, unknown> {
+  if (text !== undefined && text === lastText) {
+    const copy: Record<string, unknown> = {};
+    for (const k of Object.keys(lastFlat!)) copy[k] = lastFlat![k];
+    return copy;
+  }
+  const opts = parseJson<Record<string, unknown>>(text, {});
+  if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) return {};
+  if (text !== undefined && isFlat(opts)) {
+    lastText = text;
+    lastFlat = {};
+    for (const k of Object.keys(opts)) lastFlat[k] = opts[k];
+  }
+  return opts;
+}
+
+/** No value is an object or an array, and no name is one a copy by assignment would not keep as it is. */
+function isFlat(o: Record<string, unknown>): boolean {
+  for (const k of Object.keys(o)) {
+    if (k === '__proto__') return false;
+    const v = o[k];
+    if (v !== null && typeof v === 'object') return false;
+  }
+  return true;
 }
