@@ -9,7 +9,7 @@ import { Job, type ClaimReply } from '../../src/engine/jobs/job.js';
 import { QueueKeys } from '../../src/engine/shared/keys.js';
 import { resolveSettings } from '../../src/engine/consuming/worker-options.js';
 import { Finisher } from '../../src/engine/consuming/worker-finisher.js';
-import type { Run } from '../../src/engine/consuming/worker-runner.js';
+import type { Finished, Run } from '../../src/engine/consuming/worker-runner.js';
 import { waitFor } from '../helpers/valkey.js';
 
 const keys = new QueueKeys('finisher-unit', 'glide');
@@ -62,14 +62,19 @@ function fakeFinisher() {
     job: Job.fromClaim(claim(id, fence), { client, keys, consumer: 'me', fence: '' }, Date.now()),
     finishing: true,
   });
-  /** The finish of `r` as the runner makes it: request, finishRun, settle, apply. */
-  const finish = async (r: Run, outcome: 'completed' | 'failed' = 'completed', value = '"ok"') => {
-    const request = finisher.request(r, outcome, value, -1, outcome === 'failed' ? new Error(value) : undefined, 5);
-    const finished = await finisher.finishRun(r, request);
-    finisher.settle(request);
-    finisher.apply(r, request, finished, undefined);
-    return finished;
-  };
+  /**
+   * The finish of `r` as the runner makes it: request, send, then settle and apply once done is told
+   * (a 'stale', refused or failed reply goes on in finishRun).
+   */
+  const finish = (r: Run, outcome: 'completed' | 'failed' = 'completed', value = '"ok"') =>
+    new Promise<Finished | undefined>((resolve) => {
+      const error = outcome === 'failed' ? new Error(value) : undefined;
+      finisher.send(r, finisher.request(r, outcome, value, -1, error, 5), error, (run, request, finished, err) => {
+        finisher.settle(request);
+        finisher.apply(run, request, finished, err);
+        resolve(finished);
+      });
+    });
   return { finisher, calls, log, errors, ledger, run, finish };
 }
 
@@ -193,6 +198,31 @@ describe('Worker finisher (no server)', () => {
     expect(finisher.finished).to.deep.equal({ completed: 3, failed: 1 });
     expect(runs[2].job.claim!.fence).to.equal('2');
     expect(runs[1].job.failedReason).to.match(/job b: glidemq refused to store its completed outcome/);
+  });
+
+  it("a run's end that throws (send's done) is reported, and the other finishes of its call still end once each", async () => {
+    const { finisher, calls, errors, ledger, run } = fakeFinisher();
+    ledger.fetchCount = 0;
+    const ended: string[] = [];
+    const send = (r: Run, fail: boolean) => {
+      finisher.send(r, finisher.request(r, 'completed', 'null', -1, undefined, 1), undefined, (run, request, finished) => {
+        finisher.settle(request);
+        ended.push(`${run.job.id} ${String(finished?.reply[0])}`);
+        if (fail) throw new Error(`the end of ${run.job.id} threw`);
+      });
+    };
+    // one call in flight first, so that a and b go together in the next
+    send(run('x'), false);
+    await waitFor(() => calls.length === 1, 'the first call');
+    send(run('a'), true);
+    send(run('b'), false);
+    await waitFor(() => calls.length === 2, 'the call of a and b, while the first is in flight');
+    expect(batchIds(calls[1].args)).to.deep.equal(['a', 'b']);
+    calls[0].answer(['completed']);
+    calls[1].answer(['completed', 'completed']);
+    await waitFor(() => ended.length === 3, 'every end');
+    expect(ended).to.deep.equal(['x completed', 'a completed', 'b completed']);
+    expect(errors.map((e) => (e as Error).message)).to.deep.equal(['the end of a threw']);
   });
 
   it('a failed call: the error is reported, the claim is left to stalled recovery, the slot is freed', async () => {
