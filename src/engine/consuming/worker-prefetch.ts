@@ -6,6 +6,7 @@
 import type { Job } from '../jobs/job.js';
 import { callFunction } from '../connecting/library.js';
 import type { WorkerPart } from './worker-part.js';
+import type { FetchShaper } from './finish-batch.js';
 import { newerFence } from './worker-runner.js';
 
 /**
@@ -128,6 +129,18 @@ export class PrefetchBuffer<J extends Job = Job> {
     if (!this.host.live() || this.host.paused()) return 0;
     return Math.max(0, this.freeSlots());
   }
+
+  /**
+   * Sizes the calls of finishes (finish-batch.ts FetchShaper): the calls in flight share the jobs
+   * the worker circulates, each asking for about as many next jobs as the others.
+   */
+  readonly shaper: FetchShaper = {
+    circulating: () => this.host.settings.concurrency + this.prefetchNow(),
+    slotsShort: (pendingAsked) => {
+      const host = this.host;
+      return host.settings.concurrency - host.processing() - this.jobs.size - (this.inbound - pendingAsked) - host.reserved();
+    },
+  };
 
   /** Starts waiting claims, in the order they came, on the free slots. */
   startBuffered(): void {
