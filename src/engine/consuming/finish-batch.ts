@@ -13,8 +13,8 @@
  * asks for its share of next jobs whatever the results it carries asked (the results of one reply
  * ask for what they free), so that the calls stay alike in size: a call twice the size of the
  * other leaves the server idle while the worker runs the large one's jobs. Results wait when that
- * many calls are in flight. When many results are ready and nothing is in flight, one call's worth
- * goes now (at most half) and the rest as soon as that call's reply arrives, before its jobs run
+ * many calls are in flight. When many results are ready and nothing is in flight, half of them go
+ * now and the rest as soon as the first reply arrives, before its jobs run
  * (both at once would not overlap: the server reads them together and answers both together);
  * when a reply arrives while others are in flight, only full calls go before its jobs run, the
  * rest with those jobs' results.
@@ -259,9 +259,9 @@ export class FinishBatcher {
     this.wholes = 0;
     const size = whole ? MAX_BATCH : plan.size;
     let take = all.length;
-    // nothing in flight: send one call's worth (at most half), keep the rest for when its reply
-    // arrives (then it goes at once, before that reply's next jobs run)
-    if (this.inFlight === 0 && all.length > 1 && !whole && !this.heldBack) take = Math.min(size, Math.ceil(all.length / 2));
+    // nothing in flight: send half, keep the rest for when the first reply arrives (then it goes
+    // at once, before that reply's next jobs run)
+    if (this.inFlight === 0 && all.length > 1 && !whole && !this.heldBack) take = Math.ceil(all.length / 2);
     else if (atReply && this.inFlight > 0 && !whole) take = all.length - (all.length % size);
     this.heldBack = take < all.length && this.inFlight === 0;
     const calls: Pending[][] = [];
