@@ -73,10 +73,9 @@ export interface FinishRequest {
 }
 
 /**
- * How many next jobs one flush of finishes asks for (the worker's slot ledger, worker-prefetch.ts):
- * the flushes in flight share what the worker keeps circulating, so that each carries about as
- * many jobs as the others and the worker and the server each work on one while the other works on
- * another.
+ * What sizes the finish calls (the worker's slot ledger, worker-prefetch.ts): the calls in flight
+ * share what the worker keeps circulating, so that each carries about as many jobs as the others
+ * and the worker and the server each work on one while the other works on another (see above).
  */
 export interface FetchShaper {
   /** Jobs the worker keeps circulating: its slots and its prefetch. */
@@ -150,7 +149,10 @@ export class FinishBatcher {
     private readonly onRelay?: () => void,
     /** Each finish call confirmed (producing/confirm.ts: one WAITAOF / WAIT per call, not per job), or none. */
     private readonly confirm?: Confirm,
-    /** Sizes each flush's next jobs (see FetchShaper); without it each request asks what it asks. */
+    /**
+     * Sizes the calls and the next jobs each asks for (see FetchShaper); without it, two calls of up
+     * to MAX_BATCH in flight, each request asking for what it asked.
+     */
     private readonly shaper?: FetchShaper,
   ) {}
 
