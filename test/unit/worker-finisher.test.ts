@@ -9,6 +9,7 @@ import { Job, type ClaimReply } from '../../src/engine/jobs/job.js';
 import { QueueKeys } from '../../src/engine/shared/keys.js';
 import { resolveSettings } from '../../src/engine/consuming/worker-options.js';
 import { Finisher } from '../../src/engine/consuming/worker-finisher.js';
+import type { FetchShaper } from '../../src/engine/consuming/finish-batch.js';
 import type { Finished, Run } from '../../src/engine/consuming/worker-runner.js';
 import { waitFor } from '../helpers/valkey.js';
 
@@ -26,7 +27,7 @@ interface Call {
  * A finisher over a fake client and ledger. `log` holds what it tells its worker, in order:
  * events ('completed a'), claims dispatched ('dispatch n1 ahead') and freed slots ('freed').
  */
-function fakeFinisher() {
+function fakeFinisher(shaper?: FetchShaper) {
   const calls: Call[] = [];
   const log: string[] = [];
   const errors: unknown[] = [];
@@ -43,6 +44,7 @@ function fakeFinisher() {
     startBuffered: () => undefined,
     nextFetchCount: () => ledger.fetchCount,
     prefetchNow: () => ledger.prefetch,
+    shaper,
   };
   const finisher = new Finisher({
     client: () => client,
@@ -104,6 +106,49 @@ describe('Worker finisher (no server)', () => {
     expect(finisher.finished).to.deep.equal({ completed: 5, failed: 0 });
     expect(ledger.inbound).to.equal(0);
     expect(calls).to.have.length(2);
+  });
+
+  it('the calls share what the worker circulates: each asks for its share of next jobs whatever its results asked, the rest waits with the results not sent', async () => {
+    // 8 jobs circulate: two calls in flight, of 4 jobs each
+    const { calls, ledger, run, finish } = fakeFinisher({ circulating: () => 8, slotsShort: () => 0 });
+    // the first result of a turn asks for what the slots and the prefetch lack, the others for none
+    ledger.fetchCount = 6;
+    const done = [finish(run('a'))];
+    ledger.fetchCount = 0;
+    done.push(...['b', 'c', 'd', 'e', 'f'].map((id) => finish(run(id))));
+    expect(ledger.inbound).to.equal(6);
+    await waitFor(() => calls.length === 1, 'the first call');
+    expect(calls[0].args.slice(0, 3), 'half the results, asking for a call\'s share').to.deep.equal(['me', 3, 4]);
+    expect(batchIds(calls[0].args)).to.deep.equal(['a', 'b', 'c']);
+    calls[0].answer(['completed', 'completed', 'completed', claim('n1'), claim('n2'), claim('n3'), claim('n4')]);
+    await waitFor(() => calls.length === 2, 'the results kept back, once the reply is in');
+    expect(calls[1].args.slice(0, 3), 'they ask for the rest').to.deep.equal(['me', 3, 2]);
+    calls[1].answer(['completed', 'completed', 'completed', claim('n5'), claim('n6')]);
+    const finished = await Promise.all(done);
+    expect(finished.map((f) => f!.next.length), 'the claims go with the results that asked for them').to.deep.equal([4, 0, 0, 2, 0, 0]);
+    expect(ledger.inbound, 'each finish took back what it asked in the end').to.equal(0);
+  });
+
+  it('a call carries at most its share of the results; a reply that comes while another call is in flight sends only full calls before its next jobs run', async () => {
+    const { calls, log, ledger, run, finish } = fakeFinisher({ circulating: () => 8, slotsShort: () => 0 });
+    ledger.fetchCount = 1;
+    const first = finish(run('a'));
+    await waitFor(() => calls.length === 1, 'a call in flight');
+    const done = ['b', 'c', 'd', 'e', 'f', 'g'].map((id) => finish(run(id)));
+    await waitFor(() => calls.length === 2, 'the second call');
+    expect(calls[1].args.slice(0, 3), 'one call\'s share; two are in flight').to.deep.equal(['me', 4, 4]);
+    expect(batchIds(calls[1].args)).to.deep.equal(['b', 'c', 'd', 'e']);
+    calls[0].answer(['completed', claim('n1')]);
+    await first;
+    expect(log, 'the reply\'s next job is handed on').to.include('dispatch n1:1');
+    expect(calls, 'before the two results left, which make no full call').to.have.length(2);
+    await waitFor(() => calls.length === 3, 'the rest, at the end of the turn');
+    expect(calls[2].args.slice(0, 3)).to.deep.equal(['me', 2, 2]);
+    expect(batchIds(calls[2].args)).to.deep.equal(['f', 'g']);
+    calls[1].answer(['completed', 'completed', 'completed', 'completed', claim('n2'), claim('n3'), claim('n4'), claim('n5')]);
+    calls[2].answer(['completed', 'completed', claim('n6'), claim('n7')]);
+    await Promise.all(done);
+    expect(ledger.inbound).to.equal(0);
   });
 
   it('the next claims of a reply are handed on after the outcome, marked ahead for a prefetch; a newer claim of the same job comes last', async () => {

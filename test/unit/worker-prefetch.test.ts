@@ -59,6 +59,16 @@ describe('Worker prefetch buffer (no server)', () => {
     expect(buffer.nextFetchCount()).to.equal(0);
   });
 
+  it('the shaper of finish calls: the slots and the prefetch circulate; the slots lack what neither runs, waits nor is asked for by calls sent', () => {
+    const { buffer, state } = ledger({ concurrency: 4, prefetch: 6 });
+    expect(buffer.shaper.circulating()).to.equal(4 + 6);
+    state.processing = 1;
+    buffer.jobs.set('a', job('a'));
+    buffer.inbound = 5; // of which 3 are asked for by finishes not sent yet
+    expect(buffer.shaper.slotsShort(3)).to.equal(4 - 1 - 1 - (5 - 3));
+    expect(buffer.shaper.slotsShort(0), 'none when the calls sent bring enough').to.be.below(1);
+  });
+
   it('the adaptive prefetch: none before a round trip is known or on a limited queue; slots x round trip / run time, capped per slot and by bytes', () => {
     const { buffer, state } = ledger({ concurrency: 2 });
     buffer.noteRun(10);

@@ -5,13 +5,19 @@
  * its share of the next jobs. Nothing waits for a batch to fill: a flush runs as soon as the
  * current turn's callbacks are done.
  *
- * Two batches are kept in flight so that the worker and the server work at the same time: while
- * the server runs one batch (and fetches its next jobs), the worker runs the jobs of the other.
- * With one batch only they take turns, each idle while the other works. So when many results are
- * ready and nothing is in flight, half of them go now and the other half as soon as that call's
- * reply arrives (before its jobs run); with one batch in flight everything ready goes at once;
- * with two, results wait for the next reply. (Both halves at once would not overlap: the server
- * reads them together and answers both together.)
+ * Calls are kept in flight so that the worker and the server work at the same time: while the
+ * server runs one call (and claims its next jobs), the worker runs the jobs of another. With one
+ * call only they take turns, each idle while the other works. The worker's slot ledger (a
+ * FetchShaper) tells how many jobs the worker circulates (its slots and its prefetch); they are
+ * split evenly over at least two calls, more when a call would carry over MAX_BATCH, and each call
+ * asks for its share of next jobs whatever the results it carries asked (the results of one reply
+ * ask for what they free), so that the calls stay alike in size: a call twice the size of the
+ * other leaves the server idle while the worker runs the large one's jobs. Results wait when that
+ * many calls are in flight. When many results are ready and nothing is in flight, half of them go
+ * now and the rest as soon as the first reply arrives, before its jobs run
+ * (both at once would not overlap: the server reads them together and answers both together);
+ * when a reply arrives while others are in flight, only full calls go before its jobs run, the
+ * rest with those jobs' results.
  *
  * Prefetched claims come marked not started (`ahead`, lua/activate.lua): the worker reports each
  * one its processors took (report), and the report rides with the next results sent; a report
@@ -67,6 +73,21 @@ export interface FinishRequest {
 }
 
 /**
+ * What sizes the finish calls (the worker's slot ledger, worker-prefetch.ts): the calls in flight
+ * share what the worker keeps circulating, so that each carries about as many jobs as the others
+ * and the worker and the server each work on one while the other works on another (see above).
+ */
+export interface FetchShaper {
+  /** Jobs the worker keeps circulating: its slots and its prefetch. */
+  circulating(): number;
+  /**
+   * Next jobs its slots still lack beyond those on their way, were the finishes not sent yet
+   * (which ask for `pendingAsked` together, counted as on their way) to ask for none.
+   */
+  slotsShort(pendingAsked: number): number;
+}
+
+/**
  * Who waits for a finish: told once, by resolve (the reply glidemq_finish would give: its status
  * and its share of the next jobs) or reject (why it failed). Neither may throw.
  */
@@ -81,10 +102,10 @@ type Pending = FinishWaiter;
 /** The last element of a finish reply that wrote a flow outbox record (lua/flow-keys.lua FLOW.RELAY_MARK). */
 export const RELAY_MARK = '{relay}';
 
-/** Jobs per glidemq_finishMany call; a larger batch is split into pipelined calls. */
+/** Jobs per glidemq_finishMany call, at most (a call's server time stays short for other clients). */
 const MAX_BATCH = 100;
-/** Calls kept in flight at once (see above). */
-const MAX_IN_FLIGHT = 2;
+/** Calls kept in flight at once, at least (see above). */
+const MIN_IN_FLIGHT = 2;
 
 /**
  * How long a start report is held back (ms; between this and twice this): a job that ends within
@@ -103,6 +124,8 @@ export class FinishBatcher {
   private pending: Pending[] = [];
   private scheduled = false;
   private inFlight = 0;
+  /** The last flush sent part of what was pending and kept the rest for its reply. */
+  private heldBack = false;
   /**
    * Marked claims whose start is not reported yet, job id to fence: `fresh` ones are held back
    * (REPORT_WAIT_MS), `started` ones go with the next call.
@@ -132,6 +155,11 @@ export class FinishBatcher {
     private readonly onRelay?: () => void,
     /** Each finish call confirmed (producing/confirm.ts: one WAITAOF / WAIT per call, not per job), or none. */
     private readonly confirm?: Confirm,
+    /**
+     * Sizes the calls and the next jobs each asks for (see FetchShaper); without it, two calls of up
+     * to MAX_BATCH in flight, each request asking for what it asked.
+     */
+    private readonly shaper?: FetchShaper,
   ) {}
 
   /** One finish call, confirmed when the worker asks (the batch's jobs share one confirmation). */
@@ -220,20 +248,80 @@ export class FinishBatcher {
     }
   }
 
-  private flush(): void {
+  /**
+   * How many calls may be in flight, and how many jobs each carries: the jobs the worker
+   * circulates split evenly over as few calls as MAX_BATCH allows, and at least MIN_IN_FLIGHT.
+   */
+  private plan(): { calls: number; size: number } {
+    const circulating = this.shaper?.circulating() ?? 0;
+    if (circulating <= 0) return { calls: MIN_IN_FLIGHT, size: MAX_BATCH };
+    const calls = Math.max(MIN_IN_FLIGHT, Math.ceil(circulating / MAX_BATCH));
+    return { calls, size: Math.min(MAX_BATCH, Math.ceil(circulating / calls)) };
+  }
+
+  /**
+   * Sends what is pending, in calls of plan().size while fewer than plan().calls are in flight.
+   * `atReply`: a reply just came, before its next jobs run: only full calls go now (the rest joins
+   * the results of those jobs at the end of this turn), or everything when nothing else is in flight
+   * (the server would wait).
+   */
+  private flush(atReply = false): void {
     this.scheduled = false;
-    if (this.inFlight >= MAX_IN_FLIGHT) return;
+    const plan = this.plan();
+    if (this.inFlight >= plan.calls) return;
     const all = this.pending;
     if (all.length === 0) {
       if (this.started.size > 0) void this.send([]);
       return;
     }
-    // nothing in flight: send half, keep the rest for when this call's reply arrives (a batch's
-    // finishes go whole)
-    const take = this.inFlight === 0 && all.length > 1 && this.wholes === 0 ? Math.ceil(all.length / 2) : all.length;
+    // a batch's finishes go whole, in as few calls as MAX_BATCH allows
+    const whole = this.wholes > 0;
     this.wholes = 0;
-    this.pending = all.slice(take);
-    for (let i = 0; i < take; i += MAX_BATCH) void this.send(all.slice(i, Math.min(take, i + MAX_BATCH)));
+    const size = whole ? MAX_BATCH : plan.size;
+    let take = all.length;
+    // nothing in flight: send half, keep the rest for when the first reply arrives (then it goes
+    // at once, before that reply's next jobs run)
+    if (this.inFlight === 0 && all.length > 1 && !whole && !this.heldBack) take = Math.ceil(all.length / 2);
+    else if (atReply && this.inFlight > 0 && !whole) take = all.length - (all.length % size);
+    this.heldBack = take < all.length && this.inFlight === 0;
+    const calls: Pending[][] = [];
+    let sent = 0;
+    while (sent < take && (whole || this.inFlight + calls.length < plan.calls)) {
+      const call = all.slice(sent, Math.min(take, sent + size));
+      sent += call.length;
+      calls.push(call);
+    }
+    this.pending = sent === all.length ? [] : all.slice(sent);
+    if (!whole && this.shaper) this.shareAsks(calls, all, size);
+    for (const call of calls) void this.send(call);
+    if (this.pending.length > 0 && atReply) this.schedule();
+  }
+
+  /**
+   * The next jobs the pending finishes ask for, as one pool: each call asks for `size` of them (or
+   * what the slots lack, if more), so that the calls in flight carry about as many jobs each; the
+   * finishes still pending keep the rest, or else the last call asks for it (its reply's jobs then
+   * go back in more calls). (Which request a claim comes with does not matter: each is dispatched
+   * alike.)
+   */
+  private shareAsks(calls: Pending[][], all: Pending[], size: number): void {
+    let pool = 0;
+    let ahead = false;
+    for (const p of all) {
+      pool += p.req.fetchCount;
+      p.req.fetchCount = 0;
+      if (p.req.ahead) ahead = true;
+    }
+    const ask = (req: FinishRequest, count: number) => {
+      req.fetchCount = count;
+      if (count > 0 && ahead) req.ahead = true;
+      pool -= count;
+    };
+    for (let i = 0; i < calls.length; i++) {
+      const last = i === calls.length - 1 && this.pending.length === 0;
+      ask(calls[i][0].req, last ? pool : Math.min(pool, Math.max(size, this.shaper!.slotsShort(pool))));
+    }
+    if (pool > 0) ask(this.pending[0].req, pool);
   }
 
   /** The reports not sent yet, as glidemq_finishMany's `started` argument ('' for none). */
@@ -256,7 +344,7 @@ export class FinishBatcher {
       this.inFlight--;
       const rtt = performance.now() - sentAt;
       this.rttMs = this.rttMs === 0 ? rtt : this.rttMs + RTT_WEIGHT * (rtt - this.rttMs);
-      this.flush();
+      this.flush(true);
     };
     try {
       const reports = this.takeReports();

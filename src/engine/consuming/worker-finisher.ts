@@ -7,7 +7,7 @@
 import type { ClaimReply } from '../jobs/job.js';
 import { encodeRetention } from '../producing/options.js';
 import { appendStack, boundedStack } from '../shared/stacktrace.js';
-import { FinishBatcher, FinishRefusedError, type FinishRequest, type FinishWaiter } from './finish-batch.js';
+import { FinishBatcher, FinishRefusedError, type FetchShaper, type FinishRequest, type FinishWaiter } from './finish-batch.js';
 import type { WorkerPart } from './worker-part.js';
 import { newerFence, type Finished, type Run, type RunDone, type RunFinisher } from './worker-runner.js';
 
@@ -21,6 +21,8 @@ export interface FinisherLedger {
   prefetchNow(): number;
   /** Next jobs asked for by finishes whose replies have not come back yet. */
   inbound: number;
+  /** Sizes the calls of finishes and their next jobs (finish-batch.ts); without it, two calls of up to MAX_BATCH. */
+  shaper?: FetchShaper;
 }
 
 /** What the finisher needs from its worker. */
@@ -40,7 +42,7 @@ export class Finisher implements RunFinisher {
   private readonly batcher: FinishBatcher;
 
   constructor(private readonly host: FinisherHost) {
-    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms, () => host.onRelay?.(), host.settings.confirm);
+    this.batcher = new FinishBatcher(host.client, host.keys.meta, host.consumer, host.claimTerms, () => host.onRelay?.(), host.settings.confirm, host.ledger.shaper);
   }
 
   /** The round trip of a finish call, ms (0 until one returned). */
@@ -209,7 +211,10 @@ export class Finisher implements RunFinisher {
         const given = first;
         first = undefined;
         if (given instanceof Error) throw given;
-        reply = given ?? (await this.batcher.finish({ ...request, fence }));
+        // (the request itself, not a copy: the batcher may move next jobs it asks for from one
+        // request to another, and settle() takes back what this one asked in the end)
+        request.fence = fence;
+        reply = given ?? (await this.batcher.finish(request));
       } catch (err) {
         if (err instanceof FinishRefusedError && !refused) {
           // only this job's finish was refused (the others of its batch were stored): it fails
