@@ -137,19 +137,27 @@ local function queueOf(k, base)
   return q
 end
 
--- The parents of `parents` (a child's `parents` field), each { key = its job key, base, id }, split
--- once per call and kept on `k` by the field's text: a batch's children of one parent share it.
+-- The parents of `parents` (a child's `parents` field), each { key = its job key, base, id, deps =
+-- its deps key, q = its queue's keys (queueOf), inline = whether this call settles it itself (its
+-- queue is `k`'s, or every queue is reachable) }, split once per call and kept on `k` by the
+-- field's text: a batch's children of one parent share it, and each child pays one lookup.
+local PARENTS_KEPT = {} -- (a table as the field name: no key name can be it)
 local function parentsOf(k, parents)
-  local known = FLOW.kept(k, '__flowParents')
-  local list = known[parents]
-  if not list then
-    list = {}
-    for _, key in ipairs(FLOW.words(parents)) do
-      local base, id = FLOW.splitJobKey(key)
-      list[#list + 1] = { key = key, base = base, id = id }
-    end
-    known[parents] = list
+  local known = rawget(k, PARENTS_KEPT)
+  local list = known and known[parents]
+  if list then return list end
+  if not known then
+    known = {}
+    rawset(k, PARENTS_KEPT, known)
   end
+  list = {}
+  for _, key in ipairs(FLOW.words(parents)) do
+    local base, id = FLOW.splitJobKey(key)
+    local inline = base == k.base or (base ~= nil and FLOW.reachesEveryQueue())
+    list[#list + 1] = { key = key, base = base, id = id, deps = FLOW.depsOf(key), q = inline and queueOf(k, base) or false,
+      inline = inline }
+  end
+  known[parents] = list
   return list
 end
 
@@ -169,15 +177,23 @@ local checkParents
 -- The hash a settlement of each kind records the child in ('remove' records it nowhere).
 local SETTLED_IN = { completed = FLOW.processedOf, ignore = FLOW.ignoredOf, fail = FLOW.failedOf, continue = FLOW.failedOf }
 
+-- The fields of each parent hash checkParent read in this call (job key -> the HMGET's answer:
+-- grp, parents, opts, delay, priority, lifo), kept on the parent queue's keys `pk`: the release
+-- of a parent whose last child settles in the same call places it by them (releaseParent)
+-- instead of reading them again. A settlement reads them only in a call that checked the parent
+-- first, and nothing a settlement writes changes them.
+local FIELDS_KEPT = {}
+local function fieldsOf(pk) return rawget(pk, FIELDS_KEPT) end
+
 -- Checks (reads only) the keys settling parent `id` of queue `pk` with `kind` writes: the parent's
 -- hash and sub-keys, the queue keys a release or a failure writes, and for a failure, on up the
 -- parent's own parents.
 local function checkParent(pk, id, kind, depth, jk)
   jk = jk or jobKey(pk, id)
-  -- a call's children of one parent (a finish batch) check it once per kind
+  -- a call's children of one parent (a finish batch) check it once per kind; it is marked only
+  -- once every check passed, so a batch planned again isolated (lua/finish.lua) checks it again
   local ofKind = FLOW.kept(FLOW.kept(pk, '__flowChecked'), kind)
   if ofKind[jk] then return end
-  ofKind[jk] = true
   -- the parent's hash is read here anyway: its read answers its type too (a wrong type is the
   -- only error HMGET gives), so a child's settlement costs no TYPE call for it
   local f = redis.pcall('HMGET', jk, 'grp', 'parents', 'opts', 'delay', 'priority', 'lifo')
@@ -206,6 +222,13 @@ local function checkParent(pk, id, kind, depth, jk)
     local up = FLOW.failureKind(f[3])
     if f[2] and up and depth < MAX_DEPTH then checkParents(pk, f[2], up, depth + 1) end
   end
+  ofKind[jk] = true
+  local kept = fieldsOf(pk)
+  if not kept then
+    kept = {}
+    rawset(pk, FIELDS_KEPT, kept)
+  end
+  kept[jk] = f
 end
 
 -- Checks (reads only) the keys settling the parents `parents` (the child's `parents` field) of a
@@ -214,9 +237,8 @@ checkParents = function(k, parents, kind, depth)
   local list = parentsOf(k, parents)
   for i = 1, #list do
     local p = list[i]
-    local base = p.base
-    if base == k.base or (base and FLOW.reachesEveryQueue()) then
-      checkParent(queueOf(k, base), p.id, kind, depth or 0, p.key)
+    if p.inline then
+      checkParent(p.q, p.id, kind, depth or 0, p.key)
     else
       requireTypes(k, OUTBOX_TYPES)
     end
@@ -225,17 +247,51 @@ end
 FLOW.checkParents = checkParents
 FLOW.checkParent = checkParent
 
+-- A finish's check of a child with `parents` (its field) that settles them with `kind`: checks the
+-- keys (checkParents) once per call for each kind and parents text, so the children of one parent
+-- in a batch each pay one lookup. Returns whether the settlement may put a job in `k`'s priority or
+-- LIFO list: a completion releases only its own parents, so only one in `k` counts; a failure
+-- may go on up (any queue).
+local PLANNED = {}
+FLOW.planChild = function(k, parents, kind)
+  local planned = rawget(k, PLANNED)
+  if not planned then
+    planned = {}
+    rawset(k, PLANNED, planned)
+  end
+  local ofKind = planned[kind]
+  if not ofKind then
+    ofKind = {}
+    planned[kind] = ofKind
+  end
+  local lists = ofKind[parents]
+  if lists == nil then
+    checkParents(k, parents, kind)
+    lists = kind ~= 'completed' or FLOW.parentHere(k, parents)
+    ofKind[parents] = lists
+  end
+  return lists
+end
+
 -- Queues parent `id` (hash `jk`) of queue `pk` that no longer waits for children, as an add would:
--- after its delay (from the server's now), else where its priority, LIFO or group puts it.
-local function releaseParent(pk, id, jk, now)
-  local delay = toInt(redis.call('HGET', jk, 'delay'), 0)
+-- after its delay (from the server's now), else where its priority, LIFO or group puts it. `f`
+-- (optional): its fields as checkParent read them in this call (fieldsOf), else they are read.
+local function releaseParent(pk, id, jk, now, f)
+  local delay
+  if f then delay = toInt(f[4], 0) else delay = toInt(redis.call('HGET', jk, 'delay'), 0) end
   if delay > 0 then
     redis.call('HSET', jk, 'state', 'delayed')
     scheduleDue(pk, id, now + delay, now)
     groupHoldDelayed(pk, id, jk)
     emit(pk, 'delayed', id, 'delay', delay)
   else
-    requeue(pk, id, jk)
+    if not f then
+      requeue(pk, id, jk)
+    elseif f[1] then
+      groupEnqueue(pk, id, jk, f[1])
+    else
+      enqueueReady(pk, id, jk, toInt(f[5], 0), f[6] == '1')
+    end
     emit(pk, 'waiting', id, 'prev', 'waiting-children')
   end
 end
@@ -257,6 +313,20 @@ local function failParent(pk, id, jk, childKey, now, depth)
   return false
 end
 
+-- Records in `batch` (FLOW.flushSettled) the completion of child `childKey` that the SREM of its
+-- key from the deps of parent `id` (hash `jk`) of queue `pk` just decided (once only): its value,
+-- and the look at what is left, wait for the batch's end.
+local function batchCompletion(batch, pk, id, jk, childKey, value)
+  local e = batch[jk]
+  if not e then
+    e = { pk = pk, id = id, jk = jk, fields = {} }
+    batch[jk] = e
+    batch[#batch + 1] = e
+  end
+  local fields = e.fields
+  fields[#fields + 1], fields[#fields + 2] = childKey, value
+end
+
 --[[ Settles child `childKey` into parent `id` of queue `pk` with `kind` and `value` (see the
   header). Idempotent: only the call that takes the child out of the parent's deps changes
   anything. Returns whether it changed anything, and whether it wrote an outbox record (a parent
@@ -265,15 +335,7 @@ FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth, batch, jk)
   jk = jk or jobKey(pk, id)
   if redis.call('SREM', FLOW.depsOf(jk), childKey) == 0 then return false, false end
   if batch and kind == 'completed' then
-    -- the SREM decided (once only); the value and the look at what is left wait for the batch's end
-    local e = batch[jk]
-    if not e then
-      e = { pk = pk, id = id, jk = jk, fields = {} }
-      batch[jk] = e
-      batch[#batch + 1] = e
-    end
-    local fields = e.fields
-    fields[#fields + 1], fields[#fields + 2] = childKey, value
+    batchCompletion(batch, pk, id, jk, childKey, value)
     return true, false
   end
   if kind == 'completed' then
@@ -293,7 +355,7 @@ FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth, batch, jk)
       redis.call('HSET', jk, 'failedBy', childKey)
     end
   elseif kind == 'continue' or redis.call('SCARD', FLOW.depsOf(jk)) == 0 then
-    if redis.call('ZREM', pk.waitingChildren, id) == 1 then releaseParent(pk, id, jk, now) end
+    if redis.call('ZREM', pk.waitingChildren, id) == 1 then releaseParent(pk, id, jk, now, (fieldsOf(pk) or {})[jk]) end
   end
   return true, wrote
 end
@@ -309,7 +371,7 @@ FLOW.flushSettled = function(batch, now)
       redis.call('HSET', FLOW.processedOf(jk), unpack(fields, b + 1, math.min(b + FIELDS_AT_ONCE, #fields)))
     end
     if redis.call('SCARD', FLOW.depsOf(jk)) == 0 and redis.call('ZREM', e.pk.waitingChildren, e.id) == 1 then
-      releaseParent(e.pk, e.id, jk, now)
+      releaseParent(e.pk, e.id, jk, now, (fieldsOf(e.pk) or {})[jk])
     end
     batch[jk], batch[i] = nil, nil
   end
@@ -329,13 +391,16 @@ settleParents = function(k, childJk, parents, kind, value, now, depth, batch)
   local list = parentsOf(k, parents)
   for i = 1, #list do
     local p = list[i]
-    local base = p.base
-    if base == k.base or (base and FLOW.reachesEveryQueue()) then
-      local _, cascaded = FLOW.settleOne(queueOf(k, base), p.id, childJk, kind, value, now, depth or 0, batch, p.key)
-      wrote = wrote or cascaded
-    elseif base then
-      local key = p.key
-      redis.call('HSET', k.flowOutbox, key .. ' ' .. childJk, cjson.encode({ t = now, k = kind, v = value }))
+    if p.inline then
+      if batch and kind == 'completed' then
+        -- (FLOW.settleOne's batched completion, without its calls: this runs for every child)
+        if redis.call('SREM', p.deps, childJk) == 1 then batchCompletion(batch, p.q, p.id, p.key, childJk, value) end
+      else
+        local _, cascaded = FLOW.settleOne(p.q, p.id, childJk, kind, value, now, depth or 0, batch, p.key)
+        wrote = wrote or cascaded
+      end
+    elseif p.base then
+      redis.call('HSET', k.flowOutbox, p.key .. ' ' .. childJk, cjson.encode({ t = now, k = kind, v = value }))
       wrote = true
     end
   end

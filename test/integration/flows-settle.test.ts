@@ -21,6 +21,19 @@ import { Harness, uniqueQueue } from '../helpers/engine.js';
 import { Prng } from '../helpers/prng.js';
 import { claimAs, STALLED_REASON, upkeep } from '../helpers/recovery.js';
 
+/**
+ * Every key's contents: a hash's fields as an object (a hash holding a long value, such as a
+ * child's parents, is a hashtable, whose serialized order a lookup's rehash may change), any
+ * other key's serialized value.
+ */
+async function keyspaceContents(c: Redis): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const key of await c.keys('*')) {
+    out[key] = (await c.type(key)) === 'hash' ? await c.hgetall(key) : (await c.dumpBuffer(key))?.toString('hex');
+  }
+  return out;
+}
+
 describe('flows: a parent runs exactly once, after its last dependency settled', function () {
   this.timeout(60000);
   const server = useServer();
@@ -165,6 +178,28 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     expect(await other!.getChildrenValues()).to.deep.equal(Object.fromEntries(failed.children!.filter((c) => c.job.name !== 'bad').map((c) => [q.keys.job(c.job.id), `v${c.job.id}`])));
     expect(await other!.getFailedChildrenValues()).to.deep.equal({ [q.keys.job(bad)]: 'boom' });
     expect((await q.getJobCounts())['waiting-children']).to.equal(0);
+  });
+
+  it('a batch of two children whose parent\'s dependency key holds another type refuses both, and writes nothing', async () => {
+    const q = queue('wrongdeps');
+    const flow = producer();
+    const tree = await flow.add({ name: 'parent', queueName: q.name, children: [1, 2].map((i) => ({ name: 'c', queueName: q.name, data: { i } })) });
+    const claims = await claimAs(q, 'w', 2);
+    expect(claims).to.have.length(2);
+    const c = q.client as Redis;
+    // another program replaced the parent's dependency set with a string
+    const deps = `${q.keys.job(tree.job.id)}:deps`;
+    await c.del(deps);
+    await c.set(deps, 'another program wrote this');
+    const before = await keyspaceContents(c);
+    const args: (string | number)[] = ['w', 2, 0, '0', '', 30000, 1];
+    for (const cl of claims) args.push(cl.id, cl.fence, 'completed', '1', -1, '', 1);
+    // the first plan raises at the first child; planned again isolated, each child is refused by
+    // the same check (a check that passed for none is not taken as passed for the second)
+    const reply = (await callFunction(c, 'glidemq_finishMany', q.keys.meta, args).catch((err: unknown) => [String(err)])) as unknown[];
+    expect(reply.map(String)).to.have.length(2);
+    for (const r of reply) expect(String(r)).to.match(/ERR_WRONG_TYPE .*:deps holds a string/);
+    expect(await keyspaceContents(c)).to.deep.equal(before);
   });
 
   it('a worker gone right after a child\'s finish: its parent in another queue was settled in that finish, and runs once', async () => {
