@@ -280,13 +280,9 @@ local function planFinish(k, j, consumer, seen, announce)
   end
   -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
   -- outside flows pays only the `flow` field of the read above
-  local role = cur[7] -- (nil outside flows: a plain job makes no call here)
-  local kids, parents = false, false
-  if role then
-    -- (a tree child, the usual flow job: no call to read its role)
-    if role ~= 'c' then kids = FLOW.hasChildren(role) end
-    if (status == 'completed' or status == 'failed') and (role == 'c' or FLOW.hasParents(role)) then parents = cur[8] end
-  end
+  local role = cur[7] -- (nil outside flows, and for a child: a plain job makes no call here)
+  local kids = role and FLOW.hasChildren(role) or false
+  local parents = (status == 'completed' or status == 'failed') and cur[8]
   j.kids, j.parents, j.flowKind = kids, false, false
   if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))

@@ -13,7 +13,7 @@
                                field '<parentKey> <childKey>' (a key holds no whitespace), value
                                JSON {t: the server's ms it was written, k: kind, v: value}.
   A child's hash keeps `parents`: its parents' job keys joined by spaces (a DAG node may have
-  several; a tree node one).
+  several; a tree node one); a parent's keeps `flow` 'p' (FLOW.mark).
   Settling is idempotent: the SREM of the child's key from the parent's deps decides, so a record
   relayed twice, or a child that settles again, changes nothing. A parent leaves waiting-children
   exactly once (ZREM returned 1), when its deps are empty (or at once for continueParentOnFailure),
@@ -29,28 +29,34 @@
 local FLOW = { RELAY_MARK = '{relay}' } -- the last element of a reply after which the worker relays
 do
 local MAX_DEPTH = 100 -- parents failed up a chain in one call (a flow is validated acyclic)
--- The keys of a parent's queue that settling it writes: always its waiting-children set and the
--- events; then, as releaseParent queues it, only the place its options put it (a parent in the
--- stream, the usual one, needs one key more, not every list a requeue could touch).
-local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset', 'events', 'stream' }
+-- The keys of a parent's queue that settling it writes: always its waiting-children set; the
+-- events while a QueueEvents may listen (PARENT_EVENTS); then, as releaseParent queues it, only
+-- the place its options put it (a parent in the stream, the usual one, needs one key more, not
+-- every list a requeue could touch).
+local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset' }
 local RELEASE_TYPES = {
-  delayed = { 'scheduled', 'zset', 'wake', 'stream' },
+  delayed = { 'scheduled', 'zset', 'wake', 'stream', 'events', 'stream' },
   prioritized = { 'prioritized', 'zset', 'meta', 'hash', 'wake', 'stream' },
   lifo = { 'lifo', 'list', 'wake', 'stream' },
   stream = { 'stream', 'stream' },
 }
 local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
+local META_TYPES, EVENT_TYPES = { 'meta', 'hash' }, { 'events', 'stream' }
+-- The parent queue's meta field eventsUntil as checkParent read it (false: none), kept on its keys
+-- for the call: a released parent's 'waiting' event is written only while a QueueEvents listens
+-- (lua/events.lua), as a flow's 'added' and 'waiting-children' are.
+local PARENT_EVENTS = {}
 
--- A flow job's hash keeps `flow`: 'p' (it has children, so dependency keys its removal deletes),
--- 'c' (it has parents, in its `parents` field) or 'pc'. A finish reads this one field, which a job
--- outside flows lacks, and reads `parents` only when it says 'c'.
+-- A flow job's hash keeps `flow` 'p' when it has children (dependency keys its removal deletes);
+-- a job with parents keeps them in its `parents` field, which alone makes it a child. A finish
+-- reads both fields with the job's other fields (a job outside flows lacks them). (A child stored
+-- before this rule, or restored, may also say 'c' in `flow`: 'c' or 'pc', read as above.)
 FLOW.mark = function(jk, role)
   local cur = redis.call('HGET', jk, 'flow') or ''
   if string.find(cur, role, 1, true) then return end
   redis.call('HSET', jk, 'flow', role == 'p' and ('p' .. cur) or (cur .. 'c'))
 end
 FLOW.hasChildren = function(role) return role ~= nil and role ~= false and string.find(role, 'p', 1, true) ~= nil end
-FLOW.hasParents = function(role) return role ~= nil and role ~= false and string.find(role, 'c', 1, true) ~= nil end
 
 -- The sub-keys of job key `jk`.
 FLOW.depsOf = function(jk) return jk .. ':deps' end
@@ -203,6 +209,13 @@ local function checkParent(pk, id, kind, depth, jk)
   local results = SETTLED_IN[kind]
   if results then requireKeyType(results(jk), 'hash') end
   requireTypes(pk, PARENT_QUEUE_TYPES)
+  if rawget(pk, PARENT_EVENTS) == nil then
+    -- (the read answers meta's type; an events stream is checked only where one may be written)
+    local untilMs = redis.pcall('HGET', pk.meta, 'eventsUntil')
+    if type(untilMs) == 'table' then requireTypes(pk, META_TYPES) end
+    if untilMs then requireTypes(pk, EVENT_TYPES) end
+    rawset(pk, PARENT_EVENTS, untilMs)
+  end
   -- the keys its release writes (releaseParent: its delay, else requeue: its group, priority, LIFO)
   if toInt(f[4], 0) > 0 then
     requireTypes(pk, RELEASE_TYPES.delayed)
@@ -292,7 +305,9 @@ local function releaseParent(pk, id, jk, now, f)
     else
       enqueueReady(pk, id, jk, toInt(f[5], 0), f[6] == '1')
     end
-    emit(pk, 'waiting', id, 'prev', 'waiting-children')
+    -- (a release its check did not read for: always, as before the QueueEvents rule)
+    local untilMs = rawget(pk, PARENT_EVENTS)
+    if untilMs == nil or listening(pk, now, { false, false, untilMs }) then emit(pk, 'waiting', id, 'prev', 'waiting-children') end
   end
 end
 FLOW.releaseParent = releaseParent -- (lua/flow.lua glidemq_releaseParents: a parent left waiting with no dependency)

@@ -439,8 +439,8 @@ end
 -- QueueEvents listens (lua/events.lua), so its events are not written.
 local function insertParent(n, now, quiet)
   local k, id, jk = n.k, n.jobId, n.jk
-  -- flow 'p' (or 'pc' with parents): it has dependency keys, which its removal deletes (FLOW.mark)
-  local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children', 'flow', n.parents ~= '' and 'pc' or 'p' }
+  -- flow 'p': it has dependency keys, which its removal deletes (FLOW.mark)
+  local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children', 'flow', 'p' }
   local function put(f, v)
     fields[#fields + 1] = f
     fields[#fields + 1] = v
@@ -488,7 +488,7 @@ local function storeFlow(keys, a, nodes, part)
   local out = { now, resent and 0 or 1 }
   if not resent then
     for i = 1, #fresh do ensureQueue(fresh[i]) end
-    local childExtra = { 'parents', false, 'flow', 'c' } -- (insertJob copies it: one table for every child)
+    local childExtra = { 'parents', false } -- (insertJob copies it: one table for every child)
     for i = 1, #nodes do
       local n = nodes[i]
       -- a flow's 'added' and 'waiting-children' events, one per node, are written only while a
@@ -497,7 +497,7 @@ local function storeFlow(keys, a, nodes, part)
       if #n.depList > 0 then
         insertParent(n, now, quiet)
       else
-        -- flow 'c': a child, whose finish settles its parents (FLOW.mark)
+        -- a child: its `parents` make its finish settle them (lua/flow-keys.lua)
         local extra = nil
         if n.parents ~= '' then
           childExtra[2] = n.parents

@@ -227,6 +227,18 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     expect(parentRuns).to.deep.equal([{ [side.keys.job(child.id)]: 7 }]);
   });
 
+  it('a parent released while no QueueEvents listens gets no waiting event (a flow\'s events are written only for a listener)', async () => {
+    const top = queue('top');
+    const flow = producer();
+    const tree = await flow.add({ name: 'parent', queueName: top.name, children: [{ name: 'child', queueName: top.name }] });
+    const [claim] = await claimAs(top, 'w', 1);
+    const c = top.client as Redis;
+    await callFunction(c, 'glidemq_finish', top.keys.meta, [claim.id, claim.fence, 'w', 'completed', '1', -1, 0, '', 1, '0', 30000, 1]);
+    expect(await top.getJobState(tree.job.id)).to.equal('waiting');
+    const events = (await c.xrange(top.keys.events, '-', '+')).map(([, f]) => f.join(' '));
+    expect(events.filter((e) => e.includes(tree.job.id))).to.deep.equal([]);
+  });
+
   it('a parent removed on completion takes its dependency keys with it (the hash field flow marks a parent)', async () => {
     const top = queue('top');
     const side = queue('side');
@@ -240,7 +252,8 @@ describe('flows: a parent runs exactly once, after its last dependency settled',
     const c = top.client as Redis;
     const parentKey = top.keys.job(tree.job.id);
     expect(await c.hget(parentKey, 'flow')).to.equal('p');
-    expect(await c.hget(side.keys.job(tree.children![0].job.id), 'flow')).to.equal('c');
+    // a child is one by its parents field alone
+    expect(await c.hmget(side.keys.job(tree.children![0].job.id), 'flow', 'parents')).to.deep.equal([null, parentKey]);
     worker(side, async () => 'a');
     worker(top, async () => 'b');
     await waitFor(async () => (await c.exists(parentKey)) === 0, 'the parent to complete and be removed');
