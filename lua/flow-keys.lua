@@ -88,9 +88,21 @@ FLOW.words = function(text)
   -- (a tree child has one parent: a plain find spares it the pattern)
   -- (and none, as a leaf's deps and a root's parents are: no pattern either)
   if not text or text == '' then return {} end
-  if not string.find(text, ' ', 1, true) then return { text } end
-  local out = {}
-  for w in string.gmatch(text or '', '%S+') do out[#out + 1] = w end
+  local at = string.find(text, ' ', 1, true)
+  if not at then return { text } end
+  -- (split at spaces by plain finds: a pattern's character class costs several times as much
+  -- per byte. A key holds no whitespace, so a tab or newline stays inside a word, which is then
+  -- no job key and is refused as one)
+  local out, from, n = {}, 1, 0
+  while at do
+    if at > from then
+      n = n + 1
+      out[n] = string.sub(text, from, at - 1)
+    end
+    from = at + 1
+    at = string.find(text, ' ', from, true)
+  end
+  if from <= #text then out[n + 1] = string.sub(text, from) end
   return out
 end
 
