@@ -134,13 +134,13 @@ local FINISH_MANY_JOB = { 'jobId', ARG.jobId, 'fence', ARG.fence, 'outcome', OUT
   'value', ARG.any, 'retryDelay', RETRY_DELAY, 'keep', KEEP_RULE, 'durationMs', ARG.ms }
 -- A job's group decoded in one step (args.lua readGroup): each argument checked by its kind in
 -- FINISH_MANY_JOB, and the table built whole, with the fields planFinish adds (jk: the job key,
--- kids: whether it has flow children; parents, flowKind: the parents its finish settles and how).
+-- kids: whether it has flow children).
 FINISH_MANY_JOB.read = function(args, at)
   local id, fence, outcome = ARG.jobId.check(args[at]), ARG.fence.check(args[at + 1]), OUTCOME.check(args[at + 2])
   local retryDelay, keep, durationMs = RETRY_DELAY.check(args[at + 4]), KEEP_RULE.check(args[at + 5]), ARG.ms.check(args[at + 6])
   if not (id and fence and outcome and retryDelay and keep and durationMs) then return nil end
   return { jobId = id, fence = fence, outcome = outcome, value = args[at + 3], retryDelay = retryDelay, keep = keep,
-    durationMs = durationMs, jk = false, kids = false, parents = false, flowKind = false }
+    durationMs = durationMs, jk = false, kids = false }
 end
 -- The keys each outcome writes besides the claim's own (activate.lua requireReleaseTypes); a
 -- failure for good writes FAILURE_TYPES (lua/outcomes.lua).
@@ -212,8 +212,9 @@ end
   the status a later finish of an id gets once an earlier job of the call finished it.
   `announce`: 'completed' is emitted (a limit, or a QueueEvents listening). (Results go back as
   values, not as fields of `j`: growing the decoded table per job costs more than the rest of the
-  plan; see glidemq_finishMany. Only the fields FINISH_MANY_JOB.read builds it with are set:
-  j.kids, and for a child whose finish settles its parents j.parents and j.flowKind, else false.) ]]
+  plan; see glidemq_finishMany. A child whose finish settles its parents alone gets two: j.parents,
+  its `parents` field, and j.flowKind, the kind of settlement, lua/flow-keys.lua; a plain job's
+  table never has them.) ]]
 local function planFinish(k, j, consumer, seen, announce)
   local id = j.jobId
   if seen and seen[id] then return seen[id] end
@@ -281,9 +282,8 @@ local function planFinish(k, j, consumer, seen, announce)
   -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
   -- outside flows pays only the `flow` field of the read above
   local role = cur[7] -- (nil outside flows, and for a child: a plain job makes no call here)
-  local kids = role and FLOW.hasChildren(role) or false
+  j.kids = role and FLOW.hasChildren(role) or false
   local parents = (status == 'completed' or status == 'failed') and cur[8]
-  j.kids, j.parents, j.flowKind = kids, false, false
   if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then
@@ -506,7 +506,7 @@ register('glidemq_finishMany', function(keys, args)
   local planned, p = pcall(planAll, k, jobs, refused, consumer, announce, false)
   if not planned then p = planAll(k, jobs, refused, consumer, announce, true) end
   local statuses, acks, lists, anyCompleted, anyFailed = p.statuses, p.acks, p.lists, p.anyCompleted, p.anyFailed
-  local mades, listSrcs, listSids, rfs = p.mades, p.listSrcs, p.listSids, p.rfs
+  local mades, listSrcs, listSids, rfs, flows = p.mades, p.listSrcs, p.listSids, p.rfs, p.flows
   if anyCompleted or anyFailed then checkMetrics(k, now, anyCompleted, anyFailed) end
   local marks = startedMarks(k, a.started)
   -- the XACK that opens the write phase raises on a stream of another type before any write
@@ -520,7 +520,7 @@ register('glidemq_finishMany', function(keys, args)
   local acked = #acks > 0 and redis.call('XACK', k.stream, GROUP, unpack(acks))
   local nCompleted, msCompleted, nFailed, msFailed = 0, 0, 0, 0
   local removed, relay
-  local settled = p.flows and {} -- the completions' settlements, written together (FLOW.flushSettled)
+  local settled = flows and {} -- the completions' settlements, written together (FLOW.flushSettled)
   local lifetime = metricsKeys(k).lifetime -- (the lifetime histogram's tally, lua/metrics-buckets.lua)
   local bounds, cBuckets, fBuckets = lifetime.BOUNDS, nil, nil
   -- the keys of completed jobs removed at once, deleted together after the loop: only jobs
@@ -539,7 +539,7 @@ register('glidemq_finishMany', function(keys, args)
         removed = removed or {}
         removed[#removed + 1], removed[#removed + 2] = j.jobId, marks
       end
-      local parents = j.parents
+      local parents = flows and j.parents
       if parents and FLOW.settleParents(k, jk, parents, j.flowKind, j.value, now, 0, settled) then relay = true end
       local b = 1
       while j.durationMs > bounds[b] do b = b + 1 end
