@@ -10,7 +10,8 @@
   every per-job event after the id this call returns is written, for as long as it keeps calling.
   Events outside the per-job path (failed, retrying, stalled, progress, added, paused, ...) are
   written whether anyone listens or not, except a flow's 'added' and 'waiting-children' (one per
-  node of a flow, lua/flow.lua), which are written only while a QueueEvents listens too.
+  node of a flow, lua/flow.lua) and a parent's 'waiting' when its children are done (one per
+  parent, lua/flow-keys.lua), which are written only while a QueueEvents listens too.
 
   KEYS[1]  meta key.
   ARGV[1]  ttl: ms from the server's now that the presence lasts (1000..86400000).

@@ -212,7 +212,9 @@ end
   the status a later finish of an id gets once an earlier job of the call finished it.
   `announce`: 'completed' is emitted (a limit, or a QueueEvents listening). (Results go back as
   values, not as fields of `j`: growing the decoded table per job costs more than the rest of the
-  plan; see glidemq_finishMany.) ]]
+  plan; see glidemq_finishMany. A child whose finish settles its parents alone gets two: j.parents,
+  its `parents` field, and j.flowKind, the kind of settlement, lua/flow-keys.lua; a plain job's
+  table never has them.) ]]
 local function planFinish(k, j, consumer, seen, announce)
   local id = j.jobId
   if seen and seen[id] then return seen[id] end
@@ -279,21 +281,18 @@ local function planFinish(k, j, consumer, seen, announce)
   end
   -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
   -- outside flows pays only the `flow` field of the read above
-  local flow = nil
-  local role = cur[7] -- (nil outside flows: a plain job makes no call here)
+  local role = cur[7] -- (nil outside flows, and for a child: a plain job makes no call here)
   j.kids = role and FLOW.hasChildren(role) or false
-  local parents = role and (status == 'completed' or status == 'failed') and FLOW.hasParents(role) and cur[8] or nil
+  local parents = (status == 'completed' or status == 'failed') and cur[8]
   if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then
-      FLOW.checkParents(k, parents, kind)
-      flow = { parents = parents, kind = kind }
-      -- a parent released inline may go to the priority or LIFO list: a completion releases only
-      -- its own parents, so only one in this queue counts; a failure may go on up (any queue)
-      if kind ~= 'completed' or FLOW.parentHere(k, parents) then lists = true end
+      -- a parent released inline may go to the priority or LIFO list (FLOW.planChild says)
+      if FLOW.planChild(k, parents, kind) then lists = true end
+      j.parents, j.flowKind = parents, kind
     end
   end
-  return status, jk, src, sid, made, lists, cur[6] or nil, flow
+  return status, jk, src, sid, made, lists, cur[6] or nil
 end
 
 -- The job keys whose not-started mark (lua/activate.lua) the reported claims `started` clear: those
@@ -409,7 +408,7 @@ register('glidemq_finish', function(keys, args)
   local listen = listening(k, now, m)
   local announce = listen or toInt(m[2], 0) > 0
   if listen then requireTypes(k, FINISH_TYPES.events) end -- 'drained' may be written
-  local status, jk, src, sid, made, lists, rf, flow = planFinish(k, a, a.consumer, nil, announce)
+  local status, jk, src, sid, made, lists, rf = planFinish(k, a, a.consumer, nil, announce)
   local acked = jk and src == 's' and sid
   if jk then checkMetrics(k, now, status == 'completed', status ~= 'completed') end
   -- the XACK that opens the write phase raises on a stream of another type before any write
@@ -425,7 +424,7 @@ register('glidemq_finish', function(keys, args)
     recordMetrics(k, now, status == 'completed', a.durationMs)
     metricsKeys(k).lifetime.attempt(k, status == 'completed', a.durationMs)
   end
-  local relay = flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, a.value, now)
+  local relay = jk and a.parents and FLOW.settleParents(k, jk, a.parents, a.flowKind, a.value, now)
   local out, drained = fetchNext(k, a.consumer, now, a.fetchCount, m, lists, a.ahead)
   if drained then emit(k, 'drained', '') end
   table.insert(out, 1, status)
@@ -448,12 +447,12 @@ local function planAll(k, jobs, refused, consumer, announce, isolate)
   local statuses, acks = p.statuses, p.acks
   for i = 1, #jobs do -- (a numeric loop: ipairs costs a function call per job)
     local j = jobs[i]
-    local ok, status, jk, src, sid, made, jobLists, rf, flow = false, refused and refused[i]
+    local ok, status, jk, src, sid, made, jobLists, rf = false, refused and refused[i]
     if j then
       if isolate then
-        ok, status, jk, src, sid, made, jobLists, rf, flow = pcall(planFinish, k, j, consumer, seen, announce)
+        ok, status, jk, src, sid, made, jobLists, rf = pcall(planFinish, k, j, consumer, seen, announce)
       else
-        ok, status, jk, src, sid, made, jobLists, rf, flow = true, planFinish(k, j, consumer, seen, announce)
+        ok, status, jk, src, sid, made, jobLists, rf = true, planFinish(k, j, consumer, seen, announce)
       end
     end
     if not ok then
@@ -481,10 +480,7 @@ local function planAll(k, jobs, refused, consumer, announce, isolate)
         p.rfs = p.rfs or {}
         p.rfs[i] = rf
       end
-      if flow then
-        p.flows = p.flows or {}
-        p.flows[i] = flow
-      end
+      if j.parents then p.flows = true end
     end
   end
   return p
@@ -527,9 +523,10 @@ register('glidemq_finishMany', function(keys, args)
   local settled = flows and {} -- the completions' settlements, written together (FLOW.flushSettled)
   local lifetime = metricsKeys(k).lifetime -- (the lifetime histogram's tally, lua/metrics-buckets.lua)
   local bounds, cBuckets, fBuckets = lifetime.BOUNDS, nil, nil
-  -- the keys of completed jobs removed at once, deleted together after the loop; not in a batch
-  -- that settles parents, which may read a job of the batch
-  local doomed = not flows and {} or nil
+  -- the keys of completed jobs removed at once, deleted together after the loop: only jobs
+  -- without flow children go there (lua/outcomes.lua settle), and a settlement reads and writes
+  -- only parents (jobs with children) and their parents, so none reads a job before its DEL
+  local doomed = {}
   for i = 1, #jobs do
     local j = jobs[i]
     local jk = j and j.jk
@@ -542,8 +539,8 @@ register('glidemq_finishMany', function(keys, args)
         removed = removed or {}
         removed[#removed + 1], removed[#removed + 2] = j.jobId, marks
       end
-      local flow = flows and flows[i]
-      if flow and FLOW.settleParents(k, jk, flow.parents, flow.kind, j.value, now, 0, settled) then relay = true end
+      local parents = flows and j.parents
+      if parents and FLOW.settleParents(k, jk, parents, j.flowKind, j.value, now, 0, settled) then relay = true end
       local b = 1
       while j.durationMs > bounds[b] do b = b + 1 end
       if status == 'completed' then
@@ -559,7 +556,7 @@ register('glidemq_finishMany', function(keys, args)
   end
   if settled then FLOW.flushSettled(settled, now) end
   -- (in parts: unpack passes at most a few thousand values)
-  for from = 1, doomed and #doomed or 0, 1000 do
+  for from = 1, #doomed, 1000 do
     redis.call('DEL', unpack(doomed, from, math.min(from + 999, #doomed)))
   end
   if acked then dropAcked(k, acks, acked, pending and pending[3]) end

@@ -13,7 +13,7 @@
                                field '<parentKey> <childKey>' (a key holds no whitespace), value
                                JSON {t: the server's ms it was written, k: kind, v: value}.
   A child's hash keeps `parents`: its parents' job keys joined by spaces (a DAG node may have
-  several; a tree node one).
+  several; a tree node one); a parent's keeps `flow` 'p' (FLOW.mark).
   Settling is idempotent: the SREM of the child's key from the parent's deps decides, so a record
   relayed twice, or a child that settles again, changes nothing. A parent leaves waiting-children
   exactly once (ZREM returned 1), when its deps are empty (or at once for continueParentOnFailure),
@@ -29,28 +29,34 @@
 local FLOW = { RELAY_MARK = '{relay}' } -- the last element of a reply after which the worker relays
 do
 local MAX_DEPTH = 100 -- parents failed up a chain in one call (a flow is validated acyclic)
--- The keys of a parent's queue that settling it writes: always its waiting-children set and the
--- events; then, as releaseParent queues it, only the place its options put it (a parent in the
--- stream, the usual one, needs one key more, not every list a requeue could touch).
-local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset', 'events', 'stream' }
+-- The keys of a parent's queue that settling it writes: always its waiting-children set; the
+-- events while a QueueEvents may listen (PARENT_EVENTS); then, as releaseParent queues it, only
+-- the place its options put it (a parent in the stream, the usual one, needs one key more, not
+-- every list a requeue could touch).
+local PARENT_QUEUE_TYPES = { 'waitingChildren', 'zset' }
 local RELEASE_TYPES = {
-  delayed = { 'scheduled', 'zset', 'wake', 'stream' },
+  delayed = { 'scheduled', 'zset', 'wake', 'stream', 'events', 'stream' },
   prioritized = { 'prioritized', 'zset', 'meta', 'hash', 'wake', 'stream' },
   lifo = { 'lifo', 'list', 'wake', 'stream' },
   stream = { 'stream', 'stream' },
 }
 local OUTBOX_TYPES = { 'flowOutbox', 'hash' }
+local META_TYPES, EVENT_TYPES = { 'meta', 'hash' }, { 'events', 'stream' }
+-- The parent queue's meta field eventsUntil as checkParent read it (false: none), kept on its keys
+-- for the call: a released parent's 'waiting' event is written only while a QueueEvents listens
+-- (lua/events.lua), as a flow's 'added' and 'waiting-children' are.
+local PARENT_EVENTS = {}
 
--- A flow job's hash keeps `flow`: 'p' (it has children, so dependency keys its removal deletes),
--- 'c' (it has parents, in its `parents` field) or 'pc'. A finish reads this one field, which a job
--- outside flows lacks, and reads `parents` only when it says 'c'.
+-- A flow job's hash keeps `flow` 'p' when it has children (dependency keys its removal deletes);
+-- a job with parents keeps them in its `parents` field, which alone makes it a child. A finish
+-- reads both fields with the job's other fields (a job outside flows lacks them). (A child stored
+-- before this rule, or restored, may also say 'c' in `flow`: 'c' or 'pc', read as above.)
 FLOW.mark = function(jk, role)
   local cur = redis.call('HGET', jk, 'flow') or ''
   if string.find(cur, role, 1, true) then return end
   redis.call('HSET', jk, 'flow', role == 'p' and ('p' .. cur) or (cur .. 'c'))
 end
 FLOW.hasChildren = function(role) return role ~= nil and role ~= false and string.find(role, 'p', 1, true) ~= nil end
-FLOW.hasParents = function(role) return role ~= nil and role ~= false and string.find(role, 'c', 1, true) ~= nil end
 
 -- The sub-keys of job key `jk`.
 FLOW.depsOf = function(jk) return jk .. ':deps' end
@@ -82,9 +88,21 @@ FLOW.words = function(text)
   -- (a tree child has one parent: a plain find spares it the pattern)
   -- (and none, as a leaf's deps and a root's parents are: no pattern either)
   if not text or text == '' then return {} end
-  if not string.find(text, ' ', 1, true) then return { text } end
-  local out = {}
-  for w in string.gmatch(text or '', '%S+') do out[#out + 1] = w end
+  local at = string.find(text, ' ', 1, true)
+  if not at then return { text } end
+  -- (split at spaces by plain finds: a pattern's character class costs several times as much
+  -- per byte. A key holds no whitespace, so a tab or newline stays inside a word, which is then
+  -- no job key and is refused as one)
+  local out, from, n = {}, 1, 0
+  while at do
+    if at > from then
+      n = n + 1
+      out[n] = string.sub(text, from, at - 1)
+    end
+    from = at + 1
+    at = string.find(text, ' ', from, true)
+  end
+  if from <= #text then out[n + 1] = string.sub(text, from) end
   return out
 end
 
@@ -137,19 +155,27 @@ local function queueOf(k, base)
   return q
 end
 
--- The parents of `parents` (a child's `parents` field), each { key = its job key, base, id }, split
--- once per call and kept on `k` by the field's text: a batch's children of one parent share it.
+-- The parents of `parents` (a child's `parents` field), each { key = its job key, base, id, deps =
+-- its deps key, q = its queue's keys (queueOf), inline = whether this call settles it itself (its
+-- queue is `k`'s, or every queue is reachable) }, split once per call and kept on `k` by the
+-- field's text: a batch's children of one parent share it, and each child pays one lookup.
+local PARENTS_KEPT = {} -- (a table as the field name: no key name can be it)
 local function parentsOf(k, parents)
-  local known = FLOW.kept(k, '__flowParents')
-  local list = known[parents]
-  if not list then
-    list = {}
-    for _, key in ipairs(FLOW.words(parents)) do
-      local base, id = FLOW.splitJobKey(key)
-      list[#list + 1] = { key = key, base = base, id = id }
-    end
-    known[parents] = list
+  local known = rawget(k, PARENTS_KEPT)
+  local list = known and known[parents]
+  if list then return list end
+  if not known then
+    known = {}
+    rawset(k, PARENTS_KEPT, known)
   end
+  list = {}
+  for _, key in ipairs(FLOW.words(parents)) do
+    local base, id = FLOW.splitJobKey(key)
+    local inline = base == k.base or (base ~= nil and FLOW.reachesEveryQueue())
+    list[#list + 1] = { key = key, base = base, id = id, deps = FLOW.depsOf(key), q = inline and queueOf(k, base) or false,
+      inline = inline }
+  end
+  known[parents] = list
   return list
 end
 
@@ -169,15 +195,23 @@ local checkParents
 -- The hash a settlement of each kind records the child in ('remove' records it nowhere).
 local SETTLED_IN = { completed = FLOW.processedOf, ignore = FLOW.ignoredOf, fail = FLOW.failedOf, continue = FLOW.failedOf }
 
+-- The fields of each parent hash checkParent read in this call (job key -> the HMGET's answer:
+-- grp, parents, opts, delay, priority, lifo), kept on the parent queue's keys `pk`: the release
+-- of a parent whose last child settles in the same call places it by them (releaseParent)
+-- instead of reading them again. A settlement reads them only in a call that checked the parent
+-- first, and nothing a settlement writes changes them.
+local FIELDS_KEPT = {}
+local function fieldsOf(pk) return rawget(pk, FIELDS_KEPT) end
+
 -- Checks (reads only) the keys settling parent `id` of queue `pk` with `kind` writes: the parent's
 -- hash and sub-keys, the queue keys a release or a failure writes, and for a failure, on up the
 -- parent's own parents.
 local function checkParent(pk, id, kind, depth, jk)
   jk = jk or jobKey(pk, id)
-  -- a call's children of one parent (a finish batch) check it once per kind
+  -- a call's children of one parent (a finish batch) check it once per kind; it is marked only
+  -- once every check passed, so a batch planned again isolated (lua/finish.lua) checks it again
   local ofKind = FLOW.kept(FLOW.kept(pk, '__flowChecked'), kind)
   if ofKind[jk] then return end
-  ofKind[jk] = true
   -- the parent's hash is read here anyway: its read answers its type too (a wrong type is the
   -- only error HMGET gives), so a child's settlement costs no TYPE call for it
   local f = redis.pcall('HMGET', jk, 'grp', 'parents', 'opts', 'delay', 'priority', 'lifo')
@@ -187,6 +221,13 @@ local function checkParent(pk, id, kind, depth, jk)
   local results = SETTLED_IN[kind]
   if results then requireKeyType(results(jk), 'hash') end
   requireTypes(pk, PARENT_QUEUE_TYPES)
+  if rawget(pk, PARENT_EVENTS) == nil then
+    -- (the read answers meta's type; an events stream is checked only where one may be written)
+    local untilMs = redis.pcall('HGET', pk.meta, 'eventsUntil')
+    if type(untilMs) == 'table' then requireTypes(pk, META_TYPES) end
+    if untilMs then requireTypes(pk, EVENT_TYPES) end
+    rawset(pk, PARENT_EVENTS, untilMs)
+  end
   -- the keys its release writes (releaseParent: its delay, else requeue: its group, priority, LIFO)
   if toInt(f[4], 0) > 0 then
     requireTypes(pk, RELEASE_TYPES.delayed)
@@ -206,6 +247,13 @@ local function checkParent(pk, id, kind, depth, jk)
     local up = FLOW.failureKind(f[3])
     if f[2] and up and depth < MAX_DEPTH then checkParents(pk, f[2], up, depth + 1) end
   end
+  ofKind[jk] = true
+  local kept = fieldsOf(pk)
+  if not kept then
+    kept = {}
+    rawset(pk, FIELDS_KEPT, kept)
+  end
+  kept[jk] = f
 end
 
 -- Checks (reads only) the keys settling the parents `parents` (the child's `parents` field) of a
@@ -214,9 +262,8 @@ checkParents = function(k, parents, kind, depth)
   local list = parentsOf(k, parents)
   for i = 1, #list do
     local p = list[i]
-    local base = p.base
-    if base == k.base or (base and FLOW.reachesEveryQueue()) then
-      checkParent(queueOf(k, base), p.id, kind, depth or 0, p.key)
+    if p.inline then
+      checkParent(p.q, p.id, kind, depth or 0, p.key)
     else
       requireTypes(k, OUTBOX_TYPES)
     end
@@ -225,18 +272,54 @@ end
 FLOW.checkParents = checkParents
 FLOW.checkParent = checkParent
 
+-- A finish's check of a child with `parents` (its field) that settles them with `kind`: checks the
+-- keys (checkParents) once per call for each kind and parents text, so the children of one parent
+-- in a batch each pay one lookup. Returns whether the settlement may put a job in `k`'s priority or
+-- LIFO list: a completion releases only its own parents, so only one in `k` counts; a failure
+-- may go on up (any queue).
+local PLANNED = {}
+FLOW.planChild = function(k, parents, kind)
+  local planned = rawget(k, PLANNED)
+  if not planned then
+    planned = {}
+    rawset(k, PLANNED, planned)
+  end
+  local ofKind = planned[kind]
+  if not ofKind then
+    ofKind = {}
+    planned[kind] = ofKind
+  end
+  local lists = ofKind[parents]
+  if lists == nil then
+    checkParents(k, parents, kind)
+    lists = kind ~= 'completed' or FLOW.parentHere(k, parents)
+    ofKind[parents] = lists
+  end
+  return lists
+end
+
 -- Queues parent `id` (hash `jk`) of queue `pk` that no longer waits for children, as an add would:
--- after its delay (from the server's now), else where its priority, LIFO or group puts it.
-local function releaseParent(pk, id, jk, now)
-  local delay = toInt(redis.call('HGET', jk, 'delay'), 0)
+-- after its delay (from the server's now), else where its priority, LIFO or group puts it. `f`
+-- (optional): its fields as checkParent read them in this call (fieldsOf), else they are read.
+local function releaseParent(pk, id, jk, now, f)
+  local delay
+  if f then delay = toInt(f[4], 0) else delay = toInt(redis.call('HGET', jk, 'delay'), 0) end
   if delay > 0 then
     redis.call('HSET', jk, 'state', 'delayed')
     scheduleDue(pk, id, now + delay, now)
     groupHoldDelayed(pk, id, jk)
     emit(pk, 'delayed', id, 'delay', delay)
   else
-    requeue(pk, id, jk)
-    emit(pk, 'waiting', id, 'prev', 'waiting-children')
+    if not f then
+      requeue(pk, id, jk)
+    elseif f[1] then
+      groupEnqueue(pk, id, jk, f[1])
+    else
+      enqueueReady(pk, id, jk, toInt(f[5], 0), f[6] == '1')
+    end
+    -- (a release its check did not read for: always, as before the QueueEvents rule)
+    local untilMs = rawget(pk, PARENT_EVENTS)
+    if untilMs == nil or listening(pk, now, { false, false, untilMs }) then emit(pk, 'waiting', id, 'prev', 'waiting-children') end
   end
 end
 FLOW.releaseParent = releaseParent -- (lua/flow.lua glidemq_releaseParents: a parent left waiting with no dependency)
@@ -257,6 +340,20 @@ local function failParent(pk, id, jk, childKey, now, depth)
   return false
 end
 
+-- Records in `batch` (FLOW.flushSettled) the completion of child `childKey` that the SREM of its
+-- key from the deps of parent `id` (hash `jk`) of queue `pk` just decided (once only): its value,
+-- and the look at what is left, wait for the batch's end.
+local function batchCompletion(batch, pk, id, jk, childKey, value)
+  local e = batch[jk]
+  if not e then
+    e = { pk = pk, id = id, jk = jk, fields = {} }
+    batch[jk] = e
+    batch[#batch + 1] = e
+  end
+  local fields = e.fields
+  fields[#fields + 1], fields[#fields + 2] = childKey, value
+end
+
 --[[ Settles child `childKey` into parent `id` of queue `pk` with `kind` and `value` (see the
   header). Idempotent: only the call that takes the child out of the parent's deps changes
   anything. Returns whether it changed anything, and whether it wrote an outbox record (a parent
@@ -265,15 +362,7 @@ FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth, batch, jk)
   jk = jk or jobKey(pk, id)
   if redis.call('SREM', FLOW.depsOf(jk), childKey) == 0 then return false, false end
   if batch and kind == 'completed' then
-    -- the SREM decided (once only); the value and the look at what is left wait for the batch's end
-    local e = batch[jk]
-    if not e then
-      e = { pk = pk, id = id, jk = jk, fields = {} }
-      batch[jk] = e
-      batch[#batch + 1] = e
-    end
-    local fields = e.fields
-    fields[#fields + 1], fields[#fields + 2] = childKey, value
+    batchCompletion(batch, pk, id, jk, childKey, value)
     return true, false
   end
   if kind == 'completed' then
@@ -293,7 +382,7 @@ FLOW.settleOne = function(pk, id, childKey, kind, value, now, depth, batch, jk)
       redis.call('HSET', jk, 'failedBy', childKey)
     end
   elseif kind == 'continue' or redis.call('SCARD', FLOW.depsOf(jk)) == 0 then
-    if redis.call('ZREM', pk.waitingChildren, id) == 1 then releaseParent(pk, id, jk, now) end
+    if redis.call('ZREM', pk.waitingChildren, id) == 1 then releaseParent(pk, id, jk, now, (fieldsOf(pk) or {})[jk]) end
   end
   return true, wrote
 end
@@ -309,7 +398,7 @@ FLOW.flushSettled = function(batch, now)
       redis.call('HSET', FLOW.processedOf(jk), unpack(fields, b + 1, math.min(b + FIELDS_AT_ONCE, #fields)))
     end
     if redis.call('SCARD', FLOW.depsOf(jk)) == 0 and redis.call('ZREM', e.pk.waitingChildren, e.id) == 1 then
-      releaseParent(e.pk, e.id, jk, now)
+      releaseParent(e.pk, e.id, jk, now, (fieldsOf(e.pk) or {})[jk])
     end
     batch[jk], batch[i] = nil, nil
   end
@@ -329,13 +418,16 @@ settleParents = function(k, childJk, parents, kind, value, now, depth, batch)
   local list = parentsOf(k, parents)
   for i = 1, #list do
     local p = list[i]
-    local base = p.base
-    if base == k.base or (base and FLOW.reachesEveryQueue()) then
-      local _, cascaded = FLOW.settleOne(queueOf(k, base), p.id, childJk, kind, value, now, depth or 0, batch, p.key)
-      wrote = wrote or cascaded
-    elseif base then
-      local key = p.key
-      redis.call('HSET', k.flowOutbox, key .. ' ' .. childJk, cjson.encode({ t = now, k = kind, v = value }))
+    if p.inline then
+      if batch and kind == 'completed' then
+        -- (FLOW.settleOne's batched completion, without its calls: this runs for every child)
+        if redis.call('SREM', p.deps, childJk) == 1 then batchCompletion(batch, p.q, p.id, p.key, childJk, value) end
+      else
+        local _, cascaded = FLOW.settleOne(p.q, p.id, childJk, kind, value, now, depth or 0, batch, p.key)
+        wrote = wrote or cascaded
+      end
+    elseif p.base then
+      redis.call('HSET', k.flowOutbox, p.key .. ' ' .. childJk, cjson.encode({ t = now, k = kind, v = value }))
       wrote = true
     end
   end

@@ -355,12 +355,23 @@ local function flowExists(nodes)
   return true
 end
 
+local META_TYPES = { 'meta', 'hash' }
+
 -- The keys of queue `k` the write phase writes for the nodes `ofQueue` (as requireTypes takes
--- them): every queue's meta, event and job streams and wake stream; the sets only the nodes'
--- options use (waiting-children for a parent; scheduled, prioritized, LIFO for a leaf that is
--- delayed, prioritized or LIFO: a parent is queued by the settle that frees it, which checks then).
-local function flowWriteTypes(ofQueue)
-  local spec = { 'meta', 'hash', 'events', 'stream', 'stream', 'stream', 'wake', 'stream' }
+-- them), and whether the queue is new (no createdAt: ensureQueue then creates its job and wake
+-- streams' groups). meta is read here (its createdAt, and eventsUntil, which `listening` keeps
+-- for the call): the read answers its type. The event stream is written only while a QueueEvents
+-- listens (a flow's events, see insertParent), the job stream only for a leaf (a parent is queued
+-- by the settle that frees it, which checks then) and the wake stream for a leaf that is delayed,
+-- prioritized or LIFO (a group's keys, with its wake, groupRequireTypes checks); the sets only the
+-- nodes' options use (waiting-children for a parent; scheduled, prioritized, LIFO for a leaf that
+-- is delayed, prioritized or LIFO).
+local function flowWriteTypes(k, ofQueue, now)
+  -- (eventsUntil third, where `listening` reads it in a caller's HMGET of meta)
+  local m = redis.pcall('HMGET', k.meta, 'createdAt', 'paused', 'eventsUntil')
+  if m.err then requireTypes(k, META_TYPES) end
+  local fresh = not m[1]
+  local spec = {}
   local seen = {}
   local function need(name, t)
     if not seen[name] then
@@ -368,21 +379,29 @@ local function flowWriteTypes(ofQueue)
       spec[#spec + 1], spec[#spec + 2] = name, t
     end
   end
+  if listening(k, now, m) then need('events', 'stream') end
+  if fresh then
+    need('stream', 'stream')
+    need('wake', 'stream')
+  end
   for i = 1, #ofQueue do
     local n = ofQueue[i]
     if #n.depList > 0 then
       need('waitingChildren', 'zset')
     else
+      need('stream', 'stream')
       if n.delay > 0 then need('scheduled', 'zset') end
       if n.priority > 0 then need('prioritized', 'zset') end
       if n.lifo then need('lifo', 'list') end
+      if n.delay > 0 or n.priority > 0 or n.lifo then need('wake', 'stream') end
     end
   end
-  return spec
+  return spec, fresh
 end
 
 -- The types of every key the write phase writes; the state of every parent outside the call.
-local function checkFlowWrites(nodes, outside)
+-- Returns the queues that are new (their key tables), which the write phase creates.
+local function checkFlowWrites(nodes, outside, now)
   local byQueue, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
   for i = 1, #nodes do
     local n = nodes[i]
@@ -396,7 +415,12 @@ local function checkFlowWrites(nodes, outside)
     if n.group then groupRequireTypes(n.k, n.group.id) end
     if #n.depList > 0 then requireKeyType(FLOW.depsOf(n.jk), 'set') end
   end
-  for _, k in ipairs(order) do requireTypes(k, flowWriteTypes(byQueue[k])) end
+  local fresh = {}
+  for _, k in ipairs(order) do
+    local spec, new = flowWriteTypes(k, byQueue[k], now)
+    requireTypes(k, spec)
+    if new then fresh[#fresh + 1] = k end
+  end
   for key, o in pairs(outside) do
     local state = redis.call('HGET', key, 'state')
     if not state then
@@ -407,6 +431,7 @@ local function checkFlowWrites(nodes, outside)
     end
     requireKeyType(FLOW.depsOf(key), 'set')
   end
+  return fresh
 end
 
 -- Writes a parent node: its hash waiting for its children (state 'waiting-children'), its deps,
@@ -414,8 +439,8 @@ end
 -- QueueEvents listens (lua/events.lua), so its events are not written.
 local function insertParent(n, now, quiet)
   local k, id, jk = n.k, n.jobId, n.jk
-  -- flow 'p' (or 'pc' with parents): it has dependency keys, which its removal deletes (FLOW.mark)
-  local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children', 'flow', n.parents ~= '' and 'pc' or 'p' }
+  -- flow 'p': it has dependency keys, which its removal deletes (FLOW.mark)
+  local fields = { 'name', n.name, 'data', n.data, 'ts', now, 'state', 'waiting-children', 'flow', 'p' }
   local function put(f, v)
     fields[#fields + 1] = f
     fields[#fields + 1] = v
@@ -458,19 +483,12 @@ local function storeFlow(keys, a, nodes, part)
   local outside = checkLinks(nodes, byKey, bases)
   if part then FLOW_PART.restoreLinks(nodes, outside, FLOW_PART.links(a, bases)) end
   local resent = journalStored or flowExists(nodes)
-  if not resent then checkFlowWrites(nodes, outside) end
   local now = serverNow()
+  local fresh = not resent and checkFlowWrites(nodes, outside, now)
   local out = { now, resent and 0 or 1 }
   if not resent then
-    local ensured = {}
-    for i = 1, #nodes do
-      local n = nodes[i]
-      if not ensured[n.k] then
-        ensured[n.k] = true
-        ensureQueue(n.k)
-      end
-    end
-    local childExtra = { 'parents', false, 'flow', 'c' } -- (insertJob copies it: one table for every child)
+    for i = 1, #fresh do ensureQueue(fresh[i]) end
+    local childExtra = { 'parents', false } -- (insertJob copies it: one table for every child)
     for i = 1, #nodes do
       local n = nodes[i]
       -- a flow's 'added' and 'waiting-children' events, one per node, are written only while a
@@ -479,7 +497,7 @@ local function storeFlow(keys, a, nodes, part)
       if #n.depList > 0 then
         insertParent(n, now, quiet)
       else
-        -- flow 'c': a child, whose finish settles its parents (FLOW.mark)
+        -- a child: its `parents` make its finish settle them (lua/flow-keys.lua)
         local extra = nil
         if n.parents ~= '' then
           childExtra[2] = n.parents

@@ -46,8 +46,9 @@ local PRODUCER_TTL_MS = 3600000 -- one hour after a producer's last call
 producerCall = function(k, producer, seq, numeric)
   if producer == '' then return nil end
   local pk = k.producerPrefix .. producer
-  requireKeyType(pk, 'hash')
-  local f = redis.call('HMGET', pk, seq, 'low')
+  -- (the read answers the hash's type: a wrong type is the only error HMGET gives)
+  local f = redis.pcall('HMGET', pk, seq, 'low')
+  if f.err then requireKeyType(pk, 'hash') end
   local kept = nil
   if f[1] then
     -- ts id1 created1 id2 created2 ...: job ids hold no whitespace (ARG.jobId), so a space parts them

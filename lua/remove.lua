@@ -203,7 +203,7 @@ local function unfinishedSubtree(k, jk, out, seen, away)
 end
 
 -- Drops `parentKey` from the parents job `jk` names (its parent was removed without it): with
--- none left it is no child any more (its `flow` mark says so). Returns true when it named it.
+-- none left it is no child any more (its `parents` field says so). Returns true when it named it.
 local function unlinkParent(jk, parentKey)
   local f = redis.call('HMGET', jk, 'parents', 'flow')
   if not f[1] then return false end

@@ -81,8 +81,8 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
     expect(r.code, r.stderr).to.equal(0);
     const lines = r.stdout.trim().split('\n');
     expect(lines).to.have.length(2);
-    expect(lines[0]).to.match(new RegExp(`^[0-9a-f-]{36}  top  @${name}$`));
-    expect(lines[1]).to.match(new RegExp(`^└─ [0-9a-f-]{36}  leaf  @${sources}$`));
+    expect(lines[0]).to.match(new RegExp(`^[\\w-]{22}  top  @${name}$`));
+    expect(lines[1]).to.match(new RegExp(`^└─ [\\w-]{22}  leaf  @${sources}$`));
     expect(await q.getJobState(lines[0].split(' ')[0])).to.equal('waiting-children');
     // --flow - reads the flow from stdin; a bad one names stdin
     const piped = await cli(['--json', 'enqueue', name, '--flow', '-'], { input: JSON.stringify({ name: 'piped', opts: { jobId: 'piped-1' }, children: [{ name: 'c' }] }) });
@@ -135,8 +135,8 @@ describe('CLI: flows (enqueue --flow, flow, job, jobs --state waiting-children)'
     const text = await cli(['enqueue', name, '--flow', flowFile({ nodes: [{ name: 'a' }, { name: 'b', queueName: other, deps: ['a'] }] })]);
     expect(text.code, text.stderr).to.equal(0);
     const lines = text.stdout.trim().split('\n');
-    expect(lines[0]).to.match(/^[0-9a-f-]{36}  a$/);
-    expect(lines[1]).to.match(new RegExp(`^[0-9a-f-]{36}  b  @${other}$`));
+    expect(lines[0]).to.match(/^[\w-]{22}  a$/);
+    expect(lines[1]).to.match(new RegExp(`^[\\w-]{22}  b  @${other}$`));
   });
 
   it('a bad flow file exits 2 with one line naming the place, and writes nothing', async () => {

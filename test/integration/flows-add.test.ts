@@ -58,6 +58,19 @@ describe('flows: a flow is stored whole or not at all, and once', function () {
     expect(await keyspaceFingerprint(c)).to.equal(before);
   });
 
+  it('a flow refused for a queue meta key of another type (read, not type-checked, by the add) writes nothing', async () => {
+    const top = queue('top');
+    const other = queue('other');
+    const c = top.client as Redis;
+    await c.del(other.keys.meta);
+    await c.set(other.keys.meta, 'not a hash');
+    const before = await keyspaceFingerprint(c);
+    const err = await rejection(producer().add(tree(top, other)));
+    expect(err.name).to.equal('WrongTypeError');
+    expect(err.message).to.match(/:meta holds a string/);
+    expect(await keyspaceFingerprint(c)).to.equal(before);
+  });
+
   it('a child of a finished parent is refused and writes nothing', async () => {
     const q = queue('q');
     const c = q.client as Redis;

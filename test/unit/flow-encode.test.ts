@@ -4,7 +4,7 @@
  * still each node's name, data and id are checked, a bad one refused naming its node.
  */
 import { expect } from 'chai';
-import { encodeNodes, nodeKey, treeToNodes } from '../../src/engine/flows/flow-nodes.js';
+import { encodeNodes, newFlowJobId, nodeKey, treeToNodes } from '../../src/engine/flows/flow-nodes.js';
 import { encodeJob, type JobOptions } from '../../src/engine/producing/options.js';
 
 const shared: JobOptions = { removeOnComplete: true, attempts: 3, backoff: { type: 'exponential', delay: 10 }, sizeLimit: 64 };
@@ -59,5 +59,18 @@ describe('flow encoding', () => {
     nodes[0].deps[1] = nodeKey(nodes[2]);
     const err = refusal(() => encodeNodes(nodes));
     expect(err.message).to.match(/^flow: job child-1 \(bad:id\) of queue enc-children: job id "bad:id" is invalid/);
+  });
+
+  it('a node without a jobId gets 22 base64url characters, never a whole number nor a leading dash, each its own', () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 2000; i++) {
+      const id = newFlowJobId();
+      expect(id).to.match(/^[A-Za-z0-9_][A-Za-z0-9_-]{21}$/);
+      expect(id).to.not.match(/^\d+$/);
+      ids.add(id);
+    }
+    expect(ids.size).to.equal(2000);
+    const nodes = treeToNodes(tree([1]));
+    for (const n of nodes) expect(n.id).to.have.length(22);
   });
 });

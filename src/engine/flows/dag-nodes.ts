@@ -5,11 +5,10 @@
  * once, and each of them waits for it. Every refusal (a bad shape, a duplicate name, an unknown dep,
  * a cycle, an option) happens here, before anything is written, and names the node.
  */
-import { randomUUID } from 'node:crypto';
 import { InvalidArgumentError, invalid } from '../shared/errors.js';
 import type { Job } from '../jobs/job.js';
 import type { JobOptions } from '../producing/options.js';
-import { nodeKey, type FlowJob, type FlowNode } from './flow-nodes.js';
+import { newFlowJobId, nodeKey, type FlowJob, type FlowNode } from './flow-nodes.js';
 
 /** The options of a DAG node's job: a flow job's (its parents are the nodes that name it in their deps). */
 export type DAGJobOptions = NonNullable<FlowJob['opts']>;
@@ -65,7 +64,7 @@ export function jobsByName(byName: Map<string, FlowNode>, jobs: Map<FlowNode, Jo
 /** A job id made here: the user's jobId, else a UUID v4 (as flow-nodes.ts makes a tree's). */
 export function workflowJobId(opts: JobOptions | undefined): string {
   const id = opts?.jobId;
-  return id === undefined || id === '' ? randomUUID() : id;
+  return id === undefined || id === '' ? newFlowJobId() : id;
 }
 
 /** Refuses what a workflow job's opts cannot hold; `label` names the job in the message. */

@@ -8,7 +8,7 @@
  * options, links, cycles) and again by the Lua before its first write.
  */
 import type { ConfirmOptions } from '../producing/confirm.js';
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { invalid, NotSupportedError } from '../shared/errors.js';
 import { DEFAULT_PREFIX, QueueKeys, refJobKey } from '../shared/keys.js';
 import { encodeJob, encodeJobLike, withDefaults, type JobOptions, type ParentOptions } from '../producing/options.js';
@@ -85,10 +85,24 @@ export function parentJobKey(parent: ParentOptions, defaultPrefix: string): stri
   return refJobKey(parent, defaultPrefix);
 }
 
-/** A job id made here: the user's jobId, else a UUID v4 (no counter: every key is known before the call). */
+/**
+ * A new flow job's id (no counter: every key is known before the call): 128 random bits in
+ * base64url, 22 characters. A UUID's 36 carry 122: every key, link and parents field a flow
+ * stores, and every call that names the job, is 14 bytes shorter (a child's parents field then
+ * stays within a hash's compact encoding for longer queue names). Never a whole number, which
+ * names a numbered job, and never starting with '-', which a command line would take for an option.
+ */
+export function newFlowJobId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (id[0] !== '-' && !/^\d+$/.test(id)) return id;
+  }
+}
+
+/** A job id made here: the user's jobId, else a new one (newFlowJobId). */
 function flowJobId(opts: JobOptions | undefined): string {
   const id = opts?.jobId;
-  if (id === undefined || id === '') return randomUUID();
+  if (id === undefined || id === '') return newFlowJobId();
   return id;
 }
 
