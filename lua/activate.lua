@@ -6,6 +6,9 @@
   can fall between the pop and the claim (there is no window in which a popped job is unowned).
   Times (processedOn, lockedAt) are the server's `now` (helpers.lua serverNow), read once per call
   by the function that claims: lock ages compare them with the server's clock, never a worker's.
+  A list claim (priority, LIFO, group) records lockedAt, its lock age's start (lua/list-active.lua
+  lockAge); a stream claim's lock age is its pending entry's idle time, kept by the server, so it
+  writes none (a heartbeat writes one, lua/progress.lua, which no stalled check reads).
   The require* helpers below check, before a call's first write, the types of the keys the
   delivery paths will write (the fetch part of a call, a claim release, a requeue).
   Events: a claim writes 'active' only while a QueueEvents listens (`listening`, lua/events.lua);
@@ -108,20 +111,28 @@ end
 
 -- Claims a job for `consumer` given the claim reply and fence claimReply made of its hash (read
 -- by the caller, which checked it), and returns the reply. The hash is read once and written
--- once, with the call's terms (claimTerms). The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
--- the calling function. `ahead`: the claim is marked not started (see the header) unless this
--- attempt was given back unstarted before (`returned`, from claimReply).
+-- once, with the call's terms (claimTerms). The state is 'active'; processedOn (and a list claim's
+-- lockedAt, see the header) is `now`, the server's time read once by the calling function, turned
+-- into text once per call (passed as a number, each HSET would run sprintf on it). `ahead`: the
+-- claim is marked not started (see the header) unless this attempt was given back unstarted
+-- before (`returned`, from claimReply). The fields a finish reads (fence, state, owner, src) go
+-- first: a hash read scans its fields in the order they were written.
 local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
   fence = ARG.smallText[fence + 1] or tostring(fence + 1) -- (a table lookup for the usual small fence: tostring runs sprintf)
   out[2] = fence
   -- (a function that claims without naming its terms is a bug: it raises here, before any write of this claim)
   local terms = rawget(k, TERMS) or error('claimJob: the calling function set no claim terms (claimTerms)')
-  if ahead and not returned then
-    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now,
-      'terms', terms.text, 'ns', fence)
+  local at = terms.at
+  if terms.now ~= now then at = string.format('%.0f', now); terms.now, terms.at = now, at end
+  if src ~= 's' then
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'processedOn', at, 'terms', terms.text,
+      'lockedAt', at)
+    if ahead and not returned then redis.call('HSET', jk, 'ns', fence) end
+  elseif ahead and not returned then
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'processedOn', at, 'terms', terms.text,
+      'ns', fence)
   else
-    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now,
-      'terms', terms.text)
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'processedOn', at, 'terms', terms.text)
   end
   if terms.lowers then
     redis.call('HSET', k.meta, 'lockFloor', terms.lock)
