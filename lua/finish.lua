@@ -219,15 +219,16 @@ local function planFinish(k, j, consumer, seen, announce)
   local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
   local keep = j.keep
   local cur
-  -- (a flow child's `parents` is read with the rest, after `flow`: no HGET per child below)
+  -- (the claim's terms say whether the job is plain, lua/activate.lua: a plain job's claim saw no
+  -- rf, flow or parents field, and none was given it since, so they are read only for another)
   if j.outcome == 'completed' and keep == '0' then
     -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'terms')
   elseif j.outcome == 'completed' then
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'terms', 'attemptsMade', 'attempts')
   else
     -- a failure reads whether its claim was revoked (lua/revoke.lua): it then fails for good as 'revoked'
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts', 'revoked')
+    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'terms', 'attemptsMade', 'attempts', 'revoked')
   end
   -- a flow job (FLOW.mark): a parent's dependency keys are deleted with it, a child's parents settled
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
@@ -241,16 +242,23 @@ local function planFinish(k, j, consumer, seen, announce)
     if tonumber(cur[2]) == j.fence and (cur[1] == 'completed' or cur[1] == 'failed') then return cur[1] end
     -- a finish of this claim that put the job back for a retry left its mark (`rf`, applyFinish):
     -- the repeat gets the same status, whatever the job did since (a stall or release leaves no mark)
-    return markOf(cur[6], j.fence) or 'stale'
+    return markOf(redis.call('HGET', jk, 'rf'), j.fence) or 'stale'
+  end
+  -- the claim is this one: its terms' plain mark is its own (lua/activate.lua)
+  local rf, role, parents = nil, nil, nil
+  if cur[6] ~= PLAIN.last and not PLAIN.is(cur[6]) then
+    -- (a flow child's `parents` is read with the rest, after `flow`: no HGET per child below)
+    local more = redis.call('HMGET', jk, 'rf', 'flow', 'parents')
+    rf, role, parents = more[1] or nil, more[2] or nil, more[3]
   end
   local src, sid = cur[4], cur[5]
-  if cur[11] and tonumber(cur[11]) <= j.fence then
+  if cur[9] and tonumber(cur[9]) <= j.fence then
     -- (only a revoked claim's failure: no field is added to the decoded group)
     j.retryDelay, j.value = -1, 'revoked'
   end
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
-  local made = cur[9] and toInt(cur[9], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
+  local made = cur[7] and toInt(cur[7], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
   local status
   -- a rule that may remove the job records the removal (removedFinish; checked once per call)
   if keep ~= '' and not rawget(k, FINISH_TYPES.record) then requireTypes(k, FINISH_TYPES.record) end
@@ -258,7 +266,7 @@ local function planFinish(k, j, consumer, seen, announce)
     status = 'completed'
     if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
     if announce then requireTypes(k, FINISH_TYPES.events) end
-  elseif j.retryDelay >= 0 and made < toInt(cur[10], 1) then
+  elseif j.retryDelay >= 0 and made < toInt(cur[8], 1) then
     if j.retryDelay > 0 then
       status = 'delayed'
       requireTypes(k, FINISH_TYPES.delayed)
@@ -280,9 +288,9 @@ local function planFinish(k, j, consumer, seen, announce)
   -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
   -- outside flows pays only the `flow` field of the read above
   local flow = nil
-  local role = cur[7] -- (nil outside flows: a plain job makes no call here)
+  -- (role: nil outside flows, a plain job makes no call here)
   j.kids = role and FLOW.hasChildren(role) or false
-  local parents = role and (status == 'completed' or status == 'failed') and FLOW.hasParents(role) and cur[8] or nil
+  parents = role and (status == 'completed' or status == 'failed') and FLOW.hasParents(role) and parents or nil
   if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then
@@ -293,7 +301,7 @@ local function planFinish(k, j, consumer, seen, announce)
       if kind ~= 'completed' or FLOW.parentHere(k, parents) then lists = true end
     end
   end
-  return status, jk, src, sid, made, lists, cur[6] or nil, flow
+  return status, jk, src, sid, made, lists, rf, flow
 end
 
 -- The job keys whose not-started mark (lua/activate.lua) the reported claims `started` clear: those

@@ -14,7 +14,8 @@ import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions }
 import type { Job } from '../../src/engine/jobs/job.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { claimAs, jobHash, upkeep } from '../helpers/recovery.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { claimAs, jobHash, termsArgs, upkeep } from '../helpers/recovery.js';
 import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 
 const HOLDING_WORKER = fileURLToPath(new URL('../fixtures/holding-worker.js', import.meta.url));
@@ -118,6 +119,21 @@ describe('a claim is judged by its own lock (real valkey-server)', function () {
     expect(r.redispatched).to.deep.equal([job.id]);
     expect(r.failed).to.deep.equal([]);
     expect((await jobHash(q, job.id)).state).to.equal('prioritized');
+  });
+
+  it('a plain job that becomes a flow parent while claimed is finished as a parent: its removal takes its dependency keys', async () => {
+    const q = h.queue(uniqueQueue());
+    const parent = await q.add('p', {}, { removeOnComplete: true });
+    const [claim] = await claimAs(q, 'w', 1, { lockDuration: 30_000 });
+    // claimed plain (lua/activate.lua): its finish would read none of the flow fields
+    expect((await jobHash(q, parent.id)).terms).to.equal('30000:1:p');
+    await q.add('kid', {}, { parent: { id: parent.id, queue: q.keys.base } });
+    const deps = `${q.keys.job(parent.id)}:deps`;
+    expect(await q.client.exists(deps)).to.equal(1);
+    const r = (await callFunction(q.client, 'glidemq_finishMany', q.keys.meta,
+      ['w', 1, 0, '0', '', ...termsArgs({ lockDuration: 30_000 }), parent.id, claim.fence, 'completed', 'null', -1, '0', 0])) as unknown[];
+    expect(r[0]).to.equal('completed');
+    expect(await q.client.exists(q.keys.job(parent.id), deps)).to.equal(0);
   });
 
   it("a claim with no terms recorded (made by an older glidemq) is judged by the checker's settings", async () => {
