@@ -148,8 +148,8 @@ end
 -- lockedAt, see the header) is `now`, the server's time read once by the calling function, turned
 -- into text once per call (passed as a number, each HSET would run sprintf on it). `ahead`: the
 -- claim is marked not started (see the header) unless this attempt was given back unstarted
--- before (`returned`, from claimReply). The fields a finish reads (fence, state, owner, src) go
--- first: a hash read scans its fields in the order they were written.
+-- before (`returned`, from claimReply). The fields a finish reads (fence, state, owner, src,
+-- terms) go first: a hash read scans its fields in the order they were written.
 local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned, plain)
   fence = ARG.smallText[fence + 1] or tostring(fence + 1) -- (a table lookup for the usual small fence: tostring runs sprintf)
   out[2] = fence
@@ -159,9 +159,13 @@ local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, return
   if terms.now ~= now then at = string.format('%.0f', now); terms.now, terms.at = now, at end
   local text = plain and terms.plain or terms.text
   if src ~= 's' then
-    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
-      'lockedAt', at)
-    if ahead and not returned then redis.call('HSET', jk, 'ns', fence) end
+    if ahead and not returned then
+      redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
+        'lockedAt', at, 'ns', fence)
+    else
+      redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
+        'lockedAt', at)
+    end
   elseif ahead and not returned then
     redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
       'ns', fence)

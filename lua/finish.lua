@@ -261,7 +261,9 @@ local function planFinish(k, j, consumer, seen, announce)
     if tonumber(cur[2]) == j.fence and (cur[1] == 'completed' or cur[1] == 'failed') then return cur[1] end
     -- a finish of this claim that put the job back for a retry left its mark (`rf`, applyFinish):
     -- the repeat gets the same status, whatever the job did since (a stall or release leaves no mark)
-    return markOf(plainRead and redis.call('HGET', jk, 'rf') or cur[6], j.fence) or 'stale'
+    local rf = cur[6]
+    if plainRead then rf = redis.call('HGET', jk, 'rf') end
+    return markOf(rf, j.fence) or 'stale'
   end
   -- the claim is this one: its terms' plain mark is its own (lua/activate.lua)
   local rf, role, parents = nil, nil, nil
