@@ -6,6 +6,9 @@
   can fall between the pop and the claim (there is no window in which a popped job is unowned).
   Times (processedOn, lockedAt) are the server's `now` (helpers.lua serverNow), read once per call
   by the function that claims: lock ages compare them with the server's clock, never a worker's.
+  A list claim (priority, LIFO, group) records lockedAt, its lock age's start (lua/list-active.lua
+  lockAge); a stream claim's lock age is its pending entry's idle time, kept by the server, so it
+  writes none (a heartbeat writes one, lua/progress.lua, which no stalled check reads).
   The require* helpers below check, before a call's first write, the types of the keys the
   delivery paths will write (the fetch part of a call, a claim release, a requeue).
   Events: a claim writes 'active' only while a QueueEvents listens (`listening`, lua/events.lua);
@@ -21,6 +24,12 @@
   worker it is made for (hash field `terms`, '<lockMs>:<maxStalledCount>'; the claiming function
   names them with claimTerms): stalled recovery judges the claim by them, not by the settings of
   the worker that runs the check (lua/reclaim.lua). A claim handed over again keeps its terms.
+  Plain: the terms of a claim of a job that had no `rf`, `flow` or `parents` field end with ':p'
+  ('30000:1:p'; PLAIN below). Its finish then reads none of the three (lua/finish.lua planFinish: a
+  hash read of a field the hash lacks scans every field, and a plain job lacks all three). Only a
+  finish that ends the claim writes `rf`; a function that gives a claimed job `flow` or `parents`
+  takes the mark off (PLAIN.lose). Terms without the mark (a claim an older glidemq made) make the
+  finish read them; a new lock for the claim (glidemq_extendLock) keeps the mark.
   Meta's `lockFloor` is the shortest lock any claim of the queue was made with: the stream check
   reads pending entries idle at least that long (lua/reclaim.lua). It is read in the HMGET of
   meta the claiming function makes anyway (RATE.META) and written only by a call whose lock is
@@ -29,13 +38,35 @@
 ]]
 -- Shared with the function files; the other locals stay inside the block below (the main chunk
 -- may hold at most 200 locals, lua/ORDER).
-local popListJob, activateEntry, handBack, freeSlots, fetchNext, checkFetch,
+local popListJob, activateEntry, handBack, fetchNext, checkFetch,
   requireReleaseTypes, requireRequeueTypes, STREAM_TYPES, LIST_TYPES, claimReply, handOverAgain, listening,
-  claimTerms
+  claimTerms, PLAIN
 do
 
 -- The key under which claimTerms keeps a call's terms on its key table (a table: no key name).
 local TERMS = {}
+-- What ends the terms of a plain job's claim (see the header).
+local PLAIN_MARK = ':p'
+
+--[[ The plain mark of a claim's terms (see the header), for its readers:
+  PLAIN.is(terms)   whether the terms (the hash field's value, or nil) carry the mark; the last
+                    terms found so are kept in PLAIN.last (a reader on the hot path compares
+                    with it first: the claims of one worker have the same terms);
+  PLAIN.lose(jk)    takes the mark off job `jk`'s terms, if they carry it: a function that gives a
+                    job an rf, flow or parents field calls it (a claimed job's finish must then read
+                    them; lua/flow-keys.lua FLOW.mark);
+  PLAIN.match       the pattern of terms with the mark ('^(%d+):(%d+):p$'), for their parsers. ]]
+PLAIN = { last = PLAIN_MARK, match = '^(%d+):(%d+)' .. PLAIN_MARK .. '$' }
+PLAIN.is = function(terms)
+  if terms == PLAIN.last then return true end
+  if not terms or string.sub(terms, -2) ~= PLAIN_MARK then return false end
+  PLAIN.last = terms
+  return true
+end
+PLAIN.lose = function(jk)
+  local terms = redis.call('HGET', jk, 'terms')
+  if PLAIN.is(terms) then redis.call('HSET', jk, 'terms', string.sub(terms, 1, -3)) end
+end
 -- The position of lockFloor in RATE.META (lua/rate-window.lua).
 local LOCK_FLOOR_AT = 7
 
@@ -45,8 +76,8 @@ local LOCK_FLOOR_AT = 7
   A function that claims calls it before its first claim; kept on `k`, the call's key table. ]]
 claimTerms = function(k, lockMs, maxStalledCount, m)
   local floor = tonumber(m[LOCK_FLOOR_AT])
-  rawset(k, TERMS, { text = string.format('%.0f:%.0f', lockMs, maxStalledCount), lock = lockMs,
-    lowers = floor == nil or lockMs < floor })
+  local text = string.format('%.0f:%.0f', lockMs, maxStalledCount)
+  rawset(k, TERMS, { text = text, plain = text .. PLAIN_MARK, lock = lockMs, lowers = floor == nil or lockMs < floor })
 end
 
 -- The key under which `listening` keeps its answer on a call's key table (a table: no key name).
@@ -73,16 +104,20 @@ local CLAIM_REPLY_SKIPS = { sid = true, owner = true, src = true, lockedAt = tru
   ns = true, nsr = true, terms = true }
 -- Fields every job has (opts: most), sent by position in a claim reply rather than by name.
 local CLAIM_REPLY_SLOTS = { name = 3, data = 4, ts = 5, opts = 6 }
+-- Fields a finish reads besides the claim's own (lua/finish.lua planFinish): a job with none of
+-- them at its claim is plain (see the header).
+local NOT_PLAIN = { rf = true, flow = true, parents = true }
 
 -- One pass over a job's HGETALL reply: the claim reply (src/engine/jobs/job.ts, decodeClaim): id,
 -- fence (filled in by claimJob), name, data, ts, opts (false: none) by position, then the job's
 -- other stored fields as name/value pairs without the bookkeeping ones; and the job's current
 -- fence, state, sid and owner, which the caller decides on, and whether this attempt was given
--- back unstarted once (nsr, see the header). The reply carries no string the worker already
--- knows: every string in it costs the server and the client.
+-- back unstarted once (nsr, see the header), and whether the job is plain (no rf, flow or parents
+-- field: see the header). The reply carries no string the worker already knows: every string in
+-- it costs the server and the client.
 claimReply = function(id, fields)
   local out = { id, '', false, false, false, false }
-  local n, fence, state, sid, owner, returned = 6, 0, nil, nil, nil, false
+  local n, fence, state, sid, owner, returned, plain = 6, 0, nil, nil, nil, false, true
   for i = 1, #fields, 2 do
     local f, v = fields[i], fields[i + 1]
     local slot = CLAIM_REPLY_SLOTS[f]
@@ -91,6 +126,7 @@ claimReply = function(id, fields)
     elseif not CLAIM_REPLY_SKIPS[f] then
       out[n + 1], out[n + 2] = f, v
       n = n + 2
+      if NOT_PLAIN[f] then plain = false end
     elseif f == 'fence' then
       fence = tonumber(v) or 0
     elseif f == 'state' then
@@ -103,25 +139,38 @@ claimReply = function(id, fields)
       returned = true
     end
   end
-  return out, fence, state, sid, owner, returned
+  return out, fence, state, sid, owner, returned, plain
 end
 
 -- Claims a job for `consumer` given the claim reply and fence claimReply made of its hash (read
 -- by the caller, which checked it), and returns the reply. The hash is read once and written
--- once, with the call's terms (claimTerms). The state is 'active'; processedOn and lockedAt are `now`, the server's time read once by
--- the calling function. `ahead`: the claim is marked not started (see the header) unless this
--- attempt was given back unstarted before (`returned`, from claimReply).
-local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
+-- once, with the call's terms (claimTerms). The state is 'active'; processedOn (and a list claim's
+-- lockedAt, see the header) is `now`, the server's time read once by the calling function, turned
+-- into text once per call (passed as a number, each HSET would run sprintf on it). `ahead`: the
+-- claim is marked not started (see the header) unless this attempt was given back unstarted
+-- before (`returned`, from claimReply). The fields a finish reads (fence, state, owner, src,
+-- terms) go first: a hash read scans its fields in the order they were written.
+local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned, plain)
   fence = ARG.smallText[fence + 1] or tostring(fence + 1) -- (a table lookup for the usual small fence: tostring runs sprintf)
   out[2] = fence
   -- (a function that claims without naming its terms is a bug: it raises here, before any write of this claim)
   local terms = rawget(k, TERMS) or error('claimJob: the calling function set no claim terms (claimTerms)')
-  if ahead and not returned then
-    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now,
-      'terms', terms.text, 'ns', fence)
+  local at = terms.at
+  if terms.now ~= now then at = string.format('%.0f', now); terms.now, terms.at = now, at end
+  local text = plain and terms.plain or terms.text
+  if src ~= 's' then
+    if ahead and not returned then
+      redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
+        'lockedAt', at, 'ns', fence)
+    else
+      redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
+        'lockedAt', at)
+    end
+  elseif ahead and not returned then
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
+      'ns', fence)
   else
-    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'processedOn', now, 'owner', consumer, 'src', src, 'lockedAt', now,
-      'terms', terms.text)
+    redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at)
   end
   if terms.lowers then
     redis.call('HSET', k.meta, 'lockFloor', terms.lock)
@@ -168,8 +217,8 @@ local function activateGroupJob(k, id, consumer, now, ahead)
   local jk = jobKey(k, id)
   local fields = readJob(k, id, jk)
   if not fields then return nil end
-  local out, fence, _, _, _, returned = claimReply(id, fields)
-  return claimJob(k, id, jk, out, fence, consumer, now, 'g', ahead, returned)
+  local out, fence, _, _, _, returned, plain = claimReply(id, fields)
+  return claimJob(k, id, jk, out, fence, consumer, now, 'g', ahead, returned, plain)
 end
 
 -- Pops one priority job, else one LIFO job, else one group job, and activates it (marked not
@@ -193,8 +242,8 @@ popListJob = function(k, consumer, now, ahead)
     local jk = jobKey(k, id)
     local fields = readJob(k, id, jk)
     if fields and fields[1] then
-      local out, fence, _, _, _, returned = claimReply(id, fields)
-      return claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned)
+      local out, fence, _, _, _, returned, plain = claimReply(id, fields)
+      return claimJob(k, id, jk, out, fence, consumer, now, src, ahead, returned, plain)
     end
   end
 end
@@ -203,7 +252,7 @@ end
 -- fields, or nil for a leftover entry.
 activateEntry = function(k, sid, id, consumer, now, ahead)
   local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
-  local out, fence, state, esid, owner, returned = claimReply(id, readJob(k, id, jk) or {})
+  local out, fence, state, esid, owner, returned, plain = claimReply(id, readJob(k, id, jk) or {})
   if state == 'active' and esid == sid then
     -- The entry is the pending entry of a live claim: never drop it (stalled recovery needs it).
     -- Claimed by this same consumer means a call repeated after its reply was lost on the way
@@ -219,7 +268,7 @@ activateEntry = function(k, sid, id, consumer, now, ahead)
     redis.call('XDEL', k.stream, sid)
     return nil
   end
-  return claimJob(k, id, jk, out, fence, consumer, now, 's', ahead, returned)
+  return claimJob(k, id, jk, out, fence, consumer, now, 's', ahead, returned, plain)
 end
 
 -- Gives a delivered but not activated entry back to the queue (paused, or no global slot or rate
@@ -238,15 +287,6 @@ handBack = function(k, sid, id)
     redis.call('RPUSH', k.lifo, id)
     redis.call('HDEL', jk, 'sid') -- its stream entry is gone
   end
-end
-
--- Free slots under globalConcurrency (a large number when there is no limit).
-freeSlots = function(k)
-  local limit = globalLimit(k)
-  if limit <= 0 then return 1000000 end
-  local free = limit - activeCount(k)
-  if free < 0 then return 0 end
-  return free
 end
 
 -- Keys the delivery paths write, by the path that writes them (for requireTypes, before a call's

@@ -202,6 +202,10 @@ local function removedFinish(k, id, fence)
   return marks and markOf(string.gsub(marks, ',', ' '), fence)
 end
 
+-- Whether the last job planFinish read was plain (lua/activate.lua): it expects the next to be
+-- of the same kind (kept between calls: a queue's jobs are mostly of one kind).
+local expectPlain = true
+
 --[[ The check phase for one job `j` (a decoded argument group), writing nothing: reads the job's
   hash, decides its status and checks the types of the keys the write phase will write for it.
   Returns status ('completed', 'failed', 'retried', 'delayed', 'stale' or 'missing'), then for an
@@ -220,16 +224,32 @@ local function planFinish(k, j, consumer, seen, announce)
   if seen and seen[id] then return seen[id] end
   local jk = k.jobPrefix .. id -- (jobKey's name, without a call per job)
   local keep = j.keep
-  local cur
-  -- (a flow child's `parents` is read with the rest, after `flow`: no HGET per child below)
-  if j.outcome == 'completed' and keep == '0' then
-    -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents')
-  elseif j.outcome == 'completed' then
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts')
+  -- (the claim's terms say whether the job is plain, lua/activate.lua: a plain job's claim saw no
+  -- rf, flow or parents field, and none was given it since, so they are read only for another.
+  -- Expecting the job to be like the last one finished, the read takes the terms, or those three
+  -- fields as it did before the mark: a flow's jobs pay nothing for it, and a change of kind
+  -- costs one more read. `at`: where the attempt counts and revoked are.)
+  local plainRead, cur, at = expectPlain, nil, 7
+  if plainRead then
+    if j.outcome == 'completed' and keep == '0' then
+      -- the job is deleted: its attempt counts are not needed (two strings fewer each way)
+      cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'terms')
+    elseif j.outcome == 'completed' then
+      cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'terms', 'attemptsMade', 'attempts')
+    else
+      -- a failure reads whether its claim was revoked (lua/revoke.lua): it then fails for good as 'revoked'
+      cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'terms', 'attemptsMade', 'attempts', 'revoked')
+    end
   else
-    -- a failure reads whether its claim was revoked (lua/revoke.lua): it then fails for good as 'revoked'
-    cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts', 'revoked')
+    -- (a flow child's `parents` is read with the rest, after `flow`: no HGET per child below)
+    at = 9
+    if j.outcome == 'completed' and keep == '0' then
+      cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents')
+    elseif j.outcome == 'completed' then
+      cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts')
+    else
+      cur = redis.call('HMGET', jk, 'state', 'fence', 'owner', 'src', 'sid', 'rf', 'flow', 'parents', 'attemptsMade', 'attempts', 'revoked')
+    end
   end
   -- a flow job (FLOW.mark): a parent's dependency keys are deleted with it, a child's parents settled
   -- a finish of this claim that removed the job (or a later one that kept this claim's retry
@@ -243,16 +263,28 @@ local function planFinish(k, j, consumer, seen, announce)
     if tonumber(cur[2]) == j.fence and (cur[1] == 'completed' or cur[1] == 'failed') then return cur[1] end
     -- a finish of this claim that put the job back for a retry left its mark (`rf`, applyFinish):
     -- the repeat gets the same status, whatever the job did since (a stall or release leaves no mark)
-    return markOf(cur[6], j.fence) or 'stale'
+    local rf = cur[6]
+    if plainRead then rf = redis.call('HGET', jk, 'rf') end
+    return markOf(rf, j.fence) or 'stale'
+  end
+  -- the claim is this one: its terms' plain mark is its own (lua/activate.lua)
+  local rf, role, parents = nil, nil, nil
+  if not plainRead then
+    rf, role, parents = cur[6] or nil, cur[7] or nil, cur[8]
+    expectPlain = not (rf or role or parents)
+  elseif cur[6] ~= PLAIN.last and not PLAIN.is(cur[6]) then
+    local more = redis.call('HMGET', jk, 'rf', 'flow', 'parents')
+    rf, role, parents = more[1] or nil, more[2] or nil, more[3]
+    expectPlain = false
   end
   local src, sid = cur[4], cur[5]
-  if cur[11] and tonumber(cur[11]) <= j.fence then
+  if cur[at + 2] and tonumber(cur[at + 2]) <= j.fence then
     -- (only a revoked claim's failure: no field is added to the decoded group)
     j.retryDelay, j.value = -1, 'revoked'
   end
   local lists = src ~= 's'
   if lists then requireReleaseTypes(k, src) end
-  local made = cur[9] and toInt(cur[9], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
+  local made = cur[at] and toInt(cur[at], 0) + 1 or 1 -- (no attemptsMade read, or none stored: the first)
   local status
   -- a rule that may remove the job records the removal (removedFinish; checked once per call)
   if keep ~= '' and not rawget(k, FINISH_TYPES.record) then requireTypes(k, FINISH_TYPES.record) end
@@ -260,7 +292,7 @@ local function planFinish(k, j, consumer, seen, announce)
     status = 'completed'
     if keep ~= '0' then requireTypes(k, FINISH_TYPES.completed) end
     if announce then requireTypes(k, FINISH_TYPES.events) end
-  elseif j.retryDelay >= 0 and made < toInt(cur[10], 1) then
+  elseif j.retryDelay >= 0 and made < toInt(cur[at + 1], 1) then
     if j.retryDelay > 0 then
       status = 'delayed'
       requireTypes(k, FINISH_TYPES.delayed)
@@ -279,11 +311,10 @@ local function planFinish(k, j, consumer, seen, announce)
     -- a final outcome with keep '0' deletes the job; anything else leaves it not active
     seen[id] = ((status == 'completed' or status == 'failed') and keep == '0') and 'missing' or 'stale'
   end
-  -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a job
-  -- outside flows pays only the `flow` field of the read above
-  local role = cur[7] -- (nil outside flows, and for a child: a plain job makes no call here)
+  -- a child that completed or failed for good settles its parents (lua/flow-keys.lua); a plain
+  -- job (role and parents nil) makes no call here
   j.kids = role and FLOW.hasChildren(role) or false
-  local parents = (status == 'completed' or status == 'failed') and cur[8]
+  parents = (status == 'completed' or status == 'failed') and parents or nil
   if parents then
     local kind = status == 'completed' and 'completed' or FLOW.failureKind(redis.call('HGET', jk, 'opts'))
     if kind then
@@ -292,7 +323,7 @@ local function planFinish(k, j, consumer, seen, announce)
       j.parents, j.flowKind = parents, kind
     end
   end
-  return status, jk, src, sid, made, lists, cur[6] or nil
+  return status, jk, src, sid, made, lists, rf
 end
 
 -- The job keys whose not-started mark (lua/activate.lua) the reported claims `started` clear: those

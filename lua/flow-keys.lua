@@ -55,6 +55,7 @@ FLOW.mark = function(jk, role)
   local cur = redis.call('HGET', jk, 'flow') or ''
   if string.find(cur, role, 1, true) then return end
   redis.call('HSET', jk, 'flow', role == 'p' and ('p' .. cur) or (cur .. 'c'))
+  PLAIN.lose(jk) -- (a job marked while claimed: its finish reads `flow` again, lua/activate.lua)
 end
 FLOW.hasChildren = function(role) return role ~= nil and role ~= false and string.find(role, 'p', 1, true) ~= nil end
 

@@ -202,8 +202,9 @@ end
 
 -- Puts a job where workers find it: priority set, LIFO list, or the stream. Returns the state.
 -- `extra` (optional) is a flat field/value list written in the same HSET as the state.
+-- (state and sid go first: a new job's hash keeps its fields in the order written, and a hash
+-- read scans them in that order; a claim and its finish read these two, lua/activate.lua.)
 local function enqueueReady(k, id, jk, priority, lifo, extra)
-  local fields = extra or {}
   local state = 'waiting'
   if priority > 0 then
     local seq = redis.call('HINCRBY', k.meta, 'pseq', 1) % PRIORITY_SHIFT
@@ -214,12 +215,10 @@ local function enqueueReady(k, id, jk, priority, lifo, extra)
     redis.call('LPUSH', k.lifo, id)
     wakeWorkers(k)
   else
-    fields[#fields + 1] = 'sid'
-    fields[#fields + 1] = redis.call('XADD', k.stream, '*', 'id', id)
+    redis.call('HSET', jk, 'state', state, 'sid', redis.call('XADD', k.stream, '*', 'id', id), unpack(extra or {}))
+    return state
   end
-  fields[#fields + 1] = 'state'
-  fields[#fields + 1] = state
-  redis.call('HSET', jk, unpack(fields))
+  redis.call('HSET', jk, 'state', state, unpack(extra or {}))
   return state
 end
 

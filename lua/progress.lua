@@ -223,10 +223,18 @@ register('glidemq_extendLock', function(keys, args)
   local sid = f[4] == 's' and f[5] or nil
   if sid then requireTypes(k, STREAM_TYPES) end
   requireTypes(k, META_TYPES)
-  local max = string.match(redis.call('HGET', jk, 'terms') or '', '^%d+:(%d+)$') or string.format('%.0f', a.maxStalledCount)
+  local terms = redis.call('HGET', jk, 'terms') or ''
+  -- (the plain mark, lua/activate.lua, stays: the job is the same)
+  local _, max = string.match(terms, '^(%d+):(%d+)$')
+  local mark = ''
+  if not max then
+    _, max = string.match(terms, PLAIN.match)
+    if max then mark = string.sub(terms, -2) end
+  end
+  max = max or string.format('%.0f', a.maxStalledCount)
   local floor = tonumber(redis.call('HGET', k.meta, 'lockFloor'))
   local now = serverNow()
-  redis.call('HSET', jk, 'lockedAt', now, 'terms', string.format('%.0f', a.lockMs) .. ':' .. max)
+  redis.call('HSET', jk, 'lockedAt', now, 'terms', string.format('%.0f', a.lockMs) .. ':' .. max .. mark)
   if sid then redis.call('XCLAIM', k.stream, GROUP, a.consumer, 0, sid, 'JUSTID') end
   if floor == nil or a.lockMs < floor then redis.call('HSET', k.meta, 'lockFloor', a.lockMs) end
   return 1

@@ -16,7 +16,7 @@
 -- RATE.limited, RATE.room, RATE.record.
 local RATE = {}
 do
--- The room of a queue with no limiter and no hold (as freeSlots for no globalConcurrency).
+-- The room of a queue with no limiter and no hold (as the free slots of glidemq_activate for no globalConcurrency).
 local UNLIMITED = 1000000000
 
 -- The meta fields the claim paths read (fetch, activate, finish's fetch): HMGET k.meta, unpack(...).

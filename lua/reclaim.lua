@@ -102,9 +102,11 @@ local RECLAIM_LIST_WRITES = { 'meta', 'hash', 'stream', 'stream', 'wake', 'strea
 local CLAIM_FIELDS = { 'state', 'src', 'stalledCount', 'grp', 'fence', 'ns', 'terms', 'attemptsMade', 'lockedAt', 'sid' }
 
 -- The lock (ms) and maxStalledCount a claim was made under, from its `terms` field ('<lock>:<max>',
--- lua/activate.lua), or the caller's `a.minIdle` and `a.maxStalledCount` when it has none.
+-- or with the plain mark, lua/activate.lua), or the caller's `a.minIdle` and `a.maxStalledCount`
+-- when it has none.
 local function termsOf(text, a)
   local lock, max = string.match(text or '', '^(%d+):(%d+)$')
+  if not lock then lock, max = string.match(text or '', PLAIN.match) end
   if lock then return tonumber(lock), tonumber(max) end
   return a.minIdle, a.maxStalledCount
 end

@@ -14,7 +14,8 @@ import { BroadcastWorker, type BroadcastProcessor, type BroadcastWorkerOptions }
 import type { Job } from '../../src/engine/jobs/job.js';
 import { useServer, waitFor } from '../helpers/valkey.js';
 import { Harness, uniqueQueue } from '../helpers/engine.js';
-import { claimAs, jobHash, upkeep } from '../helpers/recovery.js';
+import { callFunction } from '../../src/engine/connecting/library.js';
+import { claimAs, jobHash, termsArgs, upkeep } from '../helpers/recovery.js';
 import { killedAfterEach, processorPath, WorkerProcess } from '../helpers/worker-spawn.js';
 
 const HOLDING_WORKER = fileURLToPath(new URL('../fixtures/holding-worker.js', import.meta.url));
@@ -118,6 +119,41 @@ describe('a claim is judged by its own lock (real valkey-server)', function () {
     expect(r.redispatched).to.deep.equal([job.id]);
     expect(r.failed).to.deep.equal([]);
     expect((await jobHash(q, job.id)).state).to.equal('prioritized');
+  });
+
+  it('a plain job that becomes a flow parent while claimed is finished as a parent: its removal takes its dependency keys', async () => {
+    const q = h.queue(uniqueQueue());
+    const first = await q.add('plain', {}, { removeOnComplete: true });
+    const parent = await q.add('p', {}, { removeOnComplete: true });
+    const [c1, c2] = await claimAs(q, 'w', 2, { lockDuration: 30_000 });
+    // claimed plain (lua/activate.lua): its finish would read none of the flow fields
+    expect((await jobHash(q, parent.id)).terms).to.equal('30000:1:p');
+    await q.add('kid', {}, { parent: { id: parent.id, queue: q.keys.base } });
+    const deps = `${q.keys.job(parent.id)}:deps`;
+    expect(await q.client.exists(deps)).to.equal(1);
+    // (a plain job finished first: the finish then expects plain jobs, and reads the terms)
+    const r = (await callFunction(q.client, 'glidemq_finishMany', q.keys.meta, ['w', 2, 0, '0', '', ...termsArgs({ lockDuration: 30_000 }),
+      first.id, c1.fence, 'completed', 'null', -1, '0', 0, parent.id, c2.fence, 'completed', 'null', -1, '0', 0])) as unknown[];
+    expect(r.slice(0, 2)).to.deep.equal(['completed', 'completed']);
+    expect(await q.client.exists(q.keys.job(parent.id), deps)).to.equal(0);
+  });
+
+  it("a finish batch that mixes plain jobs and flow children settles each child's parent, in either order", async () => {
+    const flows = h.flowProducer();
+    for (const order of ['child first', 'plain first']) {
+      const q = h.queue(uniqueQueue());
+      const tree = await flows.add({ name: 'top', queueName: q.name, children: [{ name: 'kid', queueName: q.name, opts: { removeOnComplete: true } }] });
+      const plain = await q.add('plain', {}, { removeOnComplete: true });
+      const claims = await claimAs(q, 'w', 2, { lockDuration: 30_000 });
+      const fences = new Map(claims.map((c) => [c.id, c.fence]));
+      const kid = tree.children![0].job.id;
+      const ids = order === 'child first' ? [kid, plain.id] : [plain.id, kid];
+      const r = (await callFunction(q.client, 'glidemq_finishMany', q.keys.meta, ['w', 2, 0, '0', '', ...termsArgs({ lockDuration: 30_000 }),
+        ...ids.flatMap((id) => [id, fences.get(id)!, 'completed', '"done"', -1, '0', 0])])) as unknown[];
+      expect(r.slice(0, 2), order).to.deep.equal(['completed', 'completed']);
+      expect(await q.getJobState(tree.job.id), order).to.equal('waiting'); // its one child is done
+      expect(await q.client.exists(q.keys.job(kid), q.keys.job(plain.id)), order).to.equal(0);
+    }
   });
 
   it("a claim with no terms recorded (made by an older glidemq) is judged by the checker's settings", async () => {
