@@ -42,11 +42,7 @@ export interface Claim {
   manual?: ManualClaims;
   /** The run's AbortSignal, made on first ask (the worker's runner: job.abortSignal). */
   signalOf?: (job: Job) => AbortSignal | undefined;
-  /**
-   * The claim came marked not started (lua/activate.lua): its start is reported when it runs. Set
-   * by the worker that took it as a prefetch (a field, not a WeakSet of jobs: a WeakSet's add and
-   * lookup cost a few hundred ns per job, with the garbage collector's work on its entries).
-   */
+  /** Came marked not started (lua/activate.lua), its start reported when it runs (a field: a WeakSet cost ~300 ns a job). */
   ahead?: boolean;
 }
 
@@ -118,8 +114,8 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
   /**
    * A job claimed for a worker, from the claim reply (see decodeClaim): it is active since
    * `claimedAt`, the worker's own reading of when the claim started (the reply leaves the stored
-   * processedOn out: it is the server's time of the claim, which getJob shows). `claim` is a new
-   * object the job takes as its own (its fence is set from the reply): one object per job, not two.
+   * processedOn out: it is the server's time of the claim, which getJob shows). `claim`, a new
+   * object per job, becomes the job's own (its fence set from the reply).
    */
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
     const job = Job.fromFields(decodeClaim(reply));
