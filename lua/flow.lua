@@ -175,8 +175,8 @@ local FLOW_NODE = {
 }
 -- A node's group decoded in one step (args.lua readGroup): each argument checked by its kind in
 -- FLOW_NODE (by position: the kinds are the schema's even entries), the table built whole with
--- the fields checkNodes adds (k, jk, group, parentList, depList); nil on a bad argument, which
--- readGroup's loop then names.
+-- the fields checkNodes and checkLinks add (k, jk, group, parentList, depList, left); nil on a
+-- bad argument, which readGroup's loop then names.
 FLOW_NODE.read = function(args, at)
   local s = FLOW_NODE
   local queue, jobId, name = s[2].check(args[at]), s[4].check(args[at + 1]), s[6].check(args[at + 2])
@@ -187,7 +187,7 @@ FLOW_NODE.read = function(args, at)
     and groupSpec and parents and deps) then return nil end
   return { queue = queue, jobId = jobId, name = name, data = data, delay = delay, priority = priority, lifo = lifo,
     attempts = attempts, opts = opts, groupSpec = groupSpec, parents = parents, deps = deps,
-    k = false, jk = false, group = false, parentList = false, depList = false }
+    k = false, jk = false, group = false, parentList = false, depList = false, left = false }
 end
 local COUNT_HEAD = { 'count', ARG.int(1, MAX_COUNT) }
 local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
@@ -302,21 +302,30 @@ local function checkLinks(nodes, byKey, bases)
     end
   end
   -- no cycle: every node is reached by taking away those whose deps are all taken away (Kahn)
-  local left, ready, done = {}, {}, 0
+  -- (a node's count of deps left is kept on the node, and the ready nodes are a stack popped by
+  -- hand: no table keyed by job key, no table.remove call per node)
+  local ready, top, done = {}, 0, 0
   for i = 1, #nodes do
     local n = nodes[i]
-    left[n.jk] = #n.depList
-    if #n.depList == 0 then ready[#ready + 1] = n end
+    n.left = #n.depList
+    if n.left == 0 then
+      top = top + 1
+      ready[top] = n
+    end
   end
-  while #ready > 0 do
-    local n = table.remove(ready)
+  while top > 0 do
+    local n = ready[top]
+    ready[top], top = nil, top - 1
     done = done + 1
     local parentList = n.parentList
     for j = 1, #parentList do
-      local p = parentList[j]
-      if left[p] then
-        left[p] = left[p] - 1
-        if left[p] == 0 then ready[#ready + 1] = byKey[p] end
+      local pn = byKey[parentList[j]]
+      if pn then
+        pn.left = pn.left - 1
+        if pn.left == 0 then
+          top = top + 1
+          ready[top] = pn
+        end
       end
     end
   end
