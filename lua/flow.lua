@@ -366,7 +366,7 @@ end
 
 local META_TYPES = { 'meta', 'hash' }
 
--- The keys of queue `k` the write phase writes for the nodes `ofQueue` (as requireTypes takes
+-- The keys of queue `k` the write phase writes for the call's nodes in it (as requireTypes takes
 -- them), and whether the queue is new (no createdAt: ensureQueue then creates its job and wake
 -- streams' groups). meta is read here (its createdAt, and eventsUntil, which `listening` keeps
 -- for the call): the read answers its type. The event stream is written only while a QueueEvents
@@ -375,7 +375,7 @@ local META_TYPES = { 'meta', 'hash' }
 -- prioritized or LIFO (a group's keys, with its wake, groupRequireTypes checks); the sets only the
 -- nodes' options use (waiting-children for a parent; scheduled, prioritized, LIFO for a leaf that
 -- is delayed, prioritized or LIFO).
-local function flowWriteTypes(k, ofQueue, now)
+local function flowWriteTypes(k, nodes, now)
   -- (eventsUntil third, where `listening` reads it in a caller's HMGET of meta)
   local m = redis.pcall('HMGET', k.meta, 'createdAt', 'paused', 'eventsUntil')
   if m.err then requireTypes(k, META_TYPES) end
@@ -393,9 +393,11 @@ local function flowWriteTypes(k, ofQueue, now)
     need('stream', 'stream')
     need('wake', 'stream')
   end
-  for i = 1, #ofQueue do
-    local n = ofQueue[i]
-    if #n.depList > 0 then
+  for i = 1, #nodes do
+    local n = nodes[i]
+    if n.k ~= k then
+      -- (another queue's node: each queue's look passes over the call's nodes, as no list per queue is built)
+    elseif #n.depList > 0 then
       need('waitingChildren', 'zset')
     else
       need('stream', 'stream')
@@ -411,22 +413,19 @@ end
 -- The types of every key the write phase writes; the state of every parent outside the call.
 -- Returns the queues that are new (their key tables), which the write phase creates.
 local function checkFlowWrites(nodes, outside, now)
-  local byQueue, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
+  local seen, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
   for i = 1, #nodes do
     local n = nodes[i]
-    local list = byQueue[n.k]
-    if not list then
-      list = {}
-      byQueue[n.k] = list
+    if not seen[n.k] then
+      seen[n.k] = true
       order[#order + 1] = n.k
     end
-    list[#list + 1] = n
     if n.group then groupRequireTypes(n.k, n.group.id) end
     if #n.depList > 0 then requireKeyType(FLOW.depsOf(n.jk), 'set') end
   end
   local fresh = {}
   for _, k in ipairs(order) do
-    local spec, new = flowWriteTypes(k, byQueue[k], now)
+    local spec, new = flowWriteTypes(k, nodes, now)
     requireTypes(k, spec)
     if new then fresh[#fresh + 1] = k end
   end
