@@ -116,7 +116,9 @@ local NOT_PLAIN = { rf = true, flow = true, parents = true }
 -- field: see the header). The reply carries no string the worker already knows: every string in
 -- it costs the server and the client.
 claimReply = function(id, fields)
-  local out = { id, '', false, false, false, false }
+  -- (the nils give the list room for one stored field more, a flow child's parents: filled past
+  -- its size, it is rehashed; set in order from 7, it has no gap, and the reply ends at its last)
+  local out = { id, '', false, false, false, false, nil, nil }
   local n, fence, state, sid, owner, returned, plain = 6, 0, nil, nil, nil, false, true
   for i = 1, #fields, 2 do
     local f, v = fields[i], fields[i + 1]

@@ -175,8 +175,8 @@ local FLOW_NODE = {
 }
 -- A node's group decoded in one step (args.lua readGroup): each argument checked by its kind in
 -- FLOW_NODE (by position: the kinds are the schema's even entries), the table built whole with
--- the fields checkNodes adds (k, jk, group, parentList, depList); nil on a bad argument, which
--- readGroup's loop then names.
+-- the fields checkNodes and checkLinks add (k, jk, group, parentList, depList, left); nil on a
+-- bad argument, which readGroup's loop then names.
 FLOW_NODE.read = function(args, at)
   local s = FLOW_NODE
   local queue, jobId, name = s[2].check(args[at]), s[4].check(args[at + 1]), s[6].check(args[at + 2])
@@ -187,7 +187,7 @@ FLOW_NODE.read = function(args, at)
     and groupSpec and parents and deps) then return nil end
   return { queue = queue, jobId = jobId, name = name, data = data, delay = delay, priority = priority, lifo = lifo,
     attempts = attempts, opts = opts, groupSpec = groupSpec, parents = parents, deps = deps,
-    k = false, jk = false, group = false, parentList = false, depList = false }
+    k = false, jk = false, group = false, parentList = false, depList = false, left = false }
 end
 local COUNT_HEAD = { 'count', ARG.int(1, MAX_COUNT) }
 local SETTLE_EACH = { 'parentId', ARG.jobId, 'childKey', JOB_KEYS,
@@ -302,21 +302,30 @@ local function checkLinks(nodes, byKey, bases)
     end
   end
   -- no cycle: every node is reached by taking away those whose deps are all taken away (Kahn)
-  local left, ready, done = {}, {}, 0
+  -- (a node's count of deps left is kept on the node, and the ready nodes are a stack popped by
+  -- hand: no table keyed by job key, no table.remove call per node)
+  local ready, top, done = {}, 0, 0
   for i = 1, #nodes do
     local n = nodes[i]
-    left[n.jk] = #n.depList
-    if #n.depList == 0 then ready[#ready + 1] = n end
+    n.left = #n.depList
+    if n.left == 0 then
+      top = top + 1
+      ready[top] = n
+    end
   end
-  while #ready > 0 do
-    local n = table.remove(ready)
+  while top > 0 do
+    local n = ready[top]
+    ready[top], top = nil, top - 1
     done = done + 1
     local parentList = n.parentList
     for j = 1, #parentList do
-      local p = parentList[j]
-      if left[p] then
-        left[p] = left[p] - 1
-        if left[p] == 0 then ready[#ready + 1] = byKey[p] end
+      local pn = byKey[parentList[j]]
+      if pn then
+        pn.left = pn.left - 1
+        if pn.left == 0 then
+          top = top + 1
+          ready[top] = pn
+        end
       end
     end
   end
@@ -357,7 +366,7 @@ end
 
 local META_TYPES = { 'meta', 'hash' }
 
--- The keys of queue `k` the write phase writes for the nodes `ofQueue` (as requireTypes takes
+-- The keys of queue `k` the write phase writes for the call's nodes in it (as requireTypes takes
 -- them), and whether the queue is new (no createdAt: ensureQueue then creates its job and wake
 -- streams' groups). meta is read here (its createdAt, and eventsUntil, which `listening` keeps
 -- for the call): the read answers its type. The event stream is written only while a QueueEvents
@@ -366,7 +375,7 @@ local META_TYPES = { 'meta', 'hash' }
 -- prioritized or LIFO (a group's keys, with its wake, groupRequireTypes checks); the sets only the
 -- nodes' options use (waiting-children for a parent; scheduled, prioritized, LIFO for a leaf that
 -- is delayed, prioritized or LIFO).
-local function flowWriteTypes(k, ofQueue, now)
+local function flowWriteTypes(k, nodes, now)
   -- (eventsUntil third, where `listening` reads it in a caller's HMGET of meta)
   local m = redis.pcall('HMGET', k.meta, 'createdAt', 'paused', 'eventsUntil')
   if m.err then requireTypes(k, META_TYPES) end
@@ -384,9 +393,11 @@ local function flowWriteTypes(k, ofQueue, now)
     need('stream', 'stream')
     need('wake', 'stream')
   end
-  for i = 1, #ofQueue do
-    local n = ofQueue[i]
-    if #n.depList > 0 then
+  for i = 1, #nodes do
+    local n = nodes[i]
+    if n.k ~= k then
+      -- (another queue's node: each queue's look passes over the call's nodes, as no list per queue is built)
+    elseif #n.depList > 0 then
       need('waitingChildren', 'zset')
     else
       need('stream', 'stream')
@@ -402,22 +413,19 @@ end
 -- The types of every key the write phase writes; the state of every parent outside the call.
 -- Returns the queues that are new (their key tables), which the write phase creates.
 local function checkFlowWrites(nodes, outside, now)
-  local byQueue, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
+  local seen, order = {}, {} -- a queue's keys are checked once, however many of its jobs the flow holds
   for i = 1, #nodes do
     local n = nodes[i]
-    local list = byQueue[n.k]
-    if not list then
-      list = {}
-      byQueue[n.k] = list
+    if not seen[n.k] then
+      seen[n.k] = true
       order[#order + 1] = n.k
     end
-    list[#list + 1] = n
     if n.group then groupRequireTypes(n.k, n.group.id) end
     if #n.depList > 0 then requireKeyType(FLOW.depsOf(n.jk), 'set') end
   end
   local fresh = {}
   for _, k in ipairs(order) do
-    local spec, new = flowWriteTypes(k, byQueue[k], now)
+    local spec, new = flowWriteTypes(k, nodes, now)
     requireTypes(k, spec)
     if new then fresh[#fresh + 1] = k end
   end

@@ -26,8 +26,11 @@ local INSERT_JOB_WRITES = { 'meta', 'hash', 'id', 'string', 'events', 'stream', 
 -- `quiet` (optional): no 'added' event (a flow's node while no QueueEvents listens, lua/flow.lua).
 local function insertJob(k, now, id, name, data, delay, priority, lifo, attempts, opts, group, extra, quiet)
   local jk = k.jobPrefix .. id
-  -- (fields appended at a counted position: no closure per job, no length operator per field)
-  local fields = { 'name', name, 'data', data, 'ts', now }
+  -- (fields appended at a counted position: no closure per job, no length operator per field.
+  -- The nils size the list for 14 entries, the usual most: a list filled past its size is
+  -- rehashed, once at its 7th entry and again at its 9th; set in order from 1, it has no gap, so
+  -- unpack reads exactly the fields set.)
+  local fields = { 'name', name, 'data', data, 'ts', now, nil, nil, nil, nil, nil, nil, nil, nil }
   local n = 6
   if extra then
     for i = 1, #extra do fields[n + i] = extra[i] end
