@@ -112,9 +112,8 @@ export class Job<D = any, R = any> extends JobRecord<D, R> {
   }
 
   /**
-   * A job claimed for a worker, from the claim reply (see decodeClaim): it is active since
-   * `claimedAt`, the worker's own reading of when the claim started (the reply leaves the stored
-   * processedOn out: it is the server's time of the claim, which getJob shows). `claim`, a new
+   * A job claimed for a worker from the claim reply (decodeClaim), active since `claimedAt`, the
+   * worker's reading of the claim's start (getJob shows the server's, processedOn). `claim`, a new
    * object per job, becomes the job's own (its fence set from the reply).
    */
   static fromClaim(reply: ClaimReply, claim: Claim, claimedAt: number): Job {
