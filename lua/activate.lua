@@ -160,6 +160,8 @@ local function claimJob(k, id, jk, out, fence, consumer, now, src, ahead, return
   local at = terms.at
   if terms.now ~= now then at = string.format('%.0f', now); terms.now, terms.at = now, at end
   local text = plain and terms.plain or terms.text
+  -- (four spelled-out HSETs, not one through a vararg helper: that call costs ~0.6k instructions
+  -- a claim, 0.4 % of a job's server work, measured with instructions.js)
   if src ~= 's' then
     if ahead and not returned then
       redis.call('HSET', jk, 'fence', fence, 'state', 'active', 'owner', consumer, 'src', src, 'terms', text, 'processedOn', at,
