@@ -97,8 +97,6 @@ export interface FinishWaiter {
   reject(err: unknown): void;
 }
 
-type Pending = FinishWaiter;
-
 /** The last element of a finish reply that wrote a flow outbox record (lua/flow-keys.lua FLOW.RELAY_MARK). */
 export const RELAY_MARK = '{relay}';
 
@@ -121,7 +119,7 @@ const REPORT_WAIT_MS = 20;
 const RTT_WEIGHT = 0.1;
 
 export class FinishBatcher {
-  private pending: Pending[] = [];
+  private pending: FinishWaiter[] = [];
   private scheduled = false;
   private inFlight = 0;
   /** The last flush sent part of what was pending and kept the rest for its reply. */
@@ -284,7 +282,7 @@ export class FinishBatcher {
     if (this.inFlight === 0 && all.length > 1 && !whole && !this.heldBack) take = Math.ceil(all.length / 2);
     else if (atReply && this.inFlight > 0 && !whole) take = all.length - (all.length % size);
     this.heldBack = take < all.length && this.inFlight === 0;
-    const calls: Pending[][] = [];
+    const calls: FinishWaiter[][] = [];
     let sent = 0;
     while (sent < take && (whole || this.inFlight + calls.length < plan.calls)) {
       const call = all.slice(sent, Math.min(take, sent + size));
@@ -304,7 +302,7 @@ export class FinishBatcher {
    * go back in more calls). (Which request a claim comes with does not matter: each is dispatched
    * alike.)
    */
-  private shareAsks(calls: Pending[][], all: Pending[], size: number): void {
+  private shareAsks(calls: FinishWaiter[][], all: FinishWaiter[], size: number): void {
     let pool = 0;
     let ahead = false;
     for (const p of all) {
@@ -333,7 +331,7 @@ export class FinishBatcher {
     return words.join(' ');
   }
 
-  private async send(batch: Pending[]): Promise<void> {
+  private async send(batch: FinishWaiter[]): Promise<void> {
     this.inFlight++;
     const sentAt = performance.now();
     let settled = false;
