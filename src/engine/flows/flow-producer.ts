@@ -19,6 +19,7 @@ import { checkConfirm, confirmedCall, pickConfirm, type Confirm, type ConfirmOpt
 import { addInParts, needsParts } from './flow-journal.js';
 import { encodeNodes, nodeKey, nodeKeys, treeToNodes, type EncodedFlow, type FlowJob, type FlowNode, type FlowOpts } from './flow-nodes.js';
 import { addDAG, type DAGFlow } from './dag-nodes.js';
+import { FlowCoalescer } from './flow-coalescer.js';
 import { Telemetry, type TelemetryOption } from '../shared/telemetry.js';
 
 export interface FlowProducerOptions {
@@ -122,6 +123,8 @@ export class FlowProducer extends SafeEmitter {
   private readonly producerKeys = new Set<string>();
   /** The telemetry option checked: tracing is on (@opentelemetry/api is loaded at the first flow). */
   private readonly telemetry: Telemetry | undefined;
+  /** The adds of one turn of the event loop, stored in one call (flow-coalescer.ts). */
+  private readonly coalescer = new FlowCoalescer<JobNode>(() => this.client, (lists) => this.store(lists, undefined));
 
   constructor(opts: FlowProducerOptions = {}) {
     const confirm = checkConfirm(opts.confirm);
@@ -147,7 +150,10 @@ export class FlowProducer extends SafeEmitter {
   /** Adds a tree: stored whole or not at all. Resolves to the tree of jobs. */
   async add(flow: FlowJob, opts: FlowOpts = {}): Promise<JobNode> {
     const nodes = treeToNodes(flow, this.prefix, opts);
-    const [tree] = await this.store([nodes], pickConfirm(opts.confirm, this.confirm));
+    const confirm = pickConfirm(opts.confirm, this.confirm);
+    // (a confirmed or traced flow is its own call: its confirmation and its span are its own)
+    if (!confirm && !this.telemetry) return this.coalescer.add(nodes);
+    const [tree] = await this.store([nodes], confirm);
     return tree;
   }
 
