@@ -138,6 +138,33 @@ describe('flows on a cluster: queues on different nodes', function () {
     expect(needsParts(q.client, encodeNodes(two)), 'two slots: parts').to.equal(true);
   });
 
+  it('flows added in one turn: those of one slot share a call, one across slots is stored in parts, and each runs once', async () => {
+    const [a, b, c] = await threeQueues('fc-turn');
+    const qa = queue(a);
+    const qb = queue(b);
+    const f = producer();
+    await Promise.all([f.waitUntilReady(), qa.waitUntilReady(), qb.waitUntilReady()]);
+    const inOne = (q: string, tag: string): FlowJob => ({
+      name: 'parent', queueName: q, opts: { jobId: `${tag}-parent` },
+      children: [{ name: 'leaf', queueName: q, data: { v: 1 }, opts: { jobId: `${tag}-leaf` } }],
+    });
+    const callsOn = async (port: number) => Number(/cmdstat_fcall:calls=(\d+)/.exec(String(await cluster().call(port, 'INFO', 'commandstats')))?.[1] ?? 0);
+    const before = await callsOn(ports[1]);
+    // a1 and a2 in a's slot, b1 and b2 in b's, x across the three
+    const [a1, a2, b1, b2, x] = await Promise.all([
+      f.add(inOne(a, 'a1')), f.add(inOne(a, 'a2')), f.add(inOne(b, 'b1')), f.add(inOne(b, 'b2')), f.add(tree(a, b, c, 'x')),
+    ]);
+    // b's node: one call for b1 and b2, one for x's part there
+    expect(await callsOn(ports[1])).to.equal(before + 2);
+    for (const t of [a1, a2, b1, b2, x]) expect(t.job.created).to.equal(true);
+    const log = runFlowWorkers([a, b, c]);
+    for (const [q, t] of [[qa, a1], [qa, a2], [qb, b1], [qb, b2], [qa, x]] as const) {
+      await waitFor(async () => (await stateOf(q, t.job.id)) === 'completed', `parent ${t.job.id} to complete`);
+    }
+    expect(log.filter((r) => r.name === 'parent').map((r) => r.id).sort()).to.deep.equal(['a1-parent', 'a2-parent', 'b1-parent', 'b2-parent', 'x-parent']);
+    expect((await qa.getJob('x-parent'))!.returnvalue).to.equal(30 + 20 + 40); // mid passes its grandchild's 30 on
+  });
+
   it('stores a flow whose parent and children are on three nodes (in parts, the journal deleted after) and runs the parent once, after all children, with their values', async () => {
     const [a, b, c] = await threeQueues('fc-run');
     const qa = queue(a);
