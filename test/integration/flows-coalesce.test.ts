@@ -95,6 +95,17 @@ describe('flows: adds made together are one call, each answered as alone', funct
     expect(await top.getJobState('p1')).to.equal('waiting-children');
   });
 
+  it('close() right after adds it was not awaited for stores them first', async () => {
+    const top = h.queue(uniqueQueue('top'));
+    const child = h.queue(uniqueQueue('child'));
+    const flow = h.flowProducer();
+    await flow.waitUntilReady();
+    const adds = [flow.add(tree(top.name, child.name, 1)), flow.add(tree(top.name, child.name, 2))];
+    await flow.close();
+    for (const t of await Promise.all(adds)) expect(await top.getJobState(t.job.id!)).to.equal('waiting-children');
+    expect(await child.count()).to.equal(4);
+  });
+
   it(`more than ${COALESCE_MAX_FLOWS} adds in one turn are cut into calls of at most ${COALESCE_MAX_FLOWS} flows`, async () => {
     const top = h.queue(uniqueQueue('top'));
     const child = h.queue(uniqueQueue('child'));

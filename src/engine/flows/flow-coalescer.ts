@@ -39,6 +39,8 @@ export type StoreLists<T> = (lists: FlowNode[][]) => Promise<T[]>;
 export class FlowCoalescer<T> {
   private pending: Pending<T>[] = [];
   private scheduled = false;
+  /** The calls sent and not settled yet (drain waits for them). */
+  private readonly sending = new Set<Promise<void>>();
 
   constructor(
     private readonly client: () => Client,
@@ -56,11 +58,23 @@ export class FlowCoalescer<T> {
     });
   }
 
+  /**
+   * Sends what waits now and resolves once every add made so far has its answer: the producer's
+   * close() runs it first, so an add made just before close() is stored, not cut off.
+   */
+  async drain(): Promise<void> {
+    this.flush();
+    await Promise.all(this.sending);
+  }
+
   private flush(): void {
     const batch = this.pending;
     this.pending = [];
     this.scheduled = false;
-    for (const chunk of this.chunks(batch)) void this.send(chunk);
+    for (const chunk of this.chunks(batch)) {
+      const sent = this.send(chunk).finally(() => this.sending.delete(sent));
+      this.sending.add(sent);
+    }
   }
 
   /** `batch` cut into calls: flows of one slot together (any flows on a standalone server), within the limits. */

@@ -251,6 +251,7 @@ export class FlowProducer extends SafeEmitter {
   /** Closes the connection when this producer made it (a client the caller gave stays open). */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      await this.coalescer.drain();
       await this.ready.settled();
       // as Queue.close: the replies kept for calls that all settled are never asked for again
       if (this.producer.used && this.producer.settled && this.client.status === 'ready') {
