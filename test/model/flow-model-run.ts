@@ -173,12 +173,16 @@ export class FlowModelRun {
     n.children.forEach((c, i) => kids[i] && this.remember(c, kids[i]));
   }
 
+  /** Adds one to three flows in one turn (stored together, src/engine/flows/flow-coalescer.ts). */
   private async addFlow(): Promise<string> {
-    const root = this.randomTree(this.rng.int(1, 3), true);
-    this.remember(root, await this.producer.add(this.asFlowJob(root)));
-    this.roots.push(root);
-    this.totals.flows++;
-    return `add flow ${this.describe(root)}`;
+    const roots = Array.from({ length: this.rng.int(1, 3) }, () => this.randomTree(this.rng.int(1, 3), true));
+    const added = await Promise.all(roots.map((root) => this.producer.add(this.asFlowJob(root))));
+    roots.forEach((root, i) => {
+      this.remember(root, added[i]);
+      this.roots.push(root);
+      this.totals.flows++;
+    });
+    return `add ${roots.length === 1 ? 'flow' : 'flows'} ${roots.map((r) => this.describe(r)).join(' + ')}`;
   }
 
   private describe(n: ModelNode): string {
