@@ -23,6 +23,9 @@ const PASS = 'correct horse';
 
 describe('CLI: ui (the dashboard, in a real browser)', function () {
   this.timeout(60000);
+  // a safety net, not a speed check: loading bull-board and express took over 15 s once in a full
+  // run on a machine reading its files back from disk (usually ~1 s)
+  const START_MS = 40000;
   const server = useServer();
   const prefix = uniqueQueue('ui');
   const dir = mkdtempSync(join(tmpdir(), 'glidemq-ui-test-'));
@@ -75,7 +78,7 @@ describe('CLI: ui (the dashboard, in a real browser)', function () {
     statsRuns = Promise.all(['emails', 'images'].map(async (name) => JSON.parse((await cli(['stats', name, '--json'])).stdout) as Record<string, number>));
     statsRuns.catch(() => undefined); // awaited by the first test
     ui = startCli(['-u', server().url, '--prefix', prefix, '--json', 'ui', '--port', '0', '--auth', `${USER}:${PASS}`, '--rediscover', '200ms']);
-    const line = (await waitFor(() => ui.stdout().split('\n').find((l) => l.startsWith('{')), 'the dashboard to listen')) as string;
+    const line = (await waitFor(() => ui.stdout().split('\n').find((l) => l.startsWith('{')), 'the dashboard to listen', START_MS)) as string;
     url = (JSON.parse(line) as { url: string }).url;
 
     browser = await launching;
@@ -181,7 +184,7 @@ describe('CLI: ui (the dashboard, in a real browser)', function () {
 
   it('its start line fits 80 columns: wrapped between words, the lines after the first indented by two spaces', async () => {
     const plain = startCli(['-u', server().url, '--prefix', prefix, 'ui', '--port', '0', '--read-only'], { env: { COLUMNS: '80', GLIDEMQ_UI_AUTH: undefined } });
-    const listening = waitFor(() => plain.stdout().includes('(read-only)') || plain.stderr() !== '', 'the start line');
+    const listening = waitFor(() => plain.stdout().includes('(read-only)') || plain.stderr() !== '', 'the start line', START_MS);
     await listening.catch(() => undefined);
     const r = await plain.stop('SIGTERM'); // also when it never listened
     await listening;
