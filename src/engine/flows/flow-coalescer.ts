@@ -39,7 +39,6 @@ export type StoreLists<T> = (lists: FlowNode[][]) => Promise<T[]>;
 
 export class FlowCoalescer<T> {
   private pending: Pending<T>[] = [];
-  private scheduled = false;
   /** The calls sent and not settled yet (drain waits for them). */
   private readonly sending = new Set<Promise<void>>();
 
@@ -51,11 +50,8 @@ export class FlowCoalescer<T> {
   /** Stores `nodes` (one flow) with the others added in this turn; resolves to its result. */
   add(nodes: FlowNode[]): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ nodes, resolve, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flush());
-      }
+      // the turn's first add schedules the flush; the others wait with it
+      if (this.pending.push({ nodes, resolve, reject }) === 1) setImmediate(() => this.flush());
     });
   }
 
@@ -71,7 +67,6 @@ export class FlowCoalescer<T> {
   private flush(): void {
     const batch = this.pending;
     this.pending = [];
-    this.scheduled = false;
     for (const chunk of this.chunks(batch)) {
       const sent = this.send(chunk).finally(() => this.sending.delete(sent));
       this.sending.add(sent);
